@@ -1,0 +1,238 @@
+"""Publish chat turns as sequenced events.
+
+Publishing one turn is two steps:
+1. one atomic Redis script assigns the turn's ``seq`` in its conversation (INCR, or "at least
+   this" for an explicit seq replaying a log) and appends the turn to the conversation's working
+   memory, so recall can see it at once (read-your-writes), before any worker ran;
+2. the event is sent to the broker as a ``memory.record`` task, by name.
+Only step 2 is retried (with tenacity): retrying step 1 would burn a new seq.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import redis
+from celery import Celery
+from kombu.exceptions import OperationalError
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+from shared import keys
+from shared.events import EventLimits, FieldError, InvalidEvent, TurnPublished, validate_turn
+from shared.queues import ROUTES, TaskName
+from shared.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+# KEYS: seq key, working-memory zset, user's sessions zset
+# ARGV: explicit seq or "", wm member, wm size, ttl seconds, session score (ms), session id
+_ASSIGN_SCRIPT = """
+local seq
+if ARGV[1] ~= '' then
+  seq = tonumber(ARGV[1])
+  local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+  if seq > cur then redis.call('SET', KEYS[1], seq) end
+else
+  seq = redis.call('INCR', KEYS[1])
+end
+redis.call('ZADD', KEYS[2], seq, ARGV[2])
+redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -(tonumber(ARGV[3]) + 1))
+redis.call('EXPIRE', KEYS[2], tonumber(ARGV[4]))
+redis.call('ZADD', KEYS[3], tonumber(ARGV[5]), ARGV[6])
+redis.call('EXPIRE', KEYS[3], tonumber(ARGV[4]))
+return seq
+"""
+
+_BROKER_ERRORS = (
+    OperationalError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    ConnectionError,
+)
+
+
+@dataclass(frozen=True)
+class Published:
+    event_id: str
+    seq: int
+    session_id: str
+    user_id: str
+
+
+@dataclass
+class BatchResult:
+    published: list[Published] = field(default_factory=list)
+    errors: list[tuple[int, InvalidEvent]] = field(default_factory=list)
+
+
+def working_memory_member(event: TurnPublished) -> str:
+    # The seq is the zset score, so it is not repeated in the member.
+    return json.dumps(
+        {
+            "event_id": event.event_id,
+            "role": event.role.value,
+            "content": event.content,
+            "at": event.at.isoformat(),
+        },
+        ensure_ascii=False,
+        sort_keys=True,
+    )
+
+
+def make_broker_app(broker_url: str) -> Celery:
+    """A minimal Celery app for sending tasks by name (producers never import the workers)."""
+    app = Celery("cuemem-producer", broker=broker_url, set_as_current=False)
+    app.conf.update(task_serializer="json", accept_content=["json"], broker_connection_retry_on_startup=True)
+    return app
+
+
+class Publisher:
+    def __init__(
+        self,
+        broker_url: str,
+        redis_url: str,
+        *,
+        tenant_id: str = "default",
+        limits: EventLimits | None = None,
+        publish_attempts: int = 5,
+        working_memory_turns: int = 20,
+        working_memory_ttl_s: int = 7 * 24 * 3600,
+        redis_client: redis.Redis | None = None,
+    ):
+        self.tenant_id = tenant_id
+        self.limits = limits or EventLimits()
+        self._attempts = publish_attempts
+        self._wm_turns = working_memory_turns
+        self._wm_ttl = working_memory_ttl_s
+        self._redis = redis_client or redis.Redis.from_url(redis_url)
+        self._assign = self._redis.register_script(_ASSIGN_SCRIPT)
+        self._app = make_broker_app(broker_url)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Publisher:
+        redis_url = settings.effective_redis_url
+        if not settings.broker_url or not redis_url:
+            raise ValueError(
+                "CUEMEM_BROKER_URL (and CUEMEM_REDIS_URL when the broker is not Redis) must be set to "
+                "publish; the CLI sets them itself on the embedded default"
+            )
+        return cls(
+            settings.broker_url,
+            redis_url,
+            tenant_id=settings.tenant_id,
+            limits=EventLimits(
+                settings.max_content_chars, settings.max_id_chars, settings.max_metadata_bytes
+            ),
+            publish_attempts=settings.publish_retries,
+            working_memory_turns=settings.working_memory_turns,
+            working_memory_ttl_s=settings.working_memory_ttl_s,
+        )
+
+    @classmethod
+    def from_env(cls) -> Publisher:
+        return cls.from_settings(get_settings())
+
+    # --- publishing ---------------------------------------------------------------------------
+
+    def publish(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        role: str,
+        content: str,
+        at: Any = None,
+        seq: int | None = None,
+        event_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        tenant_id: str | None = None,
+    ) -> Published:
+        """Publish one turn; raises InvalidEvent (naming each bad field) before anything is sent."""
+        raw: dict[str, Any] = {"user_id": user_id, "session_id": session_id, "role": role, "content": content}
+        for key, value in (("at", at), ("seq", seq), ("event_id", event_id), ("metadata", metadata)):
+            if value is not None:
+                raw[key] = value
+        raw["tenant_id"] = tenant_id or self.tenant_id
+        return self.publish_turn(raw)
+
+    def publish_turn(self, raw: Mapping[str, Any]) -> Published:
+        if not isinstance(raw, Mapping):
+            raise InvalidEvent([FieldError("event", f"must be a JSON object, got {type(raw).__name__}")])
+        data = dict(raw)
+        data.setdefault("tenant_id", self.tenant_id)
+        event = validate_turn(data, self.limits, require_seq=False)
+        event = replace(event, seq=self._assign_seq(event, data.get("seq")))
+        self._send(event)
+        return Published(event.event_id, event.seq, event.session_id, event.user_id)
+
+    def publish_batch(self, turns: Iterable[Mapping[str, Any]]) -> BatchResult:
+        """Publish many turns; invalid ones are reported by position and the rest still land."""
+        result = BatchResult()
+        for i, raw in enumerate(turns):
+            try:
+                result.published.append(self.publish_turn(raw))
+            except InvalidEvent as exc:
+                result.errors.append((i, exc))
+        return result
+
+    def close(self) -> None:
+        self._app.close()
+        self._redis.close()
+
+    def __enter__(self) -> Publisher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- steps --------------------------------------------------------------------------------
+
+    def _assign_seq(self, event: TurnPublished, explicit: Any) -> int:
+        tenant, user, session = event.conversation
+        args = [
+            "" if explicit is None else str(int(explicit)),
+            working_memory_member(event),
+            self._wm_turns,
+            self._wm_ttl,
+            int(event.at.timestamp() * 1000),
+            session,
+        ]
+        keys_ = [
+            keys.seq_key(tenant, user, session),
+            keys.working_memory_key(tenant, user, session),
+            keys.user_sessions_key(tenant, user),
+        ]
+        for attempt in Retrying(
+            retry=retry_if_exception_type(_BROKER_ERRORS),
+            stop=stop_after_attempt(self._attempts),
+            wait=wait_exponential_jitter(multiplier=0.1, max=5),
+            reraise=True,
+        ):
+            with attempt:
+                return int(self._assign(keys=keys_, args=args))
+        raise AssertionError("unreachable")  # Retrying re-raises on the last attempt
+
+    def _send(self, event: TurnPublished) -> None:
+        started = time.perf_counter()
+        for attempt in Retrying(
+            retry=retry_if_exception_type(_BROKER_ERRORS),
+            stop=stop_after_attempt(self._attempts),
+            wait=wait_exponential_jitter(multiplier=0.1, max=5),
+            reraise=True,
+        ):
+            with attempt:
+                # Celery's own publish retry is off so that tenacity is the one retry policy.
+                self._app.send_task(
+                    TaskName.RECORD.value,
+                    args=[event.to_message()],
+                    queue=ROUTES[TaskName.RECORD].value,
+                    retry=False,
+                )
+        log.debug(
+            "published %s seq %d in %.1f ms", event.event_id, event.seq, (time.perf_counter() - started) * 1e3
+        )

@@ -1,0 +1,273 @@
+"""The event an app publishes for every chat turn, and its validation.
+
+Validation errors always name the field and the problem (``user_id: must not be empty``), so a
+producer, the JSONL importer and the workers report the same reason for the same bad input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+# Ids travel through Redis keys, Qdrant payload filters and URLs: keep them to a safe alphabet
+# so that no id can smuggle a wildcard, a separator or a filter expression.
+SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]*$")
+SAFE_ID_TEXT = "letters, digits and . _ @ : - (starting with a letter or digit)"
+MAX_METADATA_DEPTH = 8
+
+
+class Role(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+@dataclass(frozen=True)
+class EventLimits:
+    max_content_chars: int = 32_000
+    max_id_chars: int = 128
+    max_metadata_bytes: int = 16_384
+
+
+@dataclass(frozen=True)
+class FieldError:
+    field: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.problem}"
+
+
+class InvalidEvent(ValueError):
+    """Raised with every problem found in one event, each naming its field."""
+
+    def __init__(self, errors: list[FieldError]):
+        self.errors = errors
+        super().__init__("; ".join(str(e) for e in errors))
+
+
+@dataclass(frozen=True)
+class TurnPublished:
+    """A chat turn, as published by a producer. ``seq`` orders it inside its conversation."""
+
+    event_id: str
+    tenant_id: str
+    user_id: str
+    session_id: str
+    seq: int
+    role: Role
+    content: str
+    at: datetime
+    metadata: dict[str, Any]
+
+    @property
+    def conversation(self) -> tuple[str, str, str]:
+        return (self.tenant_id, self.user_id, self.session_id)
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.role, self.content)
+
+    def to_message(self) -> dict[str, Any]:
+        """The JSON-safe dict that travels on the broker."""
+        return {
+            "event_id": self.event_id,
+            "tenant_id": self.tenant_id,
+            "user_id": self.user_id,
+            "session_id": self.session_id,
+            "seq": self.seq,
+            "role": self.role.value,
+            "content": self.content,
+            "at": self.at.isoformat(),
+            "metadata": self.metadata,
+        }
+
+
+def content_hash(role: str, content: str) -> str:
+    return hashlib.sha256(f"{role}\n{content}".encode()).hexdigest()
+
+
+def new_event_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _check_id(name: str, value: Any, limits: EventLimits, errors: list[FieldError]) -> str:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        errors.append(FieldError(name, "must not be empty"))
+        return ""
+    if not isinstance(value, str):
+        errors.append(FieldError(name, f"must be a string, got {type(value).__name__}"))
+        return ""
+    if len(value) > limits.max_id_chars:
+        errors.append(
+            FieldError(name, f"is {len(value)} characters long; the limit is {limits.max_id_chars}")
+        )
+        return ""
+    if not SAFE_ID.match(value):
+        errors.append(FieldError(name, f"{value[:40]!r} has characters outside {SAFE_ID_TEXT}"))
+        return ""
+    return value
+
+
+def parse_at(value: Any) -> datetime:
+    """Parse an event time; raises ValueError with a reason when it is not a zoned timestamp."""
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str) and value.strip():
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"{value[:60]!r} is not an ISO 8601 timestamp") from None
+    else:
+        raise ValueError("must be an ISO 8601 timestamp string")
+    if parsed.tzinfo is None or parsed.utcoffset() is None:
+        raise ValueError(f"{str(value)[:60]!r} has no timezone; add an offset such as +00:00 or Z")
+    return parsed
+
+
+def _metadata_depth(value: Any, depth: int = 0) -> int:
+    if isinstance(value, dict):
+        return max([_metadata_depth(v, depth + 1) for v in value.values()] or [depth + 1])
+    if isinstance(value, list):
+        return max([_metadata_depth(v, depth + 1) for v in value] or [depth + 1])
+    return depth
+
+
+def _check_text(value: str) -> str | None:
+    if "\x00" in value:
+        return "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid UTF-8 (it holds a lone surrogate)"
+    return None
+
+
+def validate_turn(
+    raw: Mapping[str, Any],
+    limits: EventLimits | None = None,
+    *,
+    now: datetime | None = None,
+    require_seq: bool = True,
+) -> TurnPublished:
+    """Build a :class:`TurnPublished` from a mapping or raise :class:`InvalidEvent`.
+
+    ``require_seq=False`` lets a producer validate a turn before it assigns the seq (seq 0 is
+    then a placeholder that :meth:`dataclasses.replace` fills in).
+    """
+    limits = limits or EventLimits()
+    errors: list[FieldError] = []
+    if not isinstance(raw, Mapping):
+        raise InvalidEvent([FieldError("event", f"must be a JSON object, got {type(raw).__name__}")])
+
+    known = {"event_id", "tenant_id", "user_id", "session_id", "seq", "role", "content", "at", "metadata"}
+    for key in raw:
+        if key not in known:
+            errors.append(
+                FieldError(
+                    repr(key)[:40] if not str(key).strip() else str(key)[:40],
+                    f"is not a known field (known: {', '.join(sorted(known))})",
+                )
+            )
+
+    event_id_raw = raw.get("event_id")
+    event_id = new_event_id() if event_id_raw is None else _check_id("event_id", event_id_raw, limits, errors)
+    tenant_raw = raw.get("tenant_id")
+    tenant_id = "default" if tenant_raw is None else _check_id("tenant_id", tenant_raw, limits, errors)
+    user_id = _check_id("user_id", raw.get("user_id"), limits, errors)
+    session_id = _check_id("session_id", raw.get("session_id"), limits, errors)
+
+    seq_raw = raw.get("seq")
+    seq = 0
+    if seq_raw is None:
+        if require_seq:
+            errors.append(FieldError("seq", "is required here"))
+    elif isinstance(seq_raw, bool) or not isinstance(seq_raw, int):
+        errors.append(FieldError("seq", f"must be a positive integer, got {seq_raw!r:.40}"))
+    elif seq_raw < 1 or seq_raw > 2**62:
+        errors.append(FieldError("seq", f"must be between 1 and 2^62, got {seq_raw}"))
+    else:
+        seq = seq_raw
+
+    role_raw = raw.get("role")
+    role = Role.USER
+    try:
+        role = Role(role_raw)
+    except ValueError:
+        errors.append(
+            FieldError("role", f"{role_raw!r:.40} is not one of {', '.join(r.value for r in Role)}")
+        )
+
+    content_raw = raw.get("content")
+    content = ""
+    if not isinstance(content_raw, str):
+        errors.append(FieldError("content", "must be a string" if content_raw is not None else "is required"))
+    elif not content_raw.strip():
+        errors.append(FieldError("content", "must not be empty"))
+    elif len(content_raw) > limits.max_content_chars:
+        errors.append(
+            FieldError(
+                "content", f"is {len(content_raw)} characters long; the limit is {limits.max_content_chars}"
+            )
+        )
+    elif (problem := _check_text(content_raw)) is not None:
+        errors.append(FieldError("content", problem))
+    else:
+        content = content_raw
+
+    at_raw = raw.get("at")
+    at = now or datetime.now(UTC)
+    if at_raw is not None:
+        try:
+            at = parse_at(at_raw)
+        except ValueError as exc:
+            errors.append(FieldError("at", str(exc)))
+
+    metadata_raw = raw.get("metadata")
+    metadata: dict[str, Any] = {}
+    if metadata_raw is not None:
+        if not isinstance(metadata_raw, dict):
+            errors.append(FieldError("metadata", f"must be a JSON object, got {type(metadata_raw).__name__}"))
+        elif _metadata_depth(metadata_raw) > MAX_METADATA_DEPTH:
+            errors.append(FieldError("metadata", f"is nested deeper than {MAX_METADATA_DEPTH} levels"))
+        else:
+            try:
+                encoded = json.dumps(metadata_raw, ensure_ascii=False, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                errors.append(FieldError("metadata", f"is not JSON-serialisable ({exc})"))
+            else:
+                if "\\u0000" in encoded:
+                    errors.append(FieldError("metadata", "contains a NUL character"))
+                elif len(encoded.encode("utf-8", "surrogatepass")) > limits.max_metadata_bytes:
+                    errors.append(
+                        FieldError("metadata", f"is larger than {limits.max_metadata_bytes} bytes as JSON")
+                    )
+                elif (problem := _check_text(encoded)) is not None:
+                    errors.append(FieldError("metadata", problem))
+                else:
+                    metadata = metadata_raw
+
+    if errors:
+        raise InvalidEvent(errors)
+    return TurnPublished(
+        event_id=event_id,
+        tenant_id=tenant_id,
+        user_id=user_id,
+        session_id=session_id,
+        seq=seq,
+        role=role,
+        content=content,
+        at=at,
+        metadata=metadata,
+    )

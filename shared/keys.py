@@ -1,0 +1,29 @@
+"""Redis key names shared by the producer (writer) and recall (reader).
+
+The ``{tenant:user}`` hash tag keeps one user's keys in one Redis Cluster slot, so the
+producer's Lua script (seq + working memory in one atomic step) stays legal on a cluster.
+"""
+
+from __future__ import annotations
+
+PREFIX = "cuemem"
+
+
+def _tag(tenant_id: str, user_id: str) -> str:
+    return f"{{{tenant_id}:{user_id}}}"
+
+
+def seq_key(tenant_id: str, user_id: str, session_id: str) -> str:
+    return f"{PREFIX}:seq:{_tag(tenant_id, user_id)}:{session_id}"
+
+
+def working_memory_key(tenant_id: str, user_id: str, session_id: str) -> str:
+    return f"{PREFIX}:wm:{_tag(tenant_id, user_id)}:{session_id}"
+
+
+def user_sessions_key(tenant_id: str, user_id: str) -> str:
+    return f"{PREFIX}:sessions:{_tag(tenant_id, user_id)}"
+
+
+def deliveries_key(task_id: str, attempt: int) -> str:
+    return f"{PREFIX}:deliveries:{task_id}:{attempt}"

@@ -1,0 +1,129 @@
+"""Domain values: memory types and statuses, drafts produced by extraction, stored memories."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+# Fixed namespace so that a memory's id follows from its tenant, user, event and position:
+# redelivering an event recreates the same ids, and upserts by id make that harmless.
+MEMORY_NAMESPACE = uuid.UUID("6f1c1c0e-5d0f-4a8e-9a4e-2b7c2f9d1c01")
+
+
+class MemoryType(StrEnum):
+    PREFERENCE = "preference"
+    FACT = "fact"
+    PROFILE = "profile"
+    TASK = "task"
+    EPISODIC = "episodic"
+    SEMANTIC = "semantic"
+
+
+class MemoryStatus(StrEnum):
+    PENDING = "pending"  # extracted, not yet embedded and persisted
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    ARCHIVED = "archived"
+    EXPIRED = "expired"
+
+
+# What recall returns unless asked otherwise; what `memories --all` adds.
+RECALLABLE_STATUSES = frozenset({MemoryStatus.ACTIVE})
+HISTORICAL_STATUSES = frozenset({MemoryStatus.SUPERSEDED, MemoryStatus.ARCHIVED, MemoryStatus.EXPIRED})
+
+
+class EventStage(StrEnum):
+    """How far the pipeline has taken one event. ``done`` means fully processed."""
+
+    RECORDED = "recorded"
+    EXTRACTED = "extracted"
+    EMBEDDED = "embedded"
+    PERSISTED = "persisted"
+    DONE = "done"
+
+
+STAGE_ORDER = {stage: i for i, stage in enumerate(EventStage)}
+
+
+@dataclass(frozen=True)
+class Source:
+    event_id: str
+    session_id: str
+    seq: int
+    at: str  # ISO 8601, kept as text so the value round-trips through JSON unchanged
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event_id": self.event_id, "session_id": self.session_id, "seq": self.seq, "at": self.at}
+
+
+@dataclass(frozen=True)
+class MemoryDraft:
+    """One memory proposed by extraction from one event, before it is embedded and persisted."""
+
+    type: MemoryType
+    content: str
+    importance: float
+    tags: tuple[str, ...] = ()
+    entities: tuple[str, ...] = ()
+    cues: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """What extraction found in one turn: its importance and the memories it yields."""
+
+    importance: float
+    drafts: tuple[MemoryDraft, ...]
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass
+class Memory:
+    id: str
+    tenant_id: str
+    user_id: str
+    type: MemoryType
+    content: str
+    importance: float
+    status: MemoryStatus
+    created_at: datetime
+    updated_at: datetime
+    last_accessed_at: datetime
+    access_count: int = 0
+    score: float = 0.0
+    tags: list[str] = field(default_factory=list)
+    entities: list[str] = field(default_factory=list)
+    cues: list[str] = field(default_factory=list)
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    content_hash: str = ""
+    embedding: list[float] | None = None
+    embedding_model: str | None = None
+    version: int = 1
+    indexed_version: int = 0
+
+    def to_public(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "tenant_id": self.tenant_id,
+            "user_id": self.user_id,
+            "content": self.content,
+            "type": self.type.value,
+            "status": self.status.value,
+            "importance": round(self.importance, 3),
+            "access_count": self.access_count,
+            "score": round(self.score, 4),
+            "tags": list(self.tags),
+            "entities": list(self.entities),
+            "sources": list(self.sources),
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "last_accessed_at": self.last_accessed_at.isoformat(),
+            "embedding_model": self.embedding_model,
+        }
+
+
+def memory_id(tenant_id: str, user_id: str, event_id: str, index: int) -> str:
+    return str(uuid.uuid5(MEMORY_NAMESPACE, f"{tenant_id}\x1f{user_id}\x1f{event_id}\x1f{index}"))

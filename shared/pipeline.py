@@ -1,0 +1,356 @@
+"""The ingest pipeline's service functions: one per stage, each one unit of work.
+
+record → extract → embed → persist → index. Each handler is keyed by event id, re-reads the
+event's stage and only acts when the event sits at the stage it handles. A redelivered message
+whose work was already committed re-emits the next step (the crash may have fallen between
+commit and enqueue) and changes nothing else; a message for a stage long passed does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from shared.events import EventLimits, InvalidEvent, TurnPublished, validate_turn
+from shared.extraction import extract
+from shared.models import EventStage, Memory, MemoryStatus, Source, memory_id
+from shared.ports import Embedder, EmbeddingModelMismatch, IndexPoint, VectorIndex
+from shared.queues import TaskName
+from shared.unit_of_work import FollowUp, Receipt, UnitOfWork
+
+log = logging.getLogger(__name__)
+
+EMBEDDING_MODEL_KEY = "embedding_model"
+INDEX_BATCH = 256
+
+_NEXT: dict[EventStage, TaskName] = {
+    EventStage.RECORDED: TaskName.EXTRACT,
+    EventStage.EXTRACTED: TaskName.EMBED,
+    EventStage.EMBEDDED: TaskName.PERSIST,
+    EventStage.PERSISTED: TaskName.INDEX,
+}
+
+
+class EventVanished(LookupError):
+    """A stage message names an event that is not in the log (never recorded, or a foreign id)."""
+
+
+def next_step(event_id: str, stage: str) -> list[FollowUp]:
+    task = _NEXT.get(EventStage(stage))
+    return [FollowUp(task.value, (event_id,))] if task else []
+
+
+def _load(uow: UnitOfWork, event_id: str) -> tuple[TurnPublished, EventStage]:
+    stored = uow.events.get(event_id)
+    if stored is None:
+        raise EventVanished(f"event {event_id!r} is not in the event log")
+    return stored.event, EventStage(stored.stage)
+
+
+# --- record -----------------------------------------------------------------------------------
+
+
+def record_event(uow: UnitOfWork, message: Mapping[str, Any], limits: EventLimits) -> list[FollowUp]:
+    """Validate and record one published turn exactly once (the inbox is keyed by event id)."""
+    raw_id = message.get("event_id") if isinstance(message, Mapping) else None
+    try:
+        event = validate_turn(message, limits)
+    except InvalidEvent as exc:
+        if not isinstance(raw_id, str) or not raw_id or len(raw_id) > 512:
+            # No usable key to hang a receipt on: the caller dead-letters the message instead.
+            raise
+        uow.receipts.add_if_absent(
+            Receipt(
+                event_id=raw_id,
+                tenant_id=str(message.get("tenant_id") or "default")[:512],
+                user_id=str(message.get("user_id") or "")[:512],
+                outcome="rejected",
+                reason=str(exc),
+                payload=_safe_payload(message),
+            )
+        )
+        log.warning("event %s rejected: %s", raw_id, exc)
+        return []
+
+    receipts = uow.receipts.get_many([event.event_id])
+    if event.event_id in receipts:
+        seen = receipts[event.event_id]
+        if seen.outcome != "accepted":
+            return []
+        stored = uow.events.get(event.event_id)
+        return next_step(event.event_id, stored.stage) if stored else []
+
+    if uow.events.insert_if_absent(event, EventStage.RECORDED.value):
+        uow.receipts.add_if_absent(Receipt(event.event_id, event.tenant_id, event.user_id, "accepted"))
+        log.info(
+            "event %s recorded (%s/%s seq %d)", event.event_id, event.user_id, event.session_id, event.seq
+        )
+        return next_step(event.event_id, EventStage.RECORDED.value)
+
+    slot = uow.events.at_seq(event.tenant_id, event.user_id, event.session_id, event.seq)
+    if slot is not None and slot.event.content_hash == event.content_hash:
+        uow.receipts.add_if_absent(
+            Receipt(
+                event.event_id,
+                event.tenant_id,
+                event.user_id,
+                "duplicate",
+                canonical_event_id=slot.event.event_id,
+            )
+        )
+        log.info("event %s duplicates %s: nothing changes", event.event_id, slot.event.event_id)
+        return []
+    if slot is not None:
+        reason = (
+            f"seq {event.seq} of conversation {event.user_id}/{event.session_id} already holds different "
+            f"content (event {slot.event.event_id}); a seq cannot be reused"
+        )
+    else:
+        reason = "event_id is already used by another turn"
+    uow.receipts.add_if_absent(
+        Receipt(
+            event.event_id,
+            event.tenant_id,
+            event.user_id,
+            "rejected",
+            reason=reason,
+            payload=event.to_message(),
+        )
+    )
+    log.warning("event %s rejected: %s", event.event_id, reason)
+    return []
+
+
+def _safe_payload(message: Mapping[str, Any]) -> dict[str, Any]:
+    """Keep a rejected message for the report, minus what Postgres cannot store (NUL, surrogates)."""
+    out: dict[str, Any] = {}
+    for key, value in list(message.items())[:20]:
+        text = repr(value) if not isinstance(value, str) else value
+        out[str(key)[:64]] = text[:2000].replace("\x00", "\\0").encode("utf-8", "replace").decode("utf-8")
+    return out
+
+
+# --- extract ----------------------------------------------------------------------------------
+
+
+def extract_event(uow: UnitOfWork, event_id: str, threshold: float, now: datetime) -> list[FollowUp]:
+    event, stage = _load(uow, event_id)
+    if stage is not EventStage.RECORDED:
+        return next_step(event_id, stage) if stage is EventStage.EXTRACTED else []
+    extraction = extract(event, threshold)
+    source = Source(event.event_id, event.session_id, event.seq, event.at.isoformat()).to_dict()
+    for i, draft in enumerate(extraction.drafts):
+        uow.memories.add(
+            Memory(
+                id=memory_id(event.tenant_id, event.user_id, event.event_id, i),
+                tenant_id=event.tenant_id,
+                user_id=event.user_id,
+                type=draft.type,
+                content=draft.content,
+                importance=draft.importance,
+                status=MemoryStatus.PENDING,
+                created_at=event.at,
+                updated_at=now,
+                last_accessed_at=event.at,
+                score=draft.importance,
+                tags=list(draft.tags),
+                entities=list(draft.entities),
+                cues=list(draft.cues),
+                sources=[source],
+                content_hash=_memory_hash(draft.type.value, draft.content),
+                version=0,
+            )
+        )
+    done = not extraction.drafts
+    new_stage = EventStage.DONE if done else EventStage.EXTRACTED
+    uow.events.set_stage(
+        event_id, new_stage.value, importance=extraction.importance, reasons=extraction.reasons
+    )
+    log.info(
+        "event %s extracted: importance %.1f, %d memories",
+        event_id,
+        extraction.importance,
+        len(extraction.drafts),
+    )
+    return next_step(event_id, new_stage.value)
+
+
+def _memory_hash(memory_type: str, content: str) -> str:
+    from shared.events import content_hash
+
+    return content_hash(memory_type, " ".join(content.split()).lower())
+
+
+# --- embed ------------------------------------------------------------------------------------
+
+
+def check_embedding_model(uow: UnitOfWork, embedder: Embedder) -> None:
+    """Refuse to mix vectors of two models; the first embedding fixes the deployment's model."""
+    stored = uow.meta.get(EMBEDDING_MODEL_KEY)
+    if stored is None:
+        uow.meta.set(EMBEDDING_MODEL_KEY, embedder.model_name)
+    elif stored != embedder.model_name:
+        raise EmbeddingModelMismatch(stored, embedder.model_name)
+
+
+def embed_event(uow: UnitOfWork, embedder: Embedder, event_id: str) -> list[FollowUp]:
+    _, stage = _load(uow, event_id)
+    if stage is not EventStage.EXTRACTED:
+        return next_step(event_id, stage) if stage is EventStage.EMBEDDED else []
+    check_embedding_model(uow, embedder)
+    drafts = [m for m in uow.memories.from_event(event_id) if m.status is MemoryStatus.PENDING]
+    vectors = embedder.embed_passages([m.content for m in drafts]) if drafts else []
+    for memory, vector in zip(drafts, vectors, strict=True):
+        memory.embedding = vector
+        memory.embedding_model = embedder.model_name
+        uow.memories.save(memory)
+    uow.events.set_stage(event_id, EventStage.EMBEDDED.value)
+    return next_step(event_id, EventStage.EMBEDDED.value)
+
+
+# --- persist ----------------------------------------------------------------------------------
+
+
+def persist_event(uow: UnitOfWork, event_id: str, now: datetime) -> list[FollowUp]:
+    """Turn the event's drafts into memories; an exact repeat reinforces the memory it repeats."""
+    event, stage = _load(uow, event_id)
+    if stage is not EventStage.EMBEDDED:
+        return next_step(event_id, stage) if stage is EventStage.PERSISTED else []
+    uow.memories.lock_user(event.tenant_id, event.user_id)
+    for draft in uow.memories.from_event(event_id):
+        if draft.status is not MemoryStatus.PENDING:
+            continue
+        existing = uow.memories.active_with_hash(event.tenant_id, event.user_id, draft.content_hash, draft.id)
+        if existing is not None:
+            reinforce(existing, draft.sources, now)
+            uow.memories.save(existing)
+            uow.memories.delete(draft.id)
+            log.info("event %s repeats memory %s: reinforced", event_id, existing.id)
+            continue
+        draft.status = MemoryStatus.ACTIVE
+        draft.updated_at = now
+        draft.version += 1
+        uow.memories.save(draft)
+    uow.events.set_stage(event_id, EventStage.PERSISTED.value)
+    return next_step(event_id, EventStage.PERSISTED.value)
+
+
+def reinforce(memory: Memory, sources: list[dict[str, Any]], now: datetime) -> None:
+    known = {s["event_id"] for s in memory.sources}
+    added = [s for s in sources if s["event_id"] not in known]
+    if not added:
+        return  # the same event again: redelivery must not count twice
+    memory.sources = sorted([*memory.sources, *added], key=lambda s: (s["at"], s["session_id"], s["seq"]))
+    memory.access_count += 1
+    memory.last_accessed_at = max(memory.last_accessed_at, now)
+    memory.updated_at = now
+    memory.version += 1
+
+
+# --- index ------------------------------------------------------------------------------------
+
+
+def index_payload(memory: Memory) -> dict[str, Any]:
+    return {
+        "status": memory.status.value,
+        "type": memory.type.value,
+        "importance": memory.importance,
+        "score": memory.score,
+        "created_at": memory.created_at.isoformat(),
+        "version": memory.version,
+    }
+
+
+def sync_index(
+    uow: UnitOfWork, index: VectorIndex, embedder_model: str, dim: int, tenant_id: str, user_id: str
+) -> int:
+    """Push every memory of one user whose index copy is stale; returns how many were written."""
+    written = 0
+    index.ensure(dim, embedder_model)
+    while True:
+        batch = uow.memories.unindexed(tenant_id, user_id, INDEX_BATCH)
+        if not batch:
+            return written
+        points = [
+            IndexPoint(m.id, m.tenant_id, m.user_id, m.embedding, index_payload(m))
+            for m in batch
+            if m.embedding is not None
+        ]
+        foreign = [m.id for m in batch if m.embedding_model not in (None, embedder_model)]
+        if foreign:
+            raise EmbeddingModelMismatch(str(batch[0].embedding_model), embedder_model)
+        index.upsert(points)
+        uow.memories.mark_indexed([(m.id, m.version) for m in batch])
+        written += len(points)
+
+
+def index_event(
+    uow: UnitOfWork, index: VectorIndex, embedder: Embedder, event_id: str, now: datetime
+) -> list[FollowUp]:
+    event, stage = _load(uow, event_id)
+    if stage is not EventStage.PERSISTED:
+        return []
+    written = sync_index(uow, index, embedder.model_name, embedder.dim, event.tenant_id, event.user_id)
+    uow.events.set_stage(event_id, EventStage.DONE.value)
+    log.info("event %s indexed (%d points)", event_id, written)
+    return []
+
+
+# --- sweep ------------------------------------------------------------------------------------
+
+
+def resume_stalled(uow: UnitOfWork, received_before: datetime, limit: int = 500) -> list[FollowUp]:
+    """Re-drive events that sit between stages (their follow-up was lost between commit and send).
+
+    Safe to run any time: each stage handler ignores a message for a stage already passed.
+    """
+    followups: list[FollowUp] = []
+    for event_id, stage in uow.events.stalled(received_before, limit):
+        followups.extend(next_step(event_id, stage))
+    if followups:
+        log.info("re-driving %d stalled events", len(followups))
+    return followups
+
+
+# --- reindex ----------------------------------------------------------------------------------
+
+
+def reindex(
+    uow_factory: Callable[[], UnitOfWork], index: VectorIndex, embedder: Embedder, batch_size: int = 256
+) -> dict[str, int]:
+    """Rebuild the vector index from Postgres, re-embedding rows of any other model.
+
+    A long job, so it commits batch by batch: an interrupted run leaves rows marked unindexed,
+    and running it again finishes the work.
+    """
+    with uow_factory() as uow:
+        uow.memories.reset_indexed()
+        uow.meta.set(EMBEDDING_MODEL_KEY, embedder.model_name)
+        uow.commit()
+    index.reset(embedder.dim, embedder.model_name)
+    stats = {"indexed": 0, "reembedded": 0}
+    after = ""
+    while True:
+        with uow_factory() as uow:
+            batch = uow.memories.page_for_reindex(after, batch_size)
+            if not batch:
+                break
+            after = batch[-1].id
+            stale = [m for m in batch if m.embedding is None or m.embedding_model != embedder.model_name]
+            if stale:
+                vectors = embedder.embed_passages([m.content for m in stale])
+                for memory, vector in zip(stale, vectors, strict=True):
+                    memory.embedding = vector
+                    memory.embedding_model = embedder.model_name
+                    uow.memories.save(memory)
+                stats["reembedded"] += len(stale)
+            index.upsert(
+                [IndexPoint(m.id, m.tenant_id, m.user_id, m.embedding or [], index_payload(m)) for m in batch]
+            )
+            uow.memories.mark_indexed([(m.id, m.version) for m in batch])
+            uow.commit()
+            stats["indexed"] += len(batch)
+    log.info("reindex done: %s", stats)
+    return stats

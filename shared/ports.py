@@ -1,0 +1,89 @@
+"""Ports: what the core needs from the outside world, as small protocols.
+
+Adapters live in ``workers/`` (Qdrant, embedding models); fakes for unit tests live in
+``tests/fakes.py``. Tenant and user are mandatory arguments of every index call: there is no
+way to search or change the index without naming whose memory it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class IndexPoint:
+    id: str  # memory id (UUID text)
+    tenant_id: str
+    user_id: str
+    vector: Sequence[float]
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class IndexHit:
+    id: str
+    score: float
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+class EmbeddingModelMismatch(RuntimeError):
+    """Vectors of two different models would be mixed; the fix is `cuemem reindex`."""
+
+    def __init__(self, stored: str, configured: str):
+        self.stored = stored
+        self.configured = configured
+        super().__init__(
+            f"the index holds vectors of embedding model {stored!r} but {configured!r} is configured; "
+            "vectors of different models are never mixed: run `cuemem reindex` to re-embed and rebuild"
+        )
+
+
+class IndexUnavailable(RuntimeError):
+    """The vector index cannot be reached or is owned by another process."""
+
+
+class IndexOwnedElsewhere(IndexUnavailable):
+    """The embedded index is held by another process (the index worker); ask that process."""
+
+
+class Embedder(Protocol):
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+    def embed_query(self, text: str) -> list[float]: ...
+
+
+class VectorIndex(Protocol):
+    """A per-tenant, per-user vector index. Every call names the tenant and the user."""
+
+    def ensure(self, dim: int, model_name: str) -> None:
+        """Create the index if missing; raise EmbeddingModelMismatch if it holds another model."""
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None: ...
+
+    def delete(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> None: ...
+
+    def search(
+        self,
+        tenant_id: str,
+        user_id: str,
+        vector: Sequence[float],
+        limit: int,
+        statuses: Sequence[str] = ("active",),
+    ) -> list[IndexHit]: ...
+
+    def ids(self, tenant_id: str, user_id: str) -> set[str]: ...
+
+    def count(self) -> int: ...
+
+    def reset(self, dim: int, model_name: str) -> None:
+        """Drop every point and start an empty index for ``model_name`` (used by reindex)."""
+
+    def close(self) -> None: ...

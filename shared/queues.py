@@ -1,0 +1,46 @@
+"""Queue names and task names. Producers send tasks by these names; routing lives in config."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Queue(StrEnum):
+    INGEST = "cuemem.ingest"  # record events: fast, ordered by nothing but must never be lost
+    EXTRACT = "cuemem.extract"  # rule-based (or LLM) extraction
+    EMBED = "cuemem.embed"  # CPU-heavy model calls: prefetch 1
+    PERSIST = "cuemem.persist"  # write memories to Postgres
+    INDEX = "cuemem.index"  # the only queue that touches the vector index (one owner when embedded)
+    MAINTENANCE = "cuemem.maintenance"  # beat tasks
+
+
+class TaskName(StrEnum):
+    RECORD = "memory.record"
+    EXTRACT = "memory.extract"
+    EMBED = "memory.embed"
+    PERSIST = "memory.persist"
+    INDEX = "memory.index"
+    SEARCH = "memory.search"
+    REINDEX = "memory.reindex"
+    RESUME_STALLED = "memory.resume_stalled"
+
+
+ROUTES: dict[TaskName, Queue] = {
+    TaskName.RECORD: Queue.INGEST,
+    TaskName.EXTRACT: Queue.EXTRACT,
+    TaskName.EMBED: Queue.EMBED,
+    TaskName.PERSIST: Queue.PERSIST,
+    TaskName.INDEX: Queue.INDEX,
+    TaskName.SEARCH: Queue.INDEX,
+    TaskName.REINDEX: Queue.INDEX,
+    TaskName.RESUME_STALLED: Queue.MAINTENANCE,
+}
+
+# Queues that a general worker consumes; INDEX is consumed by the index owner (see ARCHITECTURE).
+PIPELINE_QUEUES: tuple[Queue, ...] = (
+    Queue.INGEST,
+    Queue.EXTRACT,
+    Queue.EMBED,
+    Queue.PERSIST,
+    Queue.MAINTENANCE,
+)

@@ -1,0 +1,307 @@
+"""Recall, first version: exact cue matches answer first; vector search fills in.
+
+Stage 1 (deterministic) scores the user's memories that share cue keys with the query (entities,
+lexicon tags, keywords), plus the conversation's working memory, so a turn published a moment
+ago is found before any worker ran (read-your-writes). When the best cue score reaches
+``CONFIDENT`` the deterministic stage answers alone. Otherwise stage 2 runs a user-filtered vector
+search and fuses both lists by reciprocal rank. Every list is ordered with a full tie-break
+(score, then id), so the same state, query and ``now`` give the same answer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from shared.cues import cues_for_memory, entities, lexicon_tags, query_cues
+from shared.events import TurnPublished
+from shared.models import RECALLABLE_STATUSES, Memory, MemoryStatus
+from shared.ports import Embedder, IndexUnavailable, VectorIndex
+from shared.unit_of_work import UnitOfWork
+
+CONFIDENT = 3.0  # one entity, or a tag plus a keyword, or three keywords
+RRF_K = 60
+WORKING_TURNS = 20
+
+
+class WorkingMemory(Protocol):
+    def recent(
+        self, tenant_id: str, user_id: str, session_id: str | None, limit: int
+    ) -> list[TurnPublished]: ...
+
+
+@dataclass(frozen=True)
+class RecallRequest:
+    tenant_id: str
+    user_id: str
+    query: str
+    now: datetime
+    k: int = 5
+    session_id: str | None = None
+    statuses: frozenset[MemoryStatus] = RECALLABLE_STATUSES
+    candidates: int = 50
+
+
+@dataclass
+class RecallItem:
+    id: str
+    content: str
+    type: str
+    score: float
+    status: str
+    sources: list[dict[str, Any]]
+    explanation: dict[str, Any]
+    created_at: str
+    importance: float | None = None
+
+    def to_public(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "content": self.content,
+            "type": self.type,
+            "status": self.status,
+            "score": round(self.score, 6),
+            "importance": self.importance,
+            "created_at": self.created_at,
+            "sources": self.sources,
+            "explanation": self.explanation,
+        }
+
+
+@dataclass
+class RecallResult:
+    stage: str
+    items: list[RecallItem]
+    trace: dict[str, Any] = field(default_factory=dict)
+
+    def to_public(self) -> dict[str, Any]:
+        return {"stage": self.stage, "items": [i.to_public() for i in self.items], "trace": self.trace}
+
+
+@dataclass
+class _Candidate:
+    item: RecallItem
+    cue_score: float = 0.0
+    matched: list[str] = field(default_factory=list)
+    vector_score: float | None = None
+    paths: list[str] = field(default_factory=list)
+
+
+def _memory_item(memory: Memory) -> RecallItem:
+    return RecallItem(
+        id=memory.id,
+        content=memory.content,
+        type=memory.type.value,
+        score=0.0,
+        status=memory.status.value,
+        sources=list(memory.sources),
+        explanation={},
+        created_at=memory.created_at.isoformat(),
+        importance=memory.importance,
+    )
+
+
+def _turn_item(turn: TurnPublished) -> RecallItem:
+    return RecallItem(
+        id=f"event:{turn.event_id}",
+        content=turn.content,
+        type="working",
+        score=0.0,
+        status="working",
+        sources=[
+            {
+                "event_id": turn.event_id,
+                "session_id": turn.session_id,
+                "seq": turn.seq,
+                "at": turn.at.isoformat(),
+            }
+        ],
+        explanation={},
+        created_at=turn.at.isoformat(),
+    )
+
+
+def _cue_match(weights: dict[str, float], cues: Iterable[str]) -> tuple[float, list[str]]:
+    matched = sorted(set(weights).intersection(cues))
+    return sum(weights[c] for c in matched), matched
+
+
+def _rank(candidates: Iterable[_Candidate], key: str) -> list[_Candidate]:
+    if key == "cue":
+        return sorted(candidates, key=lambda c: (-c.cue_score, c.item.id))
+    return sorted(candidates, key=lambda c: (-(c.vector_score or 0.0), c.item.id))
+
+
+def recall(
+    uow: UnitOfWork,
+    request: RecallRequest,
+    *,
+    embedder: Embedder | None,
+    index: VectorIndex | None,
+    working_memory: WorkingMemory | None,
+) -> RecallResult:
+    timings: dict[str, float] = {}
+    notes: list[str] = []
+    started = time.perf_counter()
+    qc = query_cues(request.query)
+    weights = qc.keys()
+    timings["cues_ms"] = (time.perf_counter() - started) * 1e3
+
+    # Stage 1: cue matches in long-term memory and in the working memory.
+    t = time.perf_counter()
+    pool: dict[str, _Candidate] = {}
+    for memory in uow.memories.by_cues(
+        request.tenant_id, request.user_id, list(weights), request.statuses, request.candidates
+    ):
+        score, matched = _cue_match(weights, memory.cues)
+        pool[memory.id] = _Candidate(_memory_item(memory), score, matched, paths=["cue"])
+    long_term_sources = {s["event_id"] for c in pool.values() for s in c.item.sources}
+    turns = _working_turns(uow, request, working_memory, notes)
+    for turn in turns:
+        if turn.event_id in long_term_sources:
+            continue
+        turn_cues = cues_for_memory(turn.content, lexicon_tags(turn.content), entities(turn.content))
+        score, matched = _cue_match(weights, turn_cues)
+        if score > 0:
+            pool[f"event:{turn.event_id}"] = _Candidate(_turn_item(turn), score, matched, paths=["working"])
+    timings["deterministic_ms"] = (time.perf_counter() - t) * 1e3
+    cue_ranked = [c for c in _rank(pool.values(), "cue") if c.cue_score > 0]
+    candidates_per_path = {"cue": sum(1 for c in cue_ranked if "cue" in c.paths), "working": len(turns)}
+
+    confident = [c for c in cue_ranked if c.cue_score >= CONFIDENT]
+    if confident:
+        chosen = confident[: request.k]
+        for c in chosen:
+            c.item.score = c.cue_score
+            c.item.explanation = _explain(c, rrf=None)
+        stage = "deterministic"
+    else:
+        # Stage 2: vector search, fused with whatever cue matches there were.
+        vector_ranked = _vector_candidates(uow, request, embedder, index, pool, timings, notes)
+        candidates_per_path["vector"] = len(vector_ranked)
+        fused: dict[str, float] = {}
+        for ranking in (cue_ranked, vector_ranked):
+            for rank, c in enumerate(ranking):
+                fused[c.item.id] = fused.get(c.item.id, 0.0) + 1.0 / (RRF_K + rank + 1)
+        chosen = sorted((pool[i] for i in fused), key=lambda c: (-fused[c.item.id], c.item.id))[: request.k]
+        for c in chosen:
+            c.item.score = fused[c.item.id]
+            c.item.explanation = _explain(c, rrf=fused[c.item.id])
+        stage = "vector" if chosen else "none"
+    timings["total_ms"] = (time.perf_counter() - started) * 1e3
+
+    trace = {
+        "stage": stage,
+        "query": request.query,
+        "now": request.now.isoformat(),
+        "user_id": request.user_id,
+        "tenant_id": request.tenant_id,
+        "cues": {
+            "entities": list(qc.entities),
+            "tags": list(qc.tags),
+            "type_hints": list(qc.type_hints),
+            "keywords": list(qc.keywords),
+        },
+        "candidates": candidates_per_path,
+        "confident_threshold": CONFIDENT,
+        "timings_ms": {k: round(v, 3) for k, v in timings.items()},
+        "notes": notes,
+    }
+    if not chosen:
+        trace["notes"].append(
+            "nothing matched: "
+            + (
+                "no cue of the query is stored for this user"
+                if not cue_ranked
+                else "cue matches were too weak"
+            )
+            + ("; vector search found nothing" if stage == "none" else "")
+        )
+    return RecallResult(stage, [c.item for c in chosen], trace)
+
+
+def _working_turns(
+    uow: UnitOfWork, request: RecallRequest, working_memory: WorkingMemory | None, notes: list[str]
+) -> list[TurnPublished]:
+    """Recent turns: the current session's, or (without one) those the pipeline has not finished.
+
+    A finished turn outside the current session already answers through long-term memory, or
+    was judged not worth keeping; offering it again would only add noise.
+    """
+    turns: list[TurnPublished] | None = None
+    if working_memory is not None:
+        try:
+            turns = working_memory.recent(
+                request.tenant_id, request.user_id, request.session_id, WORKING_TURNS
+            )
+        except Exception as exc:  # Redis down: the event log still knows the recorded turns
+            notes.append(
+                f"working memory unavailable ({type(exc).__name__}); read recent turns from the event log"
+            )
+    if turns is None:
+        stored = uow.events.recent(request.tenant_id, request.user_id, WORKING_TURNS, request.session_id)
+        turns = [s.event for s in stored]
+    if request.session_id is not None:
+        return turns
+    stages = uow.events.stages([t.event_id for t in turns])
+    return [t for t in turns if stages.get(t.event_id) != "done"]
+
+
+def _vector_candidates(
+    uow: UnitOfWork,
+    request: RecallRequest,
+    embedder: Embedder | None,
+    index: VectorIndex | None,
+    pool: dict[str, _Candidate],
+    timings: dict[str, float],
+    notes: list[str],
+) -> list[_Candidate]:
+    if embedder is None or index is None:
+        notes.append("vector search skipped: no embedder or index configured")
+        return []
+    t = time.perf_counter()
+    vector = embedder.embed_query(request.query)
+    timings["embed_ms"] = (time.perf_counter() - t) * 1e3
+    t = time.perf_counter()
+    try:
+        hits = index.search(
+            request.tenant_id,
+            request.user_id,
+            vector,
+            request.candidates,
+            [s.value for s in request.statuses],
+        )
+    except IndexUnavailable as exc:
+        notes.append(f"vector search unavailable: {exc}")
+        return []
+    timings["vector_ms"] = (time.perf_counter() - t) * 1e3
+    # Postgres is the truth: re-read the hits there (scoped to the user again) and drop any
+    # point whose row is gone or no longer in a requested status.
+    scores = {h.id: h.score for h in hits}
+    memories = uow.memories.get_many(request.tenant_id, request.user_id, list(scores))
+    out: list[_Candidate] = []
+    for memory in memories:
+        if memory.status not in request.statuses:
+            continue
+        cand = pool.get(memory.id)
+        if cand is None:
+            cand = pool[memory.id] = _Candidate(_memory_item(memory))
+        cand.vector_score = scores[memory.id]
+        cand.paths.append("vector")
+        out.append(cand)
+    dropped = len(hits) - len(out)
+    if dropped:
+        notes.append(f"{dropped} index hits had no matching row in Postgres and were ignored")
+    return _rank(out, "vector")
+
+
+def _explain(c: _Candidate, rrf: float | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"paths": list(c.paths), "matched_cues": list(c.matched), "cue_score": c.cue_score}
+    if c.vector_score is not None:
+        out["vector_score"] = round(c.vector_score, 6)
+    if rrf is not None:
+        out["rrf"] = round(rrf, 6)
+    return out

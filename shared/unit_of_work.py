@@ -1,0 +1,162 @@
+"""The storage port: repositories grouped in one unit of work.
+
+The caller owns the transaction: repositories never commit; the task adapter commits the unit of
+work once the service function returns, and only then enqueues follow-up work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from shared.events import TurnPublished
+from shared.models import Memory, MemoryStatus
+
+Outcome = Literal["accepted", "duplicate", "rejected"]
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    event: TurnPublished
+    stage: str
+    importance: float | None = None
+
+
+@dataclass(frozen=True)
+class Receipt:
+    event_id: str
+    tenant_id: str
+    user_id: str
+    outcome: Outcome
+    canonical_event_id: str | None = None
+    reason: str | None = None
+    payload: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    task_name: str
+    task_id: str | None
+    event_id: str | None
+    args: list[Any]
+    reason: str
+    deliveries: int
+
+
+class EventRepository(Protocol):
+    def insert_if_absent(self, event: TurnPublished, stage: str) -> bool:
+        """Insert unless the event id or the (conversation, seq) slot is taken; True if inserted."""
+
+    def get(self, event_id: str) -> StoredEvent | None: ...
+
+    def at_seq(self, tenant_id: str, user_id: str, session_id: str, seq: int) -> StoredEvent | None: ...
+
+    def set_stage(
+        self, event_id: str, stage: str, *, importance: float | None = None, reasons: Sequence[str] = ()
+    ) -> None: ...
+
+    def timeline(self, tenant_id: str, user_id: str, session_id: str) -> list[StoredEvent]:
+        """The conversation in seq order."""
+
+    def recent(
+        self, tenant_id: str, user_id: str, limit: int, session_id: str | None = None
+    ) -> list[StoredEvent]:
+        """The user's latest turns (by event time, then seq), newest first."""
+
+    def stages(self, event_ids: Sequence[str]) -> dict[str, str]: ...
+
+    def stalled(self, received_before: datetime, limit: int) -> list[tuple[str, str]]:
+        """(event id, stage) of events not done that were received before the given time."""
+
+
+class ReceiptRepository(Protocol):
+    def add_if_absent(self, receipt: Receipt) -> bool: ...
+
+    def get_many(self, event_ids: Sequence[str]) -> dict[str, Receipt]: ...
+
+    def rejected(self, limit: int = 100) -> list[Receipt]: ...
+
+
+class MemoryRepository(Protocol):
+    def lock_user(self, tenant_id: str, user_id: str) -> None:
+        """Serialise writers of one user's memories until the transaction ends."""
+
+    def add(self, memory: Memory) -> None:
+        """Insert; a memory with the same id already present is left as it is (redelivery)."""
+
+    def get(self, tenant_id: str, user_id: str, memory_id: str) -> Memory | None: ...
+
+    def get_many(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> list[Memory]: ...
+
+    def save(self, memory: Memory) -> None:
+        """Write back a memory read from this repository."""
+
+    def from_event(self, event_id: str) -> list[Memory]:
+        """Memories drafted from this event, in draft order."""
+
+    def active_with_hash(
+        self, tenant_id: str, user_id: str, content_hash: str, exclude_id: str
+    ) -> Memory | None: ...
+
+    def delete(self, memory_id: str) -> None:
+        """Remove a pending draft (never a persisted memory)."""
+
+    def by_cues(
+        self, tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus], limit: int
+    ) -> list[Memory]:
+        """Memories holding any of the cues, scoped to one user."""
+
+    def list(self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None) -> list[Memory]: ...
+
+    def unindexed(self, tenant_id: str, user_id: str, limit: int) -> list[Memory]:
+        """Persisted memories whose index copy is older than the row."""
+
+    def mark_indexed(self, memory_ids_versions: Sequence[tuple[str, int]]) -> None: ...
+
+    def page_for_reindex(self, after_id: str, limit: int) -> list[Memory]:
+        """The next page of non-pending memories of every user, in id order (keyset paging)."""
+
+    def reset_indexed(self) -> None:
+        """Mark every memory as absent from the index (before a rebuild)."""
+
+    def embedding_models(self) -> set[str]:
+        """Distinct embedding model names among stored vectors."""
+
+
+class DeadLetterRepository(Protocol):
+    def add(self, letter: DeadLetter) -> None: ...
+
+    def for_events(self, event_ids: Sequence[str]) -> dict[str, str]:
+        """event id -> reason, for dead letters that name an event."""
+
+
+class MetaRepository(Protocol):
+    def get(self, key: str) -> str | None: ...
+
+    def set(self, key: str, value: str) -> None: ...
+
+
+class UnitOfWork(Protocol):
+    events: EventRepository
+    receipts: ReceiptRepository
+    memories: MemoryRepository
+    dead_letters: DeadLetterRepository
+    meta: MetaRepository
+
+    def __enter__(self) -> UnitOfWork: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """A task to enqueue once the unit of work has committed."""
+
+    task: str
+    args: tuple[Any, ...]

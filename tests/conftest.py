@@ -1,0 +1,109 @@
+"""Fixtures for the integration tiers: the machine's real Postgres and Redis, real workers.
+
+Postgres: a fresh database per test session on CUEMEM_TEST_PG_ADMIN (default: the local server,
+trust auth), dropped at the end. Redis: one numbered database of CUEMEM_TEST_REDIS (default
+redis://127.0.0.1:6379/13), flushed before each test that uses it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from shared.settings import Settings
+
+PG_ADMIN = os.environ.get("CUEMEM_TEST_PG_ADMIN", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("CUEMEM_TEST_REDIS", "redis://127.0.0.1:6379/13")
+TABLES = ["events", "event_receipts", "memories", "dead_letters", "cuemem_meta"]
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    from sqlalchemy import create_engine, text
+
+    from workers.db.migrate import upgrade
+
+    name = f"cuemem_it_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+    engine = create_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    yield url
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture
+def clean_db(database_url: str) -> str:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(database_url)
+    with engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY"))
+    engine.dispose()
+    return database_url
+
+
+@pytest.fixture
+def redis_url() -> str:
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    client.flushdb()
+    client.close()
+    return REDIS_URL
+
+
+@pytest.fixture
+def it_settings(clean_db: str, redis_url: str, tmp_path: Path) -> Settings:
+    """Settings for real services; short timeouts so a killed worker's messages come back soon."""
+    return Settings(
+        data_dir=tmp_path / "data",
+        database_url=clean_db,
+        broker_url=redis_url,
+        redis_url=redis_url,
+        embedder=os.environ.get("CUEMEM_TEST_EMBEDDER", "e5"),  # type: ignore[arg-type]
+        visibility_timeout_s=20,
+        task_time_limit_s=12,
+        retry_backoff_max_s=4,
+        max_retries=5,
+        worker_concurrency=2,
+        log_level="INFO",
+    )
+
+
+@pytest.fixture
+def start_workers(it_settings: Settings) -> Iterator[Callable[..., list]]:
+    """Start real Celery worker processes (pipeline workers + the index owner); stopped at teardown."""
+    from workers.runtime import WorkerProcess
+    from workers.runtime import start_workers as spawn
+
+    started: list[WorkerProcess] = []
+
+    def start(settings: Settings | None = None, **kw) -> list[WorkerProcess]:
+        procs = spawn(settings or it_settings, **kw)
+        started.extend(procs)
+        return procs
+
+    yield start
+    for w in started:
+        if w.process.poll() is None:
+            w.stop(timeout=20)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.25) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()

@@ -1,0 +1,104 @@
+"""In-memory ``VectorIndex`` for unit tests of the core: brute-force cosine, no engine.
+
+It shares the argument checks and result ordering of the real adapters (``workers.index``), and the
+contract suite (tests/integration/test_index_contract.py) runs it beside them, so a core test that
+passes against the fake relies on nothing the adapters do differently.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shared.ports import IndexHit, IndexPoint, IndexUnavailable
+from workers.index import (
+    check_model,
+    check_vector,
+    normalize_id,
+    normalize_statuses,
+    point_payload,
+    rank_hits,
+    require_scope,
+)
+
+
+@dataclass(frozen=True)
+class _Stored:
+    vector: tuple[float, ...]
+    payload: dict[str, Any]
+
+    def in_scope(self, tenant_id: str, user_id: str) -> bool:
+        return self.payload["tenant_id"] == tenant_id and self.payload["user_id"] == user_id
+
+
+class FakeVectorIndex:
+    def __init__(self) -> None:
+        self._model: tuple[str, int] | None = None  # None: the index does not exist yet
+        self._points: dict[str, _Stored] = {}
+        self.closed = False
+
+    def ensure(self, dim: int, model_name: str) -> None:
+        if self._model is None:
+            self._model = (model_name, dim)
+            return
+        check_model(self._model[0], self._model[1], model_name, dim)
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None:
+        if not points:
+            return
+        if self._model is None:
+            raise IndexUnavailable("fake index does not exist yet: call ensure(dim, model) first")
+        staged = {
+            normalize_id(p.id): _Stored(tuple(check_vector(p.vector, self._model[1])), point_payload(p))
+            for p in points
+        }
+        self._points.update(staged)
+
+    def delete(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> None:
+        require_scope(tenant_id, user_id)
+        for point_id in {normalize_id(i) for i in ids}:
+            stored = self._points.get(point_id)
+            if stored is not None and stored.in_scope(tenant_id, user_id):
+                del self._points[point_id]
+
+    def search(
+        self,
+        tenant_id: str,
+        user_id: str,
+        vector: Sequence[float],
+        limit: int,
+        statuses: Sequence[str] = ("active",),
+    ) -> list[IndexHit]:
+        require_scope(tenant_id, user_id)
+        wanted = set(normalize_statuses(statuses))
+        if limit <= 0 or not wanted or self._model is None:
+            return []
+        query = check_vector(vector, self._model[1])
+        hits = (
+            IndexHit(id=point_id, score=_cosine(query, stored.vector), payload=dict(stored.payload))
+            for point_id, stored in self._points.items()
+            if stored.in_scope(tenant_id, user_id) and stored.payload.get("status") in wanted
+        )
+        return rank_hits(hits, limit)
+
+    def ids(self, tenant_id: str, user_id: str) -> set[str]:
+        require_scope(tenant_id, user_id)
+        return {point_id for point_id, stored in self._points.items() if stored.in_scope(tenant_id, user_id)}
+
+    def count(self) -> int:
+        return len(self._points)
+
+    def reset(self, dim: int, model_name: str) -> None:
+        self._points.clear()
+        self._model = (model_name, dim)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    # Qdrant scores a zero vector 0 against everything; so does the fake.
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return 0.0 if norm == 0 else sum(x * y for x, y in zip(a, b, strict=True)) / norm

@@ -1,0 +1,246 @@
+"""In-memory fakes of the storage port, for unit tests of the core (no patching of imports)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from shared.events import TurnPublished
+from shared.models import Memory, MemoryStatus
+from shared.unit_of_work import DeadLetter, Receipt, StoredEvent
+
+
+class _State:
+    def __init__(self) -> None:
+        self.events: dict[str, dict[str, Any]] = {}
+        self.receipts: dict[str, Receipt] = {}
+        self.memories: dict[str, Memory] = {}
+        self.dead_letters: list[DeadLetter] = []
+        self.meta: dict[str, str] = {}
+        self.received: dict[str, int] = {}
+
+
+class FakeEventRepository:
+    def __init__(self, state: _State):
+        self.s = state
+
+    def insert_if_absent(self, event: TurnPublished, stage: str) -> bool:
+        if event.event_id in self.s.events or self.at_seq(*event.conversation, event.seq) is not None:
+            return False
+        self.s.events[event.event_id] = {"event": event, "stage": stage, "importance": None}
+        self.s.received[event.event_id] = len(self.s.received)
+        return True
+
+    def get(self, event_id: str) -> StoredEvent | None:
+        row = self.s.events.get(event_id)
+        return StoredEvent(row["event"], row["stage"], row["importance"]) if row else None
+
+    def at_seq(self, tenant_id: str, user_id: str, session_id: str, seq: int) -> StoredEvent | None:
+        for row in self.s.events.values():
+            e = row["event"]
+            if e.conversation == (tenant_id, user_id, session_id) and e.seq == seq:
+                return StoredEvent(e, row["stage"], row["importance"])
+        return None
+
+    def set_stage(
+        self, event_id: str, stage: str, *, importance: float | None = None, reasons: Sequence[str] = ()
+    ) -> None:
+        self.s.events[event_id]["stage"] = stage
+        if importance is not None:
+            self.s.events[event_id]["importance"] = importance
+
+    def timeline(self, tenant_id: str, user_id: str, session_id: str) -> list[StoredEvent]:
+        rows = [
+            r for r in self.s.events.values() if r["event"].conversation == (tenant_id, user_id, session_id)
+        ]
+        return [
+            StoredEvent(r["event"], r["stage"], r["importance"])
+            for r in sorted(rows, key=lambda r: r["event"].seq)
+        ]
+
+    def recent(
+        self, tenant_id: str, user_id: str, limit: int, session_id: str | None = None
+    ) -> list[StoredEvent]:
+        rows = [
+            r
+            for r in self.s.events.values()
+            if r["event"].tenant_id == tenant_id
+            and r["event"].user_id == user_id
+            and (session_id is None or r["event"].session_id == session_id)
+        ]
+        rows.sort(key=lambda r: (r["event"].at, r["event"].seq), reverse=True)
+        return [StoredEvent(r["event"], r["stage"], r["importance"]) for r in rows[:limit]]
+
+    def stages(self, event_ids: Sequence[str]) -> dict[str, str]:
+        return {i: self.s.events[i]["stage"] for i in event_ids if i in self.s.events}
+
+    def stalled(self, received_before: datetime, limit: int) -> list[tuple[str, str]]:
+        return [(i, r["stage"]) for i, r in self.s.events.items() if r["stage"] != "done"][:limit]
+
+
+class FakeReceiptRepository:
+    def __init__(self, state: _State):
+        self.s = state
+
+    def add_if_absent(self, receipt: Receipt) -> bool:
+        if receipt.event_id in self.s.receipts:
+            return False
+        self.s.receipts[receipt.event_id] = receipt
+        return True
+
+    def get_many(self, event_ids: Sequence[str]) -> dict[str, Receipt]:
+        return {i: self.s.receipts[i] for i in event_ids if i in self.s.receipts}
+
+    def rejected(self, limit: int = 100) -> list[Receipt]:
+        return [r for r in self.s.receipts.values() if r.outcome == "rejected"][:limit]
+
+
+class FakeMemoryRepository:
+    def __init__(self, state: _State):
+        self.s = state
+
+    def lock_user(self, tenant_id: str, user_id: str) -> None:
+        return None  # the fake is single-threaded: nothing to serialise
+
+    def _mine(self, tenant_id: str, user_id: str) -> list[Memory]:
+        return [m for m in self.s.memories.values() if m.tenant_id == tenant_id and m.user_id == user_id]
+
+    def add(self, memory: Memory) -> None:
+        self.s.memories.setdefault(memory.id, copy.deepcopy(memory))
+
+    def get(self, tenant_id: str, user_id: str, memory_id: str) -> Memory | None:
+        m = self.s.memories.get(memory_id)
+        return copy.deepcopy(m) if m and m.tenant_id == tenant_id and m.user_id == user_id else None
+
+    def get_many(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> list[Memory]:
+        return [copy.deepcopy(m) for m in self._mine(tenant_id, user_id) if m.id in set(ids)]
+
+    def save(self, memory: Memory) -> None:
+        current = self.s.memories.get(memory.id)
+        if current and current.tenant_id == memory.tenant_id and current.user_id == memory.user_id:
+            self.s.memories[memory.id] = copy.deepcopy(memory)
+
+    def from_event(self, event_id: str) -> list[Memory]:
+        found = [m for m in self.s.memories.values() if m.sources and m.sources[0]["event_id"] == event_id]
+        return [copy.deepcopy(m) for m in sorted(found, key=lambda m: m.id)]
+
+    def active_with_hash(
+        self, tenant_id: str, user_id: str, content_hash: str, exclude_id: str
+    ) -> Memory | None:
+        found = [
+            m
+            for m in self._mine(tenant_id, user_id)
+            if m.content_hash == content_hash and m.status is MemoryStatus.ACTIVE and m.id != exclude_id
+        ]
+        found.sort(key=lambda m: (m.created_at, m.id))
+        return copy.deepcopy(found[0]) if found else None
+
+    def delete(self, memory_id: str) -> None:
+        m = self.s.memories.get(memory_id)
+        if m and m.status is MemoryStatus.PENDING:
+            del self.s.memories[memory_id]
+
+    def by_cues(
+        self, tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus], limit: int
+    ) -> list[Memory]:
+        wanted, allowed = set(cues), set(statuses)
+        found = [
+            m for m in self._mine(tenant_id, user_id) if m.status in allowed and wanted.intersection(m.cues)
+        ]
+        found.sort(key=lambda m: (-m.score, m.id))
+        return [copy.deepcopy(m) for m in found[:limit]]
+
+    def list(self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None) -> list[Memory]:
+        allowed = set(statuses) if statuses is not None else None
+        found = [m for m in self._mine(tenant_id, user_id) if allowed is None or m.status in allowed]
+        return [copy.deepcopy(m) for m in sorted(found, key=lambda m: (m.created_at, m.id))]
+
+    def unindexed(self, tenant_id: str, user_id: str, limit: int) -> list[Memory]:
+        found = [
+            m
+            for m in self._mine(tenant_id, user_id)
+            if m.indexed_version < m.version and m.status is not MemoryStatus.PENDING
+        ]
+        return [copy.deepcopy(m) for m in sorted(found, key=lambda m: m.id)[:limit]]
+
+    def mark_indexed(self, memory_ids_versions: Sequence[tuple[str, int]]) -> None:
+        for memory_id, version in memory_ids_versions:
+            m = self.s.memories[memory_id]
+            m.indexed_version = max(m.indexed_version, version)
+
+    def page_for_reindex(self, after_id: str, limit: int) -> list[Memory]:
+        found = sorted(
+            (m for m in self.s.memories.values() if m.id > after_id and m.status is not MemoryStatus.PENDING),
+            key=lambda m: m.id,
+        )
+        return [copy.deepcopy(m) for m in found[:limit]]
+
+    def reset_indexed(self) -> None:
+        for m in self.s.memories.values():
+            m.indexed_version = 0
+
+    def embedding_models(self) -> set[str]:
+        return {m.embedding_model for m in self.s.memories.values() if m.embedding_model}
+
+
+class FakeDeadLetterRepository:
+    def __init__(self, state: _State):
+        self.s = state
+
+    def add(self, letter: DeadLetter) -> None:
+        self.s.dead_letters.append(letter)
+
+    def for_events(self, event_ids: Sequence[str]) -> dict[str, str]:
+        return {d.event_id: d.reason for d in self.s.dead_letters if d.event_id in set(event_ids)}
+
+
+class FakeMetaRepository:
+    def __init__(self, state: _State):
+        self.s = state
+
+    def get(self, key: str) -> str | None:
+        return self.s.meta.get(key)
+
+    def set(self, key: str, value: str) -> None:
+        self.s.meta[key] = value
+
+
+class FakeUnitOfWork:
+    """Commits by swapping in the working copy; leaving without commit discards it."""
+
+    def __init__(self, store: FakeStore):
+        self._store = store
+        self.committed = False
+
+    def __enter__(self) -> FakeUnitOfWork:
+        self._work = copy.deepcopy(self._store.state)
+        self.events = FakeEventRepository(self._work)
+        self.receipts = FakeReceiptRepository(self._work)
+        self.memories = FakeMemoryRepository(self._work)
+        self.dead_letters = FakeDeadLetterRepository(self._work)
+        self.meta = FakeMetaRepository(self._work)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def commit(self) -> None:
+        self._store.state = copy.deepcopy(self._work)
+        self._store.commits += 1
+        self.committed = True
+
+    def rollback(self) -> None:
+        self._work = copy.deepcopy(self._store.state)
+
+
+class FakeStore:
+    """The fake database: ``store.uow()`` is a unit-of-work factory like the real one."""
+
+    def __init__(self) -> None:
+        self.state = _State()
+        self.commits = 0
+
+    def uow(self) -> FakeUnitOfWork:
+        return FakeUnitOfWork(self)

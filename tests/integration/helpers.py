@@ -1,0 +1,48 @@
+"""Helpers shared by the integration tests: waiting on the pipeline, reading state back."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from shared.progress import Progress, progress
+from workers.bootstrap import Container
+from workers.runtime import WorkerProcess, check_alive
+
+
+def wait_processed(
+    c: Container, event_ids: Sequence[str], workers: list[WorkerProcess], timeout: float = 240
+) -> Progress:
+    """Poll until every event reached a final state; fail with the state counts otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with c.uow() as uow:
+            state = progress(uow, list(event_ids))
+        if state.complete:
+            return state
+        check_alive(workers)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"pipeline did not finish in {timeout} s: {dict(state.counts)}")
+        time.sleep(0.3)
+
+
+def table_counts(c: Container) -> dict[str, int]:
+    from sqlalchemy import text
+
+    with c.uow() as uow:
+        session = uow.session  # type: ignore[attr-defined]
+        return {
+            t: session.execute(text(f"SELECT count(*) FROM {t}")).scalar_one()
+            for t in ("events", "event_receipts", "memories", "dead_letters")
+        }
+
+
+def memory_snapshot(c: Container) -> dict[str, tuple]:
+    from sqlalchemy import text
+
+    with c.uow() as uow:
+        session = uow.session  # type: ignore[attr-defined]
+        rows = session.execute(
+            text("SELECT id, status, version, access_count, sources::text FROM memories ORDER BY id")
+        ).all()
+    return {r[0]: tuple(r[1:]) for r in rows}

@@ -1,0 +1,207 @@
+"""The pipeline's service functions, driven stage by stage against in-memory fakes."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from shared import pipeline
+from shared.events import EventLimits, InvalidEvent
+from shared.models import MemoryStatus
+from shared.ports import EmbeddingModelMismatch
+from shared.queues import TaskName
+from tests.fake_index import FakeVectorIndex
+from tests.fakes import FakeStore
+from workers.embedders.hashing import HashingEmbedder
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+LIMITS = EventLimits()
+
+
+def turn(seq, content, *, event_id=None, user="u1", session="s1", minutes=0):
+    return {
+        "event_id": event_id or f"e-{user}-{session}-{seq}",
+        "user_id": user,
+        "session_id": session,
+        "seq": seq,
+        "role": "user",
+        "content": content,
+        "at": (NOW + timedelta(minutes=minutes + seq)).isoformat(),
+    }
+
+
+class Harness:
+    """Runs each follow-up like the task layer: one unit of work, commit, then the next step."""
+
+    def __init__(self):
+        self.store = FakeStore()
+        self.embedder = HashingEmbedder(dim=16)
+        self.index = FakeVectorIndex()
+        self.sent: list[tuple[str, tuple]] = []
+
+    def run(self, task, args):
+        with self.store.uow() as uow:
+            if task == TaskName.RECORD:
+                out = pipeline.record_event(uow, args[0], LIMITS)
+            elif task == TaskName.EXTRACT:
+                out = pipeline.extract_event(uow, args[0], 5.0, NOW)
+            elif task == TaskName.EMBED:
+                out = pipeline.embed_event(uow, self.embedder, args[0])
+            elif task == TaskName.PERSIST:
+                out = pipeline.persist_event(uow, args[0], NOW)
+            elif task == TaskName.INDEX:
+                out = pipeline.index_event(uow, self.index, self.embedder, args[0], NOW)
+            else:
+                raise AssertionError(task)
+            uow.commit()
+        self.sent.extend((f.task, f.args) for f in out)
+        return out
+
+    def drain(self, message):
+        queue = [(TaskName.RECORD.value, (message,))]
+        while queue:
+            task, args = queue.pop(0)
+            queue.extend((f.task, f.args) for f in self.run(task, args))
+
+    @property
+    def state(self):
+        return self.store.state
+
+
+def active(h, user="u1"):
+    return [m for m in h.state.memories.values() if m.user_id == user and m.status is MemoryStatus.ACTIVE]
+
+
+def test_memorable_turn_goes_through_every_stage():
+    h = Harness()
+    h.drain(turn(1, "生产环境部署端口是8443"))
+    stored = h.state.events["e-u1-s1-1"]
+    assert stored["stage"] == "done"
+    memories = active(h)
+    assert len(memories) == 1
+    m = memories[0]
+    assert "8443" in m.content and m.embedding_model == "hash-v1-16" and m.indexed_version == m.version
+    assert m.sources == [{"event_id": "e-u1-s1-1", "session_id": "s1", "seq": 1, "at": m.sources[0]["at"]}]
+    assert h.index.ids("default", "u1") == {m.id}
+    assert [t for t, _ in h.sent] == ["memory.extract", "memory.embed", "memory.persist", "memory.index"]
+
+
+def test_chit_chat_is_recorded_but_makes_no_memory():
+    h = Harness()
+    h.drain(turn(1, "好的，谢谢"))
+    assert h.state.events["e-u1-s1-1"]["stage"] == "done"
+    assert h.state.memories == {}
+
+
+def test_republishing_the_same_event_changes_nothing():
+    h = Harness()
+    h.drain(turn(1, "我不吃香菜"))
+    before = (dict(h.state.events), {k: vars(v).copy() for k, v in h.state.memories.items()})
+    assert h.run(TaskName.RECORD, (turn(1, "我不吃香菜"),)) == []
+    assert (dict(h.state.events), {k: vars(v).copy() for k, v in h.state.memories.items()}) == before
+
+
+def test_same_seq_same_content_new_id_is_a_duplicate():
+    h = Harness()
+    h.drain(turn(1, "我不吃香菜"))
+    assert h.run(TaskName.RECORD, (turn(1, "我不吃香菜", event_id="other"),)) == []
+    assert h.state.receipts["other"].outcome == "duplicate"
+    assert h.state.receipts["other"].canonical_event_id == "e-u1-s1-1"
+    assert len(h.state.events) == 1
+
+
+def test_same_seq_different_content_is_rejected_with_reason():
+    h = Harness()
+    h.drain(turn(1, "我不吃香菜"))
+    h.run(TaskName.RECORD, (turn(1, "我爱吃香菜", event_id="clash"),))
+    receipt = h.state.receipts["clash"]
+    assert receipt.outcome == "rejected"
+    assert "seq 1 of conversation u1/s1 already holds different content (event e-u1-s1-1)" in receipt.reason
+    assert h.state.events["e-u1-s1-1"]["event"].content == "我不吃香菜"
+
+
+def test_invalid_message_gets_a_rejected_receipt():
+    h = Harness()
+    h.run(
+        TaskName.RECORD,
+        ({"event_id": "bad1", "user_id": "", "session_id": "s", "seq": 1, "role": "user", "content": "x"},),
+    )
+    assert h.state.receipts["bad1"].outcome == "rejected"
+    assert "user_id: must not be empty" in h.state.receipts["bad1"].reason
+
+
+def test_invalid_message_without_usable_id_raises_for_dead_letter():
+    h = Harness()
+    with pytest.raises(InvalidEvent):
+        h.run(TaskName.RECORD, ({"user_id": "u"},))
+
+
+def test_redelivered_stage_message_re_emits_next_step_only():
+    h = Harness()
+    h.run(TaskName.RECORD, (turn(1, "生产环境部署端口是8443"),))
+    first = h.run(TaskName.EXTRACT, ("e-u1-s1-1",))
+    drafts = dict(h.state.memories)
+    # The same extract message again (crash after commit, before the ack): no new drafts, same next step.
+    again = h.run(TaskName.EXTRACT, ("e-u1-s1-1",))
+    assert again == first and h.state.memories.keys() == drafts.keys()
+    h.run(TaskName.EMBED, ("e-u1-s1-1",))
+    # A stage long passed does nothing at all.
+    assert h.run(TaskName.EXTRACT, ("e-u1-s1-1",)) == []
+
+
+def test_exact_repeat_reinforces_instead_of_duplicating():
+    h = Harness()
+    for seq in (1, 2, 3):
+        h.drain(turn(seq, "我不吃香菜", session=f"s{seq}", event_id=f"cilantro-{seq}"))
+    memories = active(h)
+    assert len(memories) == 1
+    m = memories[0]
+    assert m.access_count == 2
+    assert [s["event_id"] for s in m.sources] == ["cilantro-1", "cilantro-2", "cilantro-3"]
+    assert h.index.ids("default", "u1") == {m.id}
+
+
+def test_users_never_share_memories():
+    h = Harness()
+    h.drain(turn(1, "我不吃香菜", user="alice"))
+    h.drain(turn(1, "我不吃香菜", user="bob"))
+    assert len(active(h, "alice")) == 1 and len(active(h, "bob")) == 1
+    assert h.index.ids("default", "alice").isdisjoint(h.index.ids("default", "bob"))
+
+
+def test_model_change_is_refused_with_reindex_hint():
+    h = Harness()
+    h.drain(turn(1, "生产环境部署端口是8443"))
+    h.embedder = HashingEmbedder(dim=32)
+    h.run(TaskName.RECORD, (turn(2, "测试环境端口是8080"),))
+    h.run(TaskName.EXTRACT, ("e-u1-s1-2",))
+    with pytest.raises(EmbeddingModelMismatch, match="cuemem reindex"):
+        h.run(TaskName.EMBED, ("e-u1-s1-2",))
+
+
+def test_reindex_rebuilds_from_postgres_with_new_model():
+    h = Harness()
+    h.drain(turn(1, "生产环境部署端口是8443"))
+    h.drain(turn(2, "我不吃香菜"))
+    h.embedder = HashingEmbedder(dim=32)
+    h.index = FakeVectorIndex()
+    stats = pipeline.reindex(h.store.uow, h.index, h.embedder)
+    assert stats == {"indexed": 2, "reembedded": 2}
+    assert all(m.embedding_model == "hash-v1-32" and len(m.embedding) == 32 for m in active(h))
+    assert h.index.ids("default", "u1") == {m.id for m in active(h)}
+    assert h.state.meta["embedding_model"] == "hash-v1-32"
+
+
+def test_uncommitted_work_is_discarded():
+    h = Harness()
+    with h.store.uow() as uow:
+        pipeline.record_event(uow, turn(1, "我不吃香菜"), LIMITS)
+        # no commit: as if the task crashed
+    assert h.state.events == {}
+
+
+def test_resume_stalled_redrives_each_stage():
+    h = Harness()
+    h.run(TaskName.RECORD, (turn(1, "生产环境部署端口是8443"),))
+    with h.store.uow() as uow:
+        out = pipeline.resume_stalled(uow, NOW)
+    assert [(f.task, f.args) for f in out] == [("memory.extract", ("e-u1-s1-1",))]

@@ -1,0 +1,200 @@
+"""The composition root: the one place that turns settings into adapters.
+
+Tasks, the CLI and tests all get their ports from :func:`build_container`; tests pass fakes in
+through its keyword arguments instead of patching imports. Engines, clients, the embedding model
+and the vector index are created lazily, on first use in the process that uses them, never at
+import and never before a fork.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from shared.events import EventLimits
+from shared.ports import Embedder, VectorIndex
+from shared.queues import ROUTES, TaskName
+from shared.settings import Settings, get_settings
+from shared.unit_of_work import FollowUp, UnitOfWork
+
+log = logging.getLogger(__name__)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Container:
+    settings: Settings
+    uow: Callable[[], UnitOfWork]
+    clock: Callable[[], datetime] = utc_now
+    _embedder: Embedder | None = None
+    _index: VectorIndex | None = None
+    _working_memory: Any = None
+    _dispatch: Callable[[Sequence[FollowUp]], None] | None = None
+    _closers: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def limits(self) -> EventLimits:
+        s = self.settings
+        return EventLimits(s.max_content_chars, s.max_id_chars, s.max_metadata_bytes)
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from workers.embedders import build_embedder
+
+            self._embedder = build_embedder(self.settings)
+        return self._embedder
+
+    @property
+    def index(self) -> VectorIndex:
+        if self._index is None:
+            self._index = build_index(self.settings)
+            self._closers.append(self._index.close)
+        return self._index
+
+    @property
+    def working_memory(self) -> Any:
+        """Redis working memory, or None when no Redis is configured (recall then reads Postgres)."""
+        if self._working_memory is None:
+            url = self.settings.effective_redis_url
+            if url is None:
+                return None
+            import redis
+
+            from workers.working_memory import RedisWorkingMemory
+
+            client = redis.Redis.from_url(url)
+            self._closers.append(client.close)
+            self._working_memory = RedisWorkingMemory(client)
+        return self._working_memory
+
+    def search_index(self) -> VectorIndex:
+        """The index for searching from a process that is not the index worker (CLI, apps)."""
+        if self.settings.qdrant_url or self._index is not None:
+            return self.index
+        from celery import Celery
+
+        from workers.index.edge import EdgeVectorIndex
+        from workers.index.remote import LocalOrRemoteIndex, RemoteSearchIndex
+
+        broker = self.settings.broker_url
+
+        def remote() -> RemoteSearchIndex:
+            if not broker:
+                raise RuntimeError("CUEMEM_BROKER_URL is not set; cannot reach the index worker")
+            app = Celery("cuemem-search", broker=broker, backend=broker, set_as_current=False)
+            app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
+            self._closers.append(app.close)
+            return RemoteSearchIndex(app)
+
+        local = LocalOrRemoteIndex(EdgeVectorIndex(self.settings.resolved_data_dir / "qdrant"), remote)
+        self._index = local
+        self._closers.append(local.close)
+        return local
+
+    def dispatch(self, followups: Sequence[FollowUp]) -> None:
+        """Enqueue follow-up tasks. Called only after the unit of work committed."""
+        if not followups:
+            return
+        if self._dispatch is None:
+            self._dispatch = _broker_dispatcher(self.settings)
+        self._dispatch(followups)
+
+    def close(self) -> None:
+        for closer in reversed(self._closers):
+            try:
+                closer()
+            except Exception:  # closing must go on for the others
+                log.exception("error while closing a resource")
+        self._closers.clear()
+        self._index = None
+        self._working_memory = None
+
+
+def build_index(settings: Settings) -> VectorIndex:
+    if settings.qdrant_url:
+        from workers.index.server import QdrantServerIndex
+
+        api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+        return QdrantServerIndex.from_url(settings.qdrant_url, api_key, settings.qdrant_collection)
+    from workers.index.edge import EdgeVectorIndex
+
+    return EdgeVectorIndex(settings.resolved_data_dir / "qdrant")
+
+
+def _broker_dispatcher(settings: Settings) -> Callable[[Sequence[FollowUp]], None]:
+    from producers.publisher import make_broker_app
+
+    if not settings.broker_url:
+        raise RuntimeError("CUEMEM_BROKER_URL is not set; follow-up tasks cannot be enqueued")
+    app = make_broker_app(settings.broker_url)
+
+    def send(followups: Sequence[FollowUp]) -> None:
+        for f in followups:
+            app.send_task(f.task, args=list(f.args), queue=ROUTES[TaskName(f.task)].value)
+
+    return send
+
+
+def sql_uow_factory(database_url: str) -> tuple[Callable[[], UnitOfWork], Callable[[], None]]:
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import sessionmaker
+
+    from workers.db.uow import SqlUnitOfWork
+
+    engine = create_engine(database_url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+    sessions = sessionmaker(engine, expire_on_commit=False)
+    return (lambda: SqlUnitOfWork(sessions)), engine.dispose
+
+
+def build_container(
+    settings: Settings | None = None,
+    *,
+    uow: Callable[[], UnitOfWork] | None = None,
+    embedder: Embedder | None = None,
+    index: VectorIndex | None = None,
+    working_memory: Any = None,
+    dispatch: Callable[[Sequence[FollowUp]], None] | None = None,
+    clock: Callable[[], datetime] = utc_now,
+) -> Container:
+    settings = settings or get_settings()
+    closers: list[Callable[[], None]] = []
+    if uow is None:
+        if not settings.database_url:
+            raise RuntimeError("CUEMEM_DATABASE_URL is not set (the CLI sets it on the embedded default)")
+        uow, dispose = sql_uow_factory(settings.database_url)
+        closers.append(dispose)
+    return Container(
+        settings=settings,
+        uow=uow,
+        clock=clock,
+        _embedder=embedder,
+        _index=index,
+        _working_memory=working_memory,
+        _dispatch=dispatch,
+        _closers=closers,
+    )
+
+
+_current: Container | None = None
+
+
+def container() -> Container:
+    """This process's container (built on first use, after any fork)."""
+    global _current
+    if _current is None:
+        _current = build_container()
+    return _current
+
+
+def reset_container() -> None:
+    global _current
+    if _current is not None:
+        _current.close()
+    _current = None

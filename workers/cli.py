@@ -1,0 +1,433 @@
+"""The `cuemem` command line. Its commands, options and JSON shapes are a stable contract."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from tqdm import tqdm
+
+from producers.jsonl import count_lines, read_jsonl
+from producers.publisher import Publisher
+from shared.events import InvalidEvent, parse_at
+from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES
+from shared.pipeline import EMBEDDING_MODEL_KEY
+from shared.ports import EmbeddingModelMismatch
+from shared.progress import Progress, progress
+from shared.queues import PIPELINE_QUEUES, Queue
+from shared.retrieval import RecallRequest, recall
+from shared.settings import Settings
+from workers.local_runtime import Runtime, open_runtime
+from workers.runtime import check_alive, worker_command
+
+app = typer.Typer(
+    help="cuemem: long-term memory for LLM agents. Without CUEMEM_* service URLs every command runs on "
+    "the embedded default under --data-dir.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir", envvar="CUEMEM_DATA_DIR", help="State of the embedded default [default: ./.cuemem]"
+    ),
+]
+
+
+class CliError(Exception):
+    """An error the user can fix: printed without a traceback, exit code 2."""
+
+
+def _settings(data_dir: Path | None) -> Settings:
+    settings = Settings()
+    if data_dir is not None:
+        settings = settings.model_copy(update={"data_dir": data_dir})
+    return settings
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _echo_json(data: Any) -> None:
+    typer.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+
+
+# --- waiting ----------------------------------------------------------------------------------
+
+
+def wait_for(rt: Runtime, event_ids: list[str], timeout_s: float, *, show: bool = True) -> Progress:
+    """Poll Postgres until every event is done, a duplicate, rejected or dead-lettered."""
+    deadline = time.monotonic() + timeout_s
+    bar = tqdm(total=len(event_ids), desc="processing", unit="turn", disable=not show, file=sys.stderr)
+    try:
+        while True:
+            with rt.container.uow() as uow:
+                state = progress(uow, event_ids)
+            bar.update(state.finished - bar.n)
+            if state.complete:
+                return state
+            check_alive(rt.workers)
+            if time.monotonic() > deadline:
+                waiting = {
+                    k: v
+                    for k, v in state.counts.items()
+                    if k not in ("done", "duplicate", "rejected", "failed")
+                }
+                raise CliError(f"timed out after {timeout_s:.0f} s; still in flight: {waiting}")
+            time.sleep(0.2)
+    finally:
+        bar.close()
+
+
+def _publish_lines(
+    publisher: Publisher, lines: list[tuple[int, dict[str, Any]]], *, show: bool
+) -> tuple[dict[str, int], list[str]]:
+    """Publish parsed lines; returns event id -> line number, and the per-line errors."""
+    published: dict[str, int] = {}
+    errors: list[str] = []
+    for number, data in tqdm(lines, desc="publishing", unit="turn", disable=not show, file=sys.stderr):
+        try:
+            published[publisher.publish_turn(data).event_id] = number
+        except InvalidEvent as exc:
+            errors.append(f"line {number}: {exc}")
+    return published, errors
+
+
+# --- commands ---------------------------------------------------------------------------------
+
+
+@app.command()
+def ingest(
+    file: Annotated[Path, typer.Argument(help="JSONL file: one turn per line")],
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Return only once every event is fully processed")
+    ] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait with --wait")] = 3600.0,
+    data_dir: DataDir = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
+) -> None:
+    """Publish a JSONL file of turns; invalid lines are reported as `line N: <reason>` and skipped."""
+    _setup_logging(verbose)
+    if not file.is_file():
+        raise CliError(f"FILE: {file} does not exist or is not a file")
+    settings = _settings(data_dir)
+    embedded_broker = not settings.broker_url
+    show = sys.stderr.isatty() or verbose
+    invalid: list[str] = []
+    lines: list[tuple[int, dict[str, Any]]] = []
+    for line in tqdm(
+        read_jsonl(file),
+        total=count_lines(file),
+        desc="reading",
+        unit="line",
+        disable=not show,
+        file=sys.stderr,
+    ):
+        if line.error is not None or line.data is None:
+            invalid.append(f"line {line.number}: {line.error}")
+        else:
+            lines.append((line.number, line.data))
+    with open_runtime(settings, start_workers=embedded_broker) as rt:
+        with Publisher.from_settings(rt.settings) as publisher:
+            published, errors = _publish_lines(publisher, lines, show=show)
+        invalid.extend(errors)
+        invalid.sort(key=lambda e: int(e.split(":", 1)[0].split()[1]))
+        for message in invalid:
+            typer.echo(message, err=True)
+        summary: dict[str, Any] = {"published": len(published), "invalid": len(invalid)}
+        failed = False
+        if wait or embedded_broker:
+            if embedded_broker and not wait:
+                typer.echo("embedded default: processing before exit (no external worker runs)", err=True)
+            state = wait_for(rt, list(published), timeout, show=show)
+            for event_id, reason in sorted(state.reasons.items(), key=lambda kv: published[kv[0]]):
+                typer.echo(f"line {published[event_id]}: {state.states[event_id]}: {reason}", err=True)
+            summary.update({k: state.counts.get(k, 0) for k in ("done", "duplicate", "rejected", "failed")})
+            failed = bool(state.counts.get("rejected") or state.counts.get("failed"))
+        typer.echo(json.dumps(summary))
+    if invalid or failed:
+        raise typer.Exit(1)
+
+
+def _check_model(rt: Runtime) -> None:
+    with rt.container.uow() as uow:
+        stored = uow.meta.get(EMBEDDING_MODEL_KEY)
+    configured = rt.container.embedder.model_name
+    if stored is not None and stored != configured:
+        raise CliError(str(EmbeddingModelMismatch(stored, configured)))
+
+
+def run_recall(
+    rt: Runtime, user: str, query: str, *, k: int, now: datetime, session: str | None
+) -> dict[str, Any]:
+    c = rt.container
+    _check_model(rt)
+    index = c.search_index()
+    request = RecallRequest(
+        tenant_id=rt.settings.tenant_id,
+        user_id=user,
+        query=query,
+        now=now,
+        k=k,
+        session_id=session,
+        candidates=rt.settings.recall_candidates,
+    )
+    with c.uow() as uow:
+        result = recall(uow, request, embedder=c.embedder, index=index, working_memory=c.working_memory)
+    out = result.to_public()
+    out["trace"]["vector_backend"] = getattr(index, "backend", "qdrant-server")
+    out["trace"]["embedding_model"] = c.embedder.model_name
+    return out
+
+
+def _parse_now(now: str | None) -> datetime:
+    if now is None:
+        return datetime.now(UTC)
+    try:
+        return parse_at(now)
+    except ValueError as exc:
+        raise CliError(f"--now: {exc}") from None
+
+
+def _check_user(user: str) -> str:
+    from shared.events import SAFE_ID, SAFE_ID_TEXT
+
+    if not user or not SAFE_ID.match(user):
+        raise CliError(f"--user: {user!r} must be non-empty and use only {SAFE_ID_TEXT}")
+    return user
+
+
+@app.command("recall")
+def recall_cmd(
+    query: Annotated[str, typer.Argument(help="What to remember")],
+    user: Annotated[str, typer.Option("--user", help="Whose memory (required)")],
+    k: Annotated[int, typer.Option("--k", min=1, max=200, help="How many items")] = 5,
+    now: Annotated[str | None, typer.Option("--now", help="ISO 8601 time to recall at")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Current conversation")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+    data_dir: DataDir = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
+) -> None:
+    """Recall memories for one user: exact cues first, then vector search."""
+    _setup_logging(verbose)
+    _check_user(user)
+    at = _parse_now(now)
+    if not query.strip():
+        raise CliError("QUERY: must not be empty")
+    with open_runtime(_settings(data_dir)) as rt:
+        out = run_recall(rt, user, query, k=k, now=at, session=session)
+    if as_json:
+        _echo_json(out)
+    else:
+        _print_recall(query, out)
+
+
+def _print_recall(query: str, out: dict[str, Any]) -> None:
+    typer.echo(f"? {query}  [stage: {out['stage']}]")
+    if not out["items"]:
+        typer.echo("  (nothing found) " + "; ".join(out["trace"].get("notes", [])))
+    for i, item in enumerate(out["items"], 1):
+        ex = item["explanation"]
+        why = ", ".join(ex.get("paths", []))
+        if ex.get("matched_cues"):
+            why += " cues=" + ",".join(ex["matched_cues"])
+        if "vector_score" in ex:
+            why += f" cos={ex['vector_score']:.3f}"
+        typer.echo(f"  {i}. [{item['type']}] {item['content']}   ({why})")
+
+
+@app.command()
+def memories(
+    user: Annotated[str, typer.Option("--user", help="Whose memory (required)")],
+    include_all: Annotated[
+        bool, typer.Option("--all", help="Include superseded, archived and expired memories")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+    data_dir: DataDir = None,
+) -> None:
+    """List one user's memories."""
+    _setup_logging(False)
+    _check_user(user)
+    statuses = RECALLABLE_STATUSES | HISTORICAL_STATUSES if include_all else RECALLABLE_STATUSES
+    with open_runtime(_settings(data_dir)) as rt, rt.container.uow() as uow:
+        rows = uow.memories.list(rt.settings.tenant_id, user, statuses)
+    data = [m.to_public() for m in rows]
+    if as_json:
+        _echo_json(data)
+        return
+    for m in data:
+        typer.echo(
+            f"{m['id']}  {m['status']:<10} {m['type']:<10} imp={m['importance']:<4} x{m['access_count']}  "
+            f"{m['content']}"
+        )
+
+
+@app.command()
+def timeline(
+    user: Annotated[str, typer.Option("--user")],
+    session: Annotated[str, typer.Option("--session")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    data_dir: DataDir = None,
+) -> None:
+    """Show one conversation's recorded turns in seq order."""
+    _setup_logging(False)
+    _check_user(user)
+    with open_runtime(_settings(data_dir)) as rt, rt.container.uow() as uow:
+        events = uow.events.timeline(rt.settings.tenant_id, user, session)
+    data = [{**e.event.to_message(), "stage": e.stage, "importance": e.importance} for e in events]
+    if as_json:
+        _echo_json(data)
+        return
+    for e in data:
+        typer.echo(f"{e['seq']:>5} {e['role']:<9} {e['stage']:<9} {e['content']}")
+
+
+@app.command()
+def reindex(
+    data_dir: DataDir = None, verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False
+) -> None:
+    """Rebuild the vector index from Postgres (re-embedding vectors of any other model)."""
+    _setup_logging(verbose)
+    from shared.pipeline import reindex as rebuild
+    from shared.ports import IndexOwnedElsewhere
+
+    with open_runtime(_settings(data_dir)) as rt:
+        c = rt.container
+        try:
+            stats = rebuild(c.uow, c.index, c.embedder)
+        except IndexOwnedElsewhere:
+            # A running index worker owns the embedded index: let it do the rebuild.
+            from celery import Celery
+
+            from shared.queues import ROUTES, TaskName
+
+            broker = rt.settings.broker_url
+            remote = Celery("cuemem-reindex", broker=broker, backend=broker, set_as_current=False)
+            result = remote.send_task(TaskName.REINDEX.value, queue=ROUTES[TaskName.REINDEX].value)
+            stats = result.get(timeout=24 * 3600)
+    typer.echo(json.dumps(stats))
+
+
+@app.command()
+def migrate(data_dir: DataDir = None) -> None:
+    """Bring the Postgres schema to the latest version (also done by every embedded start)."""
+    _setup_logging(True)
+    settings = _settings(data_dir)
+    if settings.database_url:
+        from sqlalchemy import create_engine
+
+        from workers.db.migrate import upgrade
+
+        engine = create_engine(settings.database_url)
+        upgrade(engine)
+        engine.dispose()
+    else:
+        with open_runtime(settings):
+            pass
+    typer.echo("schema up to date")
+
+
+@app.command()
+def worker(
+    queues: Annotated[str | None, typer.Option("--queues", "-Q", help="Comma-separated queues")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", "-c", min=1)] = None,
+    index_owner: Annotated[
+        bool,
+        typer.Option("--index-owner", help="Consume only the index queue with one process (embedded index)"),
+    ] = False,
+    data_dir: DataDir = None,
+) -> None:
+    """Run workers in the foreground. On the embedded default this starts the services too."""
+    _setup_logging(True)
+    settings = _settings(data_dir)
+    if settings.broker_url:
+        if index_owner:
+            cmd = worker_command(
+                "cuemem-index", [Queue.INDEX.value], concurrency=1, pool="solo", loglevel=settings.log_level
+            )
+        else:
+            default = [q.value for q in PIPELINE_QUEUES] + (
+                [Queue.INDEX.value] if settings.qdrant_url else []
+            )
+            chosen = queues.split(",") if queues else default
+            cmd = worker_command(
+                "cuemem-worker",
+                chosen,
+                concurrency=concurrency or settings.worker_concurrency,
+                pool="prefork",
+                loglevel=settings.log_level,
+            )
+        os.execvp(cmd[0], cmd)
+    with open_runtime(settings, start_workers=True) as rt:
+        typer.echo(
+            f"embedded workers running (data dir {rt.settings.resolved_data_dir}); Ctrl-C stops them",
+            err=True,
+        )
+        try:
+            while True:
+                check_alive(rt.workers)
+                time.sleep(1)
+        except KeyboardInterrupt:
+            typer.echo("stopping", err=True)
+
+
+@app.command()
+def beat(data_dir: DataDir = None) -> None:
+    """Run the periodic scheduler. Run exactly one per deployment."""
+    settings = _settings(data_dir)
+    if not settings.broker_url:
+        raise CliError(
+            "beat needs CUEMEM_BROKER_URL (on the embedded default, `cuemem worker` runs the sweeps)"
+        )
+    schedule = settings.resolved_data_dir / "celerybeat-schedule"
+    schedule.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.celery_app",
+        "beat",
+        "-s",
+        str(schedule),
+        "-l",
+        settings.log_level,
+    ]
+    os.execvp(cmd[0], cmd)
+
+
+@app.command()
+def demo(
+    data_dir: DataDir = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
+) -> None:
+    """Ingest a bundled bilingual conversation, then show what was remembered and a few recalls."""
+    from workers.demo import run_demo
+
+    _setup_logging(verbose)
+    run_demo(_settings(data_dir), wait_for=wait_for, recall=run_recall, echo=typer.echo)
+
+
+def main() -> None:
+    try:
+        app()
+    except CliError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except EmbeddingModelMismatch as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(2)

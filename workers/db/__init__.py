@@ -1,0 +1,1 @@
+"""Postgres adapter: tables, repositories and the unit of work."""

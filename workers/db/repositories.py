@@ -1,0 +1,346 @@
+"""SQLAlchemy repositories. They receive a session and never commit (the unit of work does)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from shared.events import TurnPublished
+from shared.models import Memory, MemoryStatus
+from shared.unit_of_work import DeadLetter, Receipt, StoredEvent
+from workers.db.mapping import event_from_row, memory_from_row, memory_values
+from workers.db.tables import DeadLetterRow, EventRow, MemoryRow, MetaRow, ReceiptRow
+
+
+class SqlEventRepository:
+    def __init__(self, session: Session):
+        self.session = session
+
+    def insert_if_absent(self, event: TurnPublished, stage: str) -> bool:
+        stmt = (
+            insert(EventRow)
+            .values(
+                event_id=event.event_id,
+                tenant_id=event.tenant_id,
+                user_id=event.user_id,
+                session_id=event.session_id,
+                seq=event.seq,
+                role=event.role.value,
+                content=event.content,
+                content_hash=event.content_hash,
+                at=event.at,
+                metadata=event.metadata,
+                stage=stage,
+                extraction_reasons=[],
+            )
+            # No conflict target: a taken event id and a taken (conversation, seq) slot both mean
+            # "not inserted"; the caller tells duplicates from conflicts by re-reading the slot.
+            .on_conflict_do_nothing()
+            .returning(EventRow.event_id)
+        )
+        return self.session.execute(stmt).first() is not None
+
+    def get(self, event_id: str) -> StoredEvent | None:
+        row = self.session.get(EventRow, event_id)
+        return event_from_row(row) if row else None
+
+    def at_seq(self, tenant_id: str, user_id: str, session_id: str, seq: int) -> StoredEvent | None:
+        row = self.session.scalars(
+            select(EventRow).where(
+                EventRow.tenant_id == tenant_id,
+                EventRow.user_id == user_id,
+                EventRow.session_id == session_id,
+                EventRow.seq == seq,
+            )
+        ).first()
+        return event_from_row(row) if row else None
+
+    def set_stage(
+        self, event_id: str, stage: str, *, importance: float | None = None, reasons: Sequence[str] = ()
+    ) -> None:
+        values: dict[str, object] = {"stage": stage}
+        if importance is not None:
+            values["importance"] = importance
+            values["extraction_reasons"] = list(reasons)
+        if stage == "done":
+            values["done_at"] = func.now()
+        self.session.execute(update(EventRow).where(EventRow.event_id == event_id).values(**values))
+
+    def timeline(self, tenant_id: str, user_id: str, session_id: str) -> list[StoredEvent]:
+        rows = self.session.scalars(
+            select(EventRow)
+            .where(
+                EventRow.tenant_id == tenant_id,
+                EventRow.user_id == user_id,
+                EventRow.session_id == session_id,
+            )
+            .order_by(EventRow.seq)
+        )
+        return [event_from_row(r) for r in rows]
+
+    def recent(
+        self, tenant_id: str, user_id: str, limit: int, session_id: str | None = None
+    ) -> list[StoredEvent]:
+        stmt = select(EventRow).where(EventRow.tenant_id == tenant_id, EventRow.user_id == user_id)
+        if session_id is not None:
+            stmt = stmt.where(EventRow.session_id == session_id)
+        rows = self.session.scalars(stmt.order_by(EventRow.at.desc(), EventRow.seq.desc()).limit(limit))
+        return [event_from_row(r) for r in rows]
+
+    def stages(self, event_ids: Sequence[str]) -> dict[str, str]:
+        if not event_ids:
+            return {}
+        rows = self.session.execute(
+            select(EventRow.event_id, EventRow.stage).where(EventRow.event_id.in_(list(event_ids)))
+        )
+        return {r.event_id: r.stage for r in rows}
+
+    def stalled(self, received_before: datetime, limit: int) -> list[tuple[str, str]]:
+        rows = self.session.execute(
+            select(EventRow.event_id, EventRow.stage)
+            .where(EventRow.stage != "done", EventRow.received_at < received_before)
+            .order_by(EventRow.received_at)
+            .limit(limit)
+        )
+        return [(r.event_id, r.stage) for r in rows]
+
+
+class SqlReceiptRepository:
+    def __init__(self, session: Session):
+        self.session = session
+
+    def add_if_absent(self, receipt: Receipt) -> bool:
+        stmt = (
+            insert(ReceiptRow)
+            .values(
+                event_id=receipt.event_id,
+                tenant_id=receipt.tenant_id,
+                user_id=receipt.user_id,
+                outcome=receipt.outcome,
+                canonical_event_id=receipt.canonical_event_id,
+                reason=receipt.reason,
+                payload=receipt.payload,
+            )
+            .on_conflict_do_nothing(index_elements=[ReceiptRow.event_id])
+            .returning(ReceiptRow.event_id)
+        )
+        return self.session.execute(stmt).first() is not None
+
+    def get_many(self, event_ids: Sequence[str]) -> dict[str, Receipt]:
+        if not event_ids:
+            return {}
+        rows = self.session.scalars(select(ReceiptRow).where(ReceiptRow.event_id.in_(list(event_ids))))
+        return {r.event_id: _receipt(r) for r in rows}
+
+    def rejected(self, limit: int = 100) -> list[Receipt]:
+        rows = self.session.scalars(
+            select(ReceiptRow)
+            .where(ReceiptRow.outcome == "rejected")
+            .order_by(ReceiptRow.received_at)
+            .limit(limit)
+        )
+        return [_receipt(r) for r in rows]
+
+
+def _receipt(row: ReceiptRow) -> Receipt:
+    return Receipt(
+        event_id=row.event_id,
+        tenant_id=row.tenant_id,
+        user_id=row.user_id,
+        outcome=row.outcome,  # type: ignore[arg-type]
+        canonical_event_id=row.canonical_event_id,
+        reason=row.reason,
+        payload=row.payload,
+    )
+
+
+class SqlMemoryRepository:
+    def __init__(self, session: Session):
+        self.session = session
+
+    def lock_user(self, tenant_id: str, user_id: str) -> None:
+        # Two workers persisting the same repeat for one user at once would both find no active
+        # copy and both create one; a transaction-scoped advisory lock per user prevents that.
+        self.session.execute(
+            select(func.pg_advisory_xact_lock(func.hashtextextended(tenant_id + "\x1f" + user_id, 0)))
+        )
+
+    def add(self, memory: Memory) -> None:
+        stmt = (
+            insert(MemoryRow)
+            .values(**memory_values(memory))
+            .on_conflict_do_nothing(index_elements=[MemoryRow.id])
+        )
+        self.session.execute(stmt)
+
+    def get(self, tenant_id: str, user_id: str, memory_id: str) -> Memory | None:
+        row = self.session.scalars(
+            select(MemoryRow).where(
+                MemoryRow.id == memory_id, MemoryRow.tenant_id == tenant_id, MemoryRow.user_id == user_id
+            )
+        ).first()
+        return memory_from_row(row) if row else None
+
+    def get_many(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> list[Memory]:
+        if not ids:
+            return []
+        rows = self.session.scalars(
+            select(MemoryRow).where(
+                MemoryRow.id.in_(list(ids)), MemoryRow.tenant_id == tenant_id, MemoryRow.user_id == user_id
+            )
+        )
+        return [memory_from_row(r) for r in rows]
+
+    def save(self, memory: Memory) -> None:
+        values = memory_values(memory)
+        values.pop("id")
+        self.session.execute(
+            update(MemoryRow)
+            .where(
+                MemoryRow.id == memory.id,
+                MemoryRow.tenant_id == memory.tenant_id,
+                MemoryRow.user_id == memory.user_id,
+            )
+            .values(**values)
+        )
+
+    def from_event(self, event_id: str) -> list[Memory]:
+        rows = self.session.scalars(
+            select(MemoryRow).where(MemoryRow.origin_event_id == event_id).order_by(MemoryRow.id)
+        )
+        memories = [memory_from_row(r) for r in rows]
+        return memories
+
+    def active_with_hash(
+        self, tenant_id: str, user_id: str, content_hash: str, exclude_id: str
+    ) -> Memory | None:
+        row = self.session.scalars(
+            select(MemoryRow)
+            .where(
+                MemoryRow.tenant_id == tenant_id,
+                MemoryRow.user_id == user_id,
+                MemoryRow.content_hash == content_hash,
+                MemoryRow.status == MemoryStatus.ACTIVE.value,
+                MemoryRow.id != exclude_id,
+            )
+            .order_by(MemoryRow.created_at, MemoryRow.id)
+            # Two workers persisting the same repeat at once must not both create it: lock the row.
+            .with_for_update()
+        ).first()
+        return memory_from_row(row) if row else None
+
+    def delete(self, memory_id: str) -> None:
+        self.session.execute(
+            delete(MemoryRow).where(MemoryRow.id == memory_id, MemoryRow.status == MemoryStatus.PENDING.value)
+        )
+
+    def by_cues(
+        self, tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus], limit: int
+    ) -> list[Memory]:
+        if not cues:
+            return []
+        rows = self.session.scalars(
+            select(MemoryRow)
+            .where(
+                MemoryRow.tenant_id == tenant_id,
+                MemoryRow.user_id == user_id,
+                MemoryRow.status.in_([s.value for s in statuses]),
+                MemoryRow.cues.overlap(list(cues)),
+            )
+            .order_by(MemoryRow.score.desc(), MemoryRow.id)
+            .limit(limit)
+        )
+        return [memory_from_row(r) for r in rows]
+
+    def list(self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None) -> list[Memory]:
+        stmt = select(MemoryRow).where(MemoryRow.tenant_id == tenant_id, MemoryRow.user_id == user_id)
+        if statuses is not None:
+            stmt = stmt.where(MemoryRow.status.in_([s.value for s in statuses]))
+        rows = self.session.scalars(stmt.order_by(MemoryRow.created_at, MemoryRow.id))
+        return [memory_from_row(r) for r in rows]
+
+    def unindexed(self, tenant_id: str, user_id: str, limit: int) -> list[Memory]:
+        rows = self.session.scalars(
+            select(MemoryRow)
+            .where(
+                MemoryRow.tenant_id == tenant_id,
+                MemoryRow.user_id == user_id,
+                MemoryRow.indexed_version < MemoryRow.version,
+                MemoryRow.status != MemoryStatus.PENDING.value,
+            )
+            .order_by(MemoryRow.id)
+            .limit(limit)
+        )
+        return [memory_from_row(r) for r in rows]
+
+    def mark_indexed(self, memory_ids_versions: Sequence[tuple[str, int]]) -> None:
+        for memory_id, version in memory_ids_versions:
+            self.session.execute(
+                update(MemoryRow)
+                .where(MemoryRow.id == memory_id, MemoryRow.indexed_version < version)
+                .values(indexed_version=version)
+            )
+
+    def page_for_reindex(self, after_id: str, limit: int) -> list[Memory]:
+        rows = self.session.scalars(
+            select(MemoryRow)
+            .where(MemoryRow.id > after_id, MemoryRow.status != MemoryStatus.PENDING.value)
+            .order_by(MemoryRow.id)
+            .limit(limit)
+        )
+        return [memory_from_row(r) for r in rows]
+
+    def reset_indexed(self) -> None:
+        self.session.execute(
+            update(MemoryRow).where(MemoryRow.indexed_version != 0).values(indexed_version=0)
+        )
+
+    def embedding_models(self) -> set[str]:
+        rows = self.session.execute(
+            select(MemoryRow.embedding_model).where(MemoryRow.embedding_model.is_not(None)).distinct()
+        )
+        return {r[0] for r in rows}
+
+
+class SqlDeadLetterRepository:
+    def __init__(self, session: Session):
+        self.session = session
+
+    def add(self, letter: DeadLetter) -> None:
+        self.session.add(
+            DeadLetterRow(
+                task_name=letter.task_name,
+                task_id=letter.task_id,
+                event_id=letter.event_id,
+                args=letter.args,
+                reason=letter.reason,
+                deliveries=letter.deliveries,
+            )
+        )
+
+    def for_events(self, event_ids: Sequence[str]) -> dict[str, str]:
+        if not event_ids:
+            return {}
+        rows = self.session.execute(
+            select(DeadLetterRow.event_id, DeadLetterRow.reason).where(
+                DeadLetterRow.event_id.in_(list(event_ids)), DeadLetterRow.replayed_at.is_(None)
+            )
+        )
+        return {r.event_id: r.reason for r in rows}
+
+
+class SqlMetaRepository:
+    def __init__(self, session: Session):
+        self.session = session
+
+    def get(self, key: str) -> str | None:
+        row = self.session.get(MetaRow, key)
+        return row.value if row else None
+
+    def set(self, key: str, value: str) -> None:
+        stmt = insert(MetaRow).values(key=key, value=value)
+        self.session.execute(stmt.on_conflict_do_update(index_elements=[MetaRow.key], set_={"value": value}))

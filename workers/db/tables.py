@@ -1,0 +1,134 @@
+"""SQLAlchemy 2.0 tables. Postgres is the source of truth; the vector index is derived from it.
+
+Embeddings are stored as ``REAL[]`` (not pgvector) so the same schema runs on any Postgres,
+including the machine's plain one; vector search is Qdrant's job, Postgres keeps the vectors so
+that ``cuemem reindex`` can rebuild the index without re-embedding.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, REAL
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class EventRow(Base):
+    """The raw event log: every accepted turn, kept even when no memory is made from it."""
+
+    __tablename__ = "events"
+
+    event_id: Mapped[str] = mapped_column(String(512), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(String(512))
+    user_id: Mapped[str] = mapped_column(String(512))
+    session_id: Mapped[str] = mapped_column(String(512))
+    seq: Mapped[int] = mapped_column(BigInteger)
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, default=dict)
+    stage: Mapped[str] = mapped_column(String(16))
+    importance: Mapped[float | None] = mapped_column(Float, nullable=True)
+    extraction_reasons: Mapped[list[str]] = mapped_column(ARRAY(Text), default=list)
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    done_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "user_id", "session_id", "seq", name="uq_events_conversation_seq"),
+        Index("ix_events_user_at", "tenant_id", "user_id", "at"),
+        Index("ix_events_stage", "stage"),
+    )
+
+
+class ReceiptRow(Base):
+    """The inbox: one row per event id ever delivered, with what became of it."""
+
+    __tablename__ = "event_receipts"
+
+    event_id: Mapped[str] = mapped_column(String(512), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(String(512))
+    user_id: Mapped[str] = mapped_column(String(512))
+    outcome: Mapped[str] = mapped_column(String(16))  # accepted | duplicate | rejected
+    canonical_event_id: Mapped[str | None] = mapped_column(String(512), nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    payload: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+    __table_args__ = (Index("ix_receipts_outcome", "outcome"),)
+
+
+class MemoryRow(Base):
+    __tablename__ = "memories"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(String(512))
+    user_id: Mapped[str] = mapped_column(String(512))
+    type: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    importance: Mapped[float] = mapped_column(Float)
+    status: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_accessed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    access_count: Mapped[int] = mapped_column(Integer, default=0)
+    score: Mapped[float] = mapped_column(Float, default=0.0)
+    tags: Mapped[list[str]] = mapped_column(ARRAY(Text), default=list)
+    entities: Mapped[list[str]] = mapped_column(ARRAY(Text), default=list)
+    cues: Mapped[list[str]] = mapped_column(ARRAY(Text), default=list)
+    sources: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, default=list)
+    origin_event_id: Mapped[str] = mapped_column(String(512))
+    embedding: Mapped[list[float] | None] = mapped_column(ARRAY(REAL), nullable=True)
+    embedding_model: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    indexed_version: Mapped[int] = mapped_column(Integer, default=0)
+
+    __table_args__ = (
+        Index("ix_memories_user_status", "tenant_id", "user_id", "status"),
+        Index("ix_memories_user_hash", "tenant_id", "user_id", "content_hash"),
+        Index("ix_memories_origin", "origin_event_id"),
+        Index("ix_memories_cues", "cues", postgresql_using="gin"),
+        Index("ix_memories_unindexed", "tenant_id", "user_id", postgresql_where="indexed_version < version"),
+    )
+
+
+class DeadLetterRow(Base):
+    """Messages the pipeline gave up on, with the reason; they can be replayed."""
+
+    __tablename__ = "dead_letters"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    task_name: Mapped[str] = mapped_column(String(100))
+    task_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    event_id: Mapped[str | None] = mapped_column(String(512), nullable=True, index=True)
+    args: Mapped[list[Any]] = mapped_column(JSONB, default=list)
+    reason: Mapped[str] = mapped_column(Text)
+    deliveries: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    replayed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class MetaRow(Base):
+    """Small key/value facts about the deployment (e.g. which embedding model the index holds)."""
+
+    __tablename__ = "cuemem_meta"
+
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

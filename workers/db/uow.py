@@ -1,0 +1,38 @@
+"""The SQLAlchemy unit of work: one session, one transaction, repositories bound to it."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from workers.db.repositories import (
+    SqlDeadLetterRepository,
+    SqlEventRepository,
+    SqlMemoryRepository,
+    SqlMetaRepository,
+    SqlReceiptRepository,
+)
+
+
+class SqlUnitOfWork:
+    def __init__(self, session_factory: sessionmaker[Session]):
+        self._session_factory = session_factory
+
+    def __enter__(self) -> SqlUnitOfWork:
+        self.session = self._session_factory()
+        self.events = SqlEventRepository(self.session)
+        self.receipts = SqlReceiptRepository(self.session)
+        self.memories = SqlMemoryRepository(self.session)
+        self.dead_letters = SqlDeadLetterRepository(self.session)
+        self.meta = SqlMetaRepository(self.session)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # Whatever was not committed explicitly is rolled back: a failed task writes nothing.
+        self.session.rollback()
+        self.session.close()
+
+    def commit(self) -> None:
+        self.session.commit()
+
+    def rollback(self) -> None:
+        self.session.rollback()

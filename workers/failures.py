@@ -1,0 +1,117 @@
+"""How the pipeline sorts failures, counts deliveries and parks what it gives up on.
+
+- transient (database or broker unreachable, index busy, model endpoint down): retry with
+  backoff and jitter;
+- permanent (a message that can never succeed: malformed, unknown event, model mismatch): no
+  retry, a dead letter with the reason;
+- crash loops (a message whose worker dies every time): capped by a delivery counter kept in
+  Redis, then dead-lettered.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import redis
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from shared import keys
+from shared.events import InvalidEvent
+from shared.pipeline import EventVanished
+from shared.ports import EmbeddingModelMismatch, IndexUnavailable
+from shared.unit_of_work import DeadLetter
+from workers.embedders import EmbeddingError
+
+log = logging.getLogger(__name__)
+
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    OperationalError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    IndexUnavailable,
+    ConnectionError,
+    TimeoutError,
+    EmbeddingError,  # only transient ones reach Celery: run_unit turns the others permanent
+)
+
+
+class PermanentFailure(RuntimeError):
+    """A failure that no retry can fix (e.g. an embedding endpoint refusing the input)."""
+
+
+PERMANENT_ERRORS: tuple[type[BaseException], ...] = (
+    InvalidEvent,
+    EventVanished,
+    EmbeddingModelMismatch,
+    PermanentFailure,
+)
+
+DELIVERY_COUNTER_TTL_S = 7 * 24 * 3600
+
+
+def count_delivery(container: Any, task_id: str | None, attempt: int) -> int:
+    """How many times this attempt of this task has started (1 on a first delivery)."""
+    if not task_id:
+        return 1
+    url = container.settings.effective_redis_url
+    if url is None:
+        return 1
+    client = _redis(url)
+    key = keys.deliveries_key(task_id, attempt)
+    pipe = client.pipeline()
+    pipe.incr(key)
+    pipe.expire(key, DELIVERY_COUNTER_TTL_S)
+    count, _ = pipe.execute()
+    return int(count)
+
+
+_clients: dict[str, redis.Redis] = {}
+
+
+def _redis(url: str) -> redis.Redis:
+    if url not in _clients:
+        _clients[url] = redis.Redis.from_url(url)
+    return _clients[url]
+
+
+def reset_clients() -> None:
+    for client in _clients.values():
+        client.close()
+    _clients.clear()
+
+
+def dead_letter(container: Any, task_name: str, task_id: str | None, args: list[Any], reason: str) -> None:
+    event_id = _event_id_of(args)
+    try:
+        with container.uow() as uow:
+            uow.dead_letters.add(DeadLetter(task_name, task_id, event_id, _json_safe(args), reason[:4000], 0))
+            uow.commit()
+        log.error("dead-lettered %s %s (event %s): %s", task_name, task_id, event_id, reason)
+    except (DBAPIError, OSError):
+        # The database is the place of record; when it is down the log must carry the message.
+        log.critical(
+            "could not dead-letter %s %s args=%r: %s", task_name, task_id, args, reason, exc_info=True
+        )
+
+
+def _event_id_of(args: list[Any]) -> str | None:
+    if not args:
+        return None
+    first = args[0]
+    if isinstance(first, dict):
+        value = first.get("event_id")
+        return value[:512] if isinstance(value, str) else None
+    return first[:512] if isinstance(first, str) else None
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\\0").encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {str(k)[:200]: _json_safe(v) for k, v in list(value.items())[:50]}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in list(value)[:200]]
+    if isinstance(value, int | float | bool) or value is None:
+        return value
+    return repr(value)[:2000]

@@ -1,0 +1,114 @@
+"""Searching an embedded index that another process owns.
+
+The embedded Qdrant engine admits one owning process: on a deployment without a Qdrant server
+that is the index worker (the one consumer of ``cuemem.index``). Any other process that needs a
+vector search (the CLI, an app) first tries to open the index itself (it succeeds when no worker
+runs) and otherwise sends ``memory.search`` to the owner and waits for the answer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from celery import Celery
+
+from shared.ports import IndexHit, IndexOwnedElsewhere, IndexPoint, IndexUnavailable, VectorIndex
+from shared.queues import ROUTES, TaskName
+
+log = logging.getLogger(__name__)
+
+
+class RemoteSearchIndex:
+    """Search-only proxy to the index owner. Writes go through the pipeline, never through here."""
+
+    def __init__(self, app: Celery, timeout_s: float = 10.0):
+        self._app = app
+        self._timeout = timeout_s
+
+    def search(
+        self,
+        tenant_id: str,
+        user_id: str,
+        vector: Sequence[float],
+        limit: int,
+        statuses: Sequence[str] = ("active",),
+    ) -> list[IndexHit]:
+        result = self._app.send_task(
+            TaskName.SEARCH.value,
+            args=[tenant_id, user_id, list(map(float, vector)), limit, list(statuses)],
+            queue=ROUTES[TaskName.SEARCH].value,
+            expires=self._timeout,
+        )
+        try:
+            rows: list[dict[str, Any]] = result.get(timeout=self._timeout, propagate=True)
+        except Exception as exc:
+            raise IndexUnavailable(
+                f"the index worker did not answer a search in {self._timeout:.0f} s ({exc})"
+            ) from exc
+        finally:
+            result.forget()
+        return [IndexHit(r["id"], float(r["score"]), r.get("payload") or {}) for r in rows]
+
+    def _read_only(self, *_: Any) -> Any:
+        raise IndexUnavailable(
+            "the embedded index is owned by the index worker; this process may only search it"
+        )
+
+    ensure = upsert = delete = ids = reset = _read_only
+
+    def count(self) -> int:
+        return self._read_only()
+
+    def close(self) -> None:
+        return None
+
+
+class LocalOrRemoteIndex:
+    """Use the embedded index in this process when free, else ask the owner (see module doc)."""
+
+    def __init__(self, local: VectorIndex, remote_factory: Any):
+        self._local = local
+        self._remote_factory = remote_factory
+        self._remote: RemoteSearchIndex | None = None
+        self.backend = "qdrant-edge (this process)"
+
+    def search(
+        self,
+        tenant_id: str,
+        user_id: str,
+        vector: Sequence[float],
+        limit: int,
+        statuses: Sequence[str] = ("active",),
+    ) -> list[IndexHit]:
+        if self._remote is None:
+            try:
+                return self._local.search(tenant_id, user_id, vector, limit, statuses)
+            except IndexOwnedElsewhere:
+                log.info("embedded index is owned by a worker; searching through it")
+                self._remote = self._remote_factory()
+                self.backend = "qdrant-edge (via the index worker)"
+        assert self._remote is not None
+        return self._remote.search(tenant_id, user_id, vector, limit, statuses)
+
+    def ensure(self, dim: int, model_name: str) -> None:
+        self._local.ensure(dim, model_name)
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None:
+        self._local.upsert(points)
+
+    def delete(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> None:
+        self._local.delete(tenant_id, user_id, ids)
+
+    def ids(self, tenant_id: str, user_id: str) -> set[str]:
+        return self._local.ids(tenant_id, user_id)
+
+    def count(self) -> int:
+        return self._local.count()
+
+    def reset(self, dim: int, model_name: str) -> None:
+        self._local.reset(dim, model_name)
+
+    def close(self) -> None:
+        self._local.close()

@@ -1,0 +1,56 @@
+"""The one reliability profile every cuemem worker runs with (Celery configuration as data).
+
+Why each setting:
+- late acks + reject on worker loss: a message is acknowledged only after its unit of work
+  committed, so a killed worker's message is delivered again (handlers are idempotent);
+- prefetch 1: embedding is slow; a worker must not hoard messages another could run;
+- JSON only: messages carry ids and plain values, never pickled objects;
+- visibility timeout above the longest task plus its longest retry delay: otherwise Redis
+  hands a still-running task to a second worker;
+- results off except for the index owner's search RPC.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kombu import Queue as KombuQueue
+
+from shared.queues import ROUTES, Queue
+from shared.settings import Settings
+
+
+def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
+    longest = settings.task_time_limit_s + settings.retry_backoff_max_s
+    if settings.visibility_timeout_s <= longest:
+        raise ValueError(
+            f"CUEMEM_VISIBILITY_TIMEOUT_S={settings.visibility_timeout_s} must exceed the task time limit "
+            f"plus the longest retry delay ({longest} s), or Redis redelivers running tasks"
+        )
+    return {
+        "broker_url": broker_url,
+        "result_backend": broker_url,
+        "task_ignore_result": True,
+        "result_expires": 600,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_acks_on_failure_or_timeout": True,
+        "worker_prefetch_multiplier": 1,
+        "task_time_limit": settings.task_time_limit_s,
+        "task_soft_time_limit": max(1, settings.task_time_limit_s - 5),
+        "broker_transport_options": {"visibility_timeout": settings.visibility_timeout_s},
+        "result_backend_transport_options": {"visibility_timeout": settings.visibility_timeout_s},
+        "broker_connection_retry_on_startup": True,
+        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        "task_queues": [KombuQueue(q.value, routing_key=q.value) for q in Queue],
+        "task_default_queue": Queue.INGEST.value,
+        "task_routes": {name.value: {"queue": queue.value} for name, queue in ROUTES.items()},
+        "task_send_sent_event": True,
+        "worker_send_task_events": True,
+        "worker_hijack_root_logger": False,
+        "timezone": "UTC",
+        "enable_utc": True,
+    }

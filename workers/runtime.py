@@ -1,0 +1,136 @@
+"""Worker processes the CLI runs for itself on the embedded default (and that tests start).
+
+Two kinds of worker process:
+- pipeline workers consume every queue except the index queue (prefork pool);
+- exactly one index owner consumes ``cuemem.index`` with the solo pool, because the embedded
+  Qdrant engine allows one owning process. With a Qdrant server (CUEMEM_QDRANT_URL) any worker
+  may index, and one worker consumes every queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.queues import PIPELINE_QUEUES, Queue
+from shared.settings import Settings
+from workers.embedded import settings_env
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WorkerProcess:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)  # warm shutdown: finish the running task
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log.warning("worker %s did not stop in %.0f s; killing it", self.name, timeout)
+            self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its pool children (a crash, as tests simulate it)."""
+        with suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+
+def worker_command(name: str, queues: list[str], *, concurrency: int, pool: str, loglevel: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.celery_app",
+        "worker",
+        "-n",
+        f"{name}@%h",
+        "-Q",
+        ",".join(queues),
+        "-c",
+        str(concurrency),
+        "--pool",
+        pool,
+        "-l",
+        loglevel,
+        "--without-gossip",
+        "--without-mingle",
+    ]
+
+
+def start_worker(
+    settings: Settings,
+    name: str,
+    queues: list[str],
+    *,
+    concurrency: int = 1,
+    pool: str = "prefork",
+    extra_env: dict[str, str] | None = None,
+) -> WorkerProcess:
+    log_dir = settings.resolved_data_dir / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{name}.log"
+    env = settings_env(settings)
+    # One model thread per process: two processes with default threads fight over 2 cores.
+    env.setdefault("OMP_NUM_THREADS", str(settings.embedding_threads))
+    env.update(extra_env or {})
+    cmd = worker_command(name, queues, concurrency=concurrency, pool=pool, loglevel=settings.log_level)
+    with open(log_path, "ab") as out:
+        # A new session so that kill() can take the whole process group (pool children included).
+        process = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    log.info("started worker %s (pid %d) on %s, log %s", name, process.pid, ",".join(queues), log_path)
+    return WorkerProcess(name, process, log_path)
+
+
+def start_workers(
+    settings: Settings, *, concurrency: int | None = None, prefix: str = "cuemem"
+) -> list[WorkerProcess]:
+    concurrency = concurrency or settings.worker_concurrency
+    if settings.qdrant_url:
+        queues = [q.value for q in (*PIPELINE_QUEUES, Queue.INDEX)]
+        return [start_worker(settings, f"{prefix}-worker", queues, concurrency=concurrency)]
+    return [
+        start_worker(
+            settings, f"{prefix}-worker", [q.value for q in PIPELINE_QUEUES], concurrency=concurrency
+        ),
+        start_worker(settings, f"{prefix}-index", [Queue.INDEX.value], concurrency=1, pool="solo"),
+    ]
+
+
+@contextmanager
+def running_workers(settings: Settings, *, concurrency: int | None = None) -> Iterator[list[WorkerProcess]]:
+    workers = start_workers(settings, concurrency=concurrency)
+    try:
+        yield workers
+    finally:
+        for w in workers:
+            w.stop()
+
+
+def check_alive(workers: list[WorkerProcess]) -> None:
+    for w in workers:
+        code = w.process.poll()
+        if code is not None:
+            tail = _tail(w.log_path)
+            raise RuntimeError(f"worker {w.name} exited with code {code}; last log lines:\n{tail}")
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

@@ -1,0 +1,141 @@
+"""Thin Celery tasks: decode the message, open one unit of work, call one service function,
+commit, then enqueue the follow-ups. Business rules live in ``shared/``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from celery import Task
+
+from shared import pipeline
+from shared.queues import TaskName
+from shared.settings import get_settings
+from shared.unit_of_work import FollowUp, UnitOfWork
+from workers.bootstrap import container
+from workers.celery_app import app
+from workers.embedders import EmbeddingError
+from workers.failures import PERMANENT_ERRORS, TRANSIENT_ERRORS, PermanentFailure, count_delivery, dead_letter
+
+log = logging.getLogger(__name__)
+
+
+class PipelineTask(Task):
+    """House defaults: retries with backoff and jitter for transient failures, a redelivery cap,
+    and a dead-letter record (with the reason) for anything the pipeline gives up on."""
+
+    autoretry_for = TRANSIENT_ERRORS
+    dont_autoretry_for = PERMANENT_ERRORS
+    retry_backoff = 1
+    retry_jitter = True
+    acks_late = True
+    ignore_result = True
+
+    # Read from the settings, not the container: Celery reads these when it registers the task,
+    # in the parent process, where no connection may be opened before the fork.
+    @property
+    def max_retries(self) -> int:  # type: ignore[override]
+        return get_settings().max_retries
+
+    @property
+    def retry_backoff_max(self) -> int:  # type: ignore[override]
+        return get_settings().retry_backoff_max_s
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        c = container()
+        deliveries = count_delivery(c, self.request.id, self.request.retries)
+        if deliveries > c.settings.max_deliveries:
+            # A message that killed its worker this many times is poison: park it, ack it.
+            dead_letter(
+                c, self.name, self.request.id, list(args), f"delivered {deliveries} times without finishing"
+            )
+            return None
+        return super().__call__(*args, **kwargs)
+
+    def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        dead_letter(container(), self.name, task_id, list(args), f"{type(exc).__name__}: {exc}")
+
+
+def run_unit(name: str, key: str, work: Callable[[UnitOfWork], list[FollowUp]]) -> None:
+    c = container()
+    started = time.perf_counter()
+    with c.uow() as uow:
+        try:
+            followups = work(uow)
+        except EmbeddingError as exc:
+            if exc.transient:
+                raise
+            raise PermanentFailure(str(exc)) from exc
+        uow.commit()
+    # Only after commit: a follow-up must never see state that was rolled back.
+    c.dispatch(followups)
+    log.info(
+        "%s %s done in %.1f ms, %d follow-ups",
+        name,
+        key,
+        (time.perf_counter() - started) * 1e3,
+        len(followups),
+    )
+
+
+@app.task(name=TaskName.RECORD.value, base=PipelineTask, bind=True)
+def record(self: Task, message: dict[str, Any]) -> None:
+    c = container()
+    key = str(message.get("event_id")) if isinstance(message, dict) else "?"
+    run_unit(self.name, key, lambda uow: pipeline.record_event(uow, message, c.limits))
+
+
+@app.task(name=TaskName.EXTRACT.value, base=PipelineTask, bind=True)
+def extract(self: Task, event_id: str) -> None:
+    c = container()
+    threshold = c.settings.importance_threshold
+    run_unit(self.name, event_id, lambda uow: pipeline.extract_event(uow, event_id, threshold, c.clock()))
+
+
+@app.task(name=TaskName.EMBED.value, base=PipelineTask, bind=True)
+def embed(self: Task, event_id: str) -> None:
+    c = container()
+    run_unit(self.name, event_id, lambda uow: pipeline.embed_event(uow, c.embedder, event_id))
+
+
+@app.task(name=TaskName.PERSIST.value, base=PipelineTask, bind=True)
+def persist(self: Task, event_id: str) -> None:
+    c = container()
+    run_unit(self.name, event_id, lambda uow: pipeline.persist_event(uow, event_id, c.clock()))
+
+
+@app.task(name=TaskName.INDEX.value, base=PipelineTask, bind=True)
+def index(self: Task, event_id: str) -> None:
+    c = container()
+    run_unit(
+        self.name, event_id, lambda uow: pipeline.index_event(uow, c.index, c.embedder, event_id, c.clock())
+    )
+
+
+@app.task(name=TaskName.RESUME_STALLED.value, base=PipelineTask, bind=True)
+def resume_stalled(self: Task, older_than_s: int = 300) -> None:
+    c = container()
+    before = c.clock() - timedelta(seconds=older_than_s)
+    run_unit(self.name, "sweep", lambda uow: pipeline.resume_stalled(uow, before))
+
+
+@app.task(name=TaskName.SEARCH.value, bind=True, ignore_result=False, acks_late=False)
+def search(
+    self: Task, tenant_id: str, user_id: str, vector: list[float], limit: int, statuses: list[str]
+) -> list[dict[str, Any]]:
+    """Vector search served by the index owner for processes that cannot open the embedded index.
+
+    Not late-acked: a search nobody waits for any more must not be redelivered.
+    """
+    hits = container().index.search(tenant_id, user_id, vector, limit, statuses)
+    return [{"id": h.id, "score": h.score, "payload": h.payload} for h in hits]
+
+
+@app.task(name=TaskName.REINDEX.value, bind=True, ignore_result=False)
+def reindex(self: Task) -> dict[str, int]:
+    c = container()
+    return pipeline.reindex(c.uow, c.index, c.embedder)
