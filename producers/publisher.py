@@ -194,7 +194,7 @@ class Publisher:
 
     def _assign_seq(self, event: TurnPublished, explicit: Any) -> int:
         tenant, user, session = event.conversation
-        args = [
+        args: list[str | int] = [
             "" if explicit is None else str(int(explicit)),
             working_memory_member(event),
             self._wm_turns,

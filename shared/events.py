@@ -202,9 +202,9 @@ def validate_turn(
 
     role_raw = raw.get("role")
     role = Role.USER
-    try:
+    if isinstance(role_raw, str) and role_raw in {r.value for r in Role}:
         role = Role(role_raw)
-    except ValueError:
+    else:
         errors.append(
             FieldError("role", f"{role_raw!r:.40} is not one of {', '.join(r.value for r in Role)}")
         )

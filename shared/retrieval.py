@@ -211,7 +211,7 @@ def recall(
         "notes": notes,
     }
     if not chosen:
-        trace["notes"].append(
+        notes.append(
             "nothing matched: "
             + (
                 "no cue of the query is stored for this user"

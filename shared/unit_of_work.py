@@ -108,7 +108,9 @@ class MemoryRepository(Protocol):
     ) -> list[Memory]:
         """Memories holding any of the cues, scoped to one user."""
 
-    def list(self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None) -> list[Memory]: ...
+    def for_user(
+        self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None
+    ) -> list[Memory]: ...
 
     def unindexed(self, tenant_id: str, user_id: str, limit: int) -> list[Memory]:
         """Persisted memories whose index copy is older than the row."""
@@ -139,11 +141,21 @@ class MetaRepository(Protocol):
 
 
 class UnitOfWork(Protocol):
-    events: EventRepository
-    receipts: ReceiptRepository
-    memories: MemoryRepository
-    dead_letters: DeadLetterRepository
-    meta: MetaRepository
+    # Read-only members: an adapter may expose its concrete repositories.
+    @property
+    def events(self) -> EventRepository: ...
+
+    @property
+    def receipts(self) -> ReceiptRepository: ...
+
+    @property
+    def memories(self) -> MemoryRepository: ...
+
+    @property
+    def dead_letters(self) -> DeadLetterRepository: ...
+
+    @property
+    def meta(self) -> MetaRepository: ...
 
     def __enter__(self) -> UnitOfWork: ...
 

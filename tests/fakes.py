@@ -152,7 +152,7 @@ class FakeMemoryRepository:
         found.sort(key=lambda m: (-m.score, m.id))
         return [copy.deepcopy(m) for m in found[:limit]]
 
-    def list(self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None) -> list[Memory]:
+    def for_user(self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None) -> list[Memory]:
         allowed = set(statuses) if statuses is not None else None
         found = [m for m in self._mine(tenant_id, user_id) if allowed is None or m.status in allowed]
         return [copy.deepcopy(m) for m in sorted(found, key=lambda m: (m.created_at, m.id))]

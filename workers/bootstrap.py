@@ -150,7 +150,11 @@ def sql_uow_factory(database_url: str) -> tuple[Callable[[], UnitOfWork], Callab
 
     engine = create_engine(database_url, pool_pre_ping=True, pool_size=5, max_overflow=5)
     sessions = sessionmaker(engine, expire_on_commit=False)
-    return (lambda: SqlUnitOfWork(sessions)), engine.dispose
+
+    def new_uow() -> UnitOfWork:
+        return SqlUnitOfWork(sessions)
+
+    return new_uow, engine.dispose
 
 
 def build_container(

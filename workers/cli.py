@@ -264,7 +264,7 @@ def memories(
     _check_user(user)
     statuses = RECALLABLE_STATUSES | HISTORICAL_STATUSES if include_all else RECALLABLE_STATUSES
     with open_runtime(_settings(data_dir)) as rt, rt.container.uow() as uow:
-        rows = uow.memories.list(rt.settings.tenant_id, user, statuses)
+        rows = uow.memories.for_user(rt.settings.tenant_id, user, statuses)
     data = [m.to_public() for m in rows]
     if as_json:
         _echo_json(data)
@@ -372,9 +372,10 @@ def worker(
                 loglevel=settings.log_level,
             )
         os.execvp(cmd[0], cmd)
-    with open_runtime(settings, start_workers=True) as rt:
+    with open_runtime(settings, start_workers=True, beat=True) as rt:
         typer.echo(
-            f"embedded workers running (data dir {rt.settings.resolved_data_dir}); Ctrl-C stops them",
+            f"embedded workers and beat running (data dir {rt.settings.resolved_data_dir}); "
+            "Ctrl-C stops them",
             err=True,
         )
         try:
@@ -391,7 +392,7 @@ def beat(data_dir: DataDir = None) -> None:
     settings = _settings(data_dir)
     if not settings.broker_url:
         raise CliError(
-            "beat needs CUEMEM_BROKER_URL (on the embedded default, `cuemem worker` runs the sweeps)"
+            "beat needs CUEMEM_BROKER_URL (on the embedded default, `cuemem worker` runs beat itself)"
         )
     schedule = settings.resolved_data_dir / "celerybeat-schedule"
     schedule.parent.mkdir(parents=True, exist_ok=True)

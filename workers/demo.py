@@ -61,7 +61,7 @@ def run_demo(
         rt.stop_workers()  # frees the embedded index for this process's searches
 
         with rt.container.uow() as uow:
-            kept = uow.memories.list(rt.settings.tenant_id, DEMO_USER, RECALLABLE_STATUSES)
+            kept = uow.memories.for_user(rt.settings.tenant_id, DEMO_USER, RECALLABLE_STATUSES)
             dropped = [
                 e
                 for e in uow.events.recent(rt.settings.tenant_id, DEMO_USER, 100)

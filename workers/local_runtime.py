@@ -30,12 +30,12 @@ class Runtime:
 
 
 @contextmanager
-def open_runtime(settings: Settings, *, start_workers: bool = False) -> Iterator[Runtime]:
+def open_runtime(settings: Settings, *, start_workers: bool = False, beat: bool = False) -> Iterator[Runtime]:
     with ExitStack() as stack:
         resolved = stack.enter_context(embedded_services(settings))
         workers: list[WorkerProcess] = []
         if start_workers:
-            workers = stack.enter_context(running_workers(resolved))
+            workers = stack.enter_context(running_workers(resolved, beat=beat))
         container = build_container(resolved)
         stack.callback(container.close)
         yield Runtime(resolved, container, workers)

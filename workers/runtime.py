@@ -80,6 +80,7 @@ def start_worker(
     concurrency: int = 1,
     pool: str = "prefork",
     extra_env: dict[str, str] | None = None,
+    beat: bool = False,
 ) -> WorkerProcess:
     log_dir = settings.resolved_data_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -89,6 +90,9 @@ def start_worker(
     env.setdefault("OMP_NUM_THREADS", str(settings.embedding_threads))
     env.update(extra_env or {})
     cmd = worker_command(name, queues, concurrency=concurrency, pool=pool, loglevel=settings.log_level)
+    if beat:
+        # The embedded default has no separate beat: the one pipeline worker embeds it.
+        cmd += ["-B", "-s", str(settings.resolved_data_dir / "celerybeat-schedule")]
     with open(log_path, "ab") as out:
         # A new session so that kill() can take the whole process group (pool children included).
         process = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -97,23 +101,24 @@ def start_worker(
 
 
 def start_workers(
-    settings: Settings, *, concurrency: int | None = None, prefix: str = "cuemem"
+    settings: Settings, *, concurrency: int | None = None, prefix: str = "cuemem", beat: bool = False
 ) -> list[WorkerProcess]:
     concurrency = concurrency or settings.worker_concurrency
     if settings.qdrant_url:
         queues = [q.value for q in (*PIPELINE_QUEUES, Queue.INDEX)]
-        return [start_worker(settings, f"{prefix}-worker", queues, concurrency=concurrency)]
+        return [start_worker(settings, f"{prefix}-worker", queues, concurrency=concurrency, beat=beat)]
+    pipeline_queues = [q.value for q in PIPELINE_QUEUES]
     return [
-        start_worker(
-            settings, f"{prefix}-worker", [q.value for q in PIPELINE_QUEUES], concurrency=concurrency
-        ),
+        start_worker(settings, f"{prefix}-worker", pipeline_queues, concurrency=concurrency, beat=beat),
         start_worker(settings, f"{prefix}-index", [Queue.INDEX.value], concurrency=1, pool="solo"),
     ]
 
 
 @contextmanager
-def running_workers(settings: Settings, *, concurrency: int | None = None) -> Iterator[list[WorkerProcess]]:
-    workers = start_workers(settings, concurrency=concurrency)
+def running_workers(
+    settings: Settings, *, concurrency: int | None = None, beat: bool = False
+) -> Iterator[list[WorkerProcess]]:
+    workers = start_workers(settings, concurrency=concurrency, beat=beat)
     try:
         yield workers
     finally:

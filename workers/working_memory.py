@@ -27,7 +27,7 @@ class RedisWorkingMemory:
             sessions = [s.decode() if isinstance(s, bytes) else str(s) for s in raw_sessions]
         turns: list[TurnPublished] = []
         for session in sessions:
-            rows = self._redis.zrevrange(
+            rows: list[tuple[bytes, float]] = self._redis.zrevrange(  # type: ignore[assignment]
                 keys.working_memory_key(tenant_id, user_id, session), 0, limit - 1, withscores=True
             )
             for member, score in rows:

@@ -117,7 +117,7 @@ def test_thousand_turns_exactly_once_in_seq_order_and_republish_changes_nothing(
                 assert [e.event.seq for e in timeline] == list(range(1, len(expected) + 1))
                 assert [e.event.content for e in timeline] == [t["content"] for t in expected]
                 assert all(e.stage == "done" for e in timeline)
-        memories = {u: uow.memories.list("default", u, [MemoryStatus.ACTIVE]) for u in turns}
+        memories = {u: uow.memories.for_user("default", u, [MemoryStatus.ACTIVE]) for u in turns}
     assert sum(len(m) for m in memories.values()) > 100  # most topics are memorable
     for user_memories in memories.values():
         for m in user_memories:
@@ -331,7 +331,7 @@ def test_sigkilled_worker_loses_nothing_and_duplicates_nothing(it_settings, star
     counts = table_counts(c)
     assert counts["events"] == len(ids) and counts["event_receipts"] == len(ids)
     with c.uow() as uow:
-        all_memories = [m for u in turns for m in uow.memories.list("default", u, None)]
+        all_memories = [m for u in turns for m in uow.memories.for_user("default", u, None)]
     assert all(m.status is MemoryStatus.ACTIVE for m in all_memories), (
         "a half-written (pending) memory remained"
     )

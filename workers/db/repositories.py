@@ -256,7 +256,7 @@ class SqlMemoryRepository:
         )
         return [memory_from_row(r) for r in rows]
 
-    def list(self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None) -> list[Memory]:
+    def for_user(self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None) -> list[Memory]:
         stmt = select(MemoryRow).where(MemoryRow.tenant_id == tenant_id, MemoryRow.user_id == user_id)
         if statuses is not None:
             stmt = stmt.where(MemoryRow.status.in_([s.value for s in statuses]))
@@ -303,7 +303,7 @@ class SqlMemoryRepository:
         rows = self.session.execute(
             select(MemoryRow.embedding_model).where(MemoryRow.embedding_model.is_not(None)).distinct()
         )
-        return {r[0] for r in rows}
+        return {r[0] for r in rows if r[0] is not None}
 
 
 class SqlDeadLetterRepository:
