@@ -1,7 +1,8 @@
 """Periodic tasks run by exactly one `celery beat` (tasks referred to by name, with expiry).
 
 The pipeline sweep re-drives events left between stages (a crash between commit and enqueue).
-Decay, archive and reconciliation join this table with the lifecycle work.
+The hourly recompute keeps half-life scores current in Postgres (shared/scoring.py). Archive, TTL
+and reconciliation join this table with the lifecycle work.
 """
 
 from __future__ import annotations
@@ -13,5 +14,10 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "task": "memory.resume_stalled",
         "schedule": 60.0,
         "options": {"expires": 55, "queue": "cuemem.maintenance"},
+    },
+    "recompute-scores": {
+        "task": "memory.decay",
+        "schedule": 3600.0,
+        "options": {"expires": 3000, "queue": "cuemem.maintenance"},
     },
 }

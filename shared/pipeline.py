@@ -18,6 +18,7 @@ from shared.extraction import extract
 from shared.models import EventStage, Memory, MemoryStatus, Source, memory_id
 from shared.ports import Embedder, EmbeddingModelMismatch, IndexPoint, VectorIndex
 from shared.queues import TaskName
+from shared.scoring import DecayPolicy
 from shared.unit_of_work import FollowUp, Receipt, UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -353,4 +354,30 @@ def reindex(
             uow.commit()
             stats["indexed"] += len(batch)
     log.info("reindex done: %s", stats)
+    return stats
+
+
+# --- decay ------------------------------------------------------------------------------------
+
+
+def recompute_scores(
+    uow_factory: Callable[[], UnitOfWork], now: datetime, policy: DecayPolicy, batch_size: int = 50_000
+) -> dict[str, int]:
+    """Recompute every memory's half-life score in Postgres, one key range per transaction.
+
+    Set-based (one UPDATE per range, no per-row Python), so it scales with the table; safe to
+    run twice (the same ``now`` yields the same scores, and unchanged rows are not written).
+    """
+    stats = {"changed": 0, "batches": 0}
+    after = ""
+    while True:
+        with uow_factory() as uow:
+            changed, last = uow.memories.recompute_scores(now, policy, after, batch_size)
+            uow.commit()
+        if last is None:
+            break
+        stats["changed"] += changed
+        stats["batches"] += 1
+        after = last
+    log.info("scores recomputed at %s: %s", now.isoformat(), stats)
     return stats

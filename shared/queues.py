@@ -23,6 +23,7 @@ class TaskName(StrEnum):
     SEARCH = "memory.search"
     REINDEX = "memory.reindex"
     RESUME_STALLED = "memory.resume_stalled"
+    DECAY = "memory.decay"
 
 
 ROUTES: dict[TaskName, Queue] = {
@@ -34,6 +35,7 @@ ROUTES: dict[TaskName, Queue] = {
     TaskName.SEARCH: Queue.INDEX,
     TaskName.REINDEX: Queue.INDEX,
     TaskName.RESUME_STALLED: Queue.MAINTENANCE,
+    TaskName.DECAY: Queue.MAINTENANCE,
 }
 
 # Queues that a general worker consumes; INDEX is consumed by the index owner (see ARCHITECTURE).

@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol
 
 from shared.events import TurnPublished
 from shared.models import Memory, MemoryStatus
+from shared.scoring import DecayPolicy
 
 Outcome = Literal["accepted", "duplicate", "rejected"]
 
@@ -119,6 +120,14 @@ class MemoryRepository(Protocol):
 
     def page_for_reindex(self, after_id: str, limit: int) -> list[Memory]:
         """The next page of non-pending memories of every user, in id order (keyset paging)."""
+
+    def recompute_scores(
+        self, now: datetime, policy: DecayPolicy, after_id: str, limit: int
+    ) -> tuple[int, str | None]:
+        """Recompute the score of the next ``limit`` memories by id after ``after_id``, set-based.
+
+        Returns how many rows changed and the last id covered (None when none were left).
+        """
 
     def reset_indexed(self) -> None:
         """Mark every memory as absent from the index (before a rebuild)."""

@@ -177,6 +177,22 @@ class FakeMemoryRepository:
         )
         return [copy.deepcopy(m) for m in found[:limit]]
 
+    def recompute_scores(self, now, policy, after_id: str, limit: int) -> tuple[int, str | None]:
+        from shared.scoring import score
+
+        page = sorted((m for m in self.s.memories.values() if m.id > after_id), key=lambda m: m.id)[:limit]
+        if not page:
+            return 0, None
+        changed = 0
+        for m in page:
+            if m.status is MemoryStatus.PENDING:
+                continue
+            new = score(m.importance, m.type, m.last_accessed_at, m.access_count, now, policy)
+            if abs(new - m.score) > 1e-9:
+                m.score = new
+                changed += 1
+        return changed, page[-1].id
+
     def reset_indexed(self) -> None:
         for m in self.s.memories.values():
             m.indexed_version = 0

@@ -14,6 +14,7 @@ from celery import Task
 
 from shared import pipeline
 from shared.queues import TaskName
+from shared.scoring import DecayPolicy
 from shared.settings import get_settings
 from shared.unit_of_work import FollowUp, UnitOfWork
 from workers.bootstrap import container
@@ -121,6 +122,15 @@ def resume_stalled(self: Task, older_than_s: int = 300) -> None:
     c = container()
     before = c.clock() - timedelta(seconds=older_than_s)
     run_unit(self.name, "sweep", lambda uow: pipeline.resume_stalled(uow, before))
+
+
+@app.task(name=TaskName.DECAY.value, base=PipelineTask, bind=True)
+def decay(self: Task) -> None:
+    """Recompute every half-life score in Postgres (set-based, batched by key range)."""
+    c = container()
+    started = time.perf_counter()
+    stats = pipeline.recompute_scores(c.uow, c.clock(), DecayPolicy())
+    log.info("%s done in %.1f s: %s", self.name, time.perf_counter() - started, stats)
 
 
 @app.task(name=TaskName.SEARCH.value, bind=True, ignore_result=False, acks_late=False)

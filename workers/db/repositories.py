@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from shared.events import TurnPublished
 from shared.models import Memory, MemoryStatus
+from shared.scoring import DecayPolicy, score_sql
 from shared.unit_of_work import DeadLetter, Receipt, StoredEvent
 from workers.db.mapping import event_from_row, memory_from_row, memory_values
 from workers.db.tables import DeadLetterRow, EventRow, MemoryRow, MetaRow, ReceiptRow
@@ -293,6 +294,30 @@ class SqlMemoryRepository:
             .limit(limit)
         )
         return [memory_from_row(r) for r in rows]
+
+    def recompute_scores(
+        self, now: datetime, policy: DecayPolicy, after_id: str, limit: int
+    ) -> tuple[int, str | None]:
+        upper = self.session.execute(
+            text(
+                "SELECT max(id) FROM "
+                "(SELECT id FROM memories WHERE id > :after ORDER BY id LIMIT :limit) page"
+            ),
+            {"after": after_id, "limit": limit},
+        ).scalar_one()
+        if upper is None:
+            return 0, None
+        expr = score_sql(policy)
+        # Only rows whose score moved are written: an unchanged row costs no dead tuple and no WAL.
+        result = self.session.execute(
+            text(
+                f"UPDATE memories SET score = {expr} "
+                "WHERE id > :after AND id <= :upper AND status <> 'pending' "
+                f"AND abs(score - ({expr})) > 1e-9"
+            ),
+            {"after": after_id, "upper": upper, "now": now},
+        )
+        return int(getattr(result, "rowcount", 0) or 0), str(upper)
 
     def reset_indexed(self) -> None:
         self.session.execute(
