@@ -23,14 +23,16 @@ def read_jsonl(path: Path) -> Iterator[Line]:
             if not raw.strip():
                 continue
             try:
-                text = raw.decode("utf-8")
+                text = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as exc:
-                yield Line(number, None, f"not valid UTF-8 (byte {exc.start})")
+                yield Line(number, None, f"not valid UTF-8 (at byte {exc.start + 1} of the line)")
                 continue
+            if number == 1:
+                text = text.removeprefix("\ufeff")  # a byte-order mark some editors write
             try:
                 data = json.loads(text)
             except json.JSONDecodeError as exc:
-                yield Line(number, None, f"invalid JSON ({exc.msg} at column {exc.colno})")
+                yield Line(number, None, f"invalid JSON ({exc.msg} at column {exc.pos + 1})")
                 continue
             except RecursionError:
                 yield Line(number, None, "invalid JSON (nested too deeply)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ from shared.progress import Progress, progress
 from shared.queues import PIPELINE_QUEUES, Queue
 from shared.retrieval import RecallRequest, recall
 from shared.settings import Settings
+from workers.bench.cli import bench_app
 from workers.local_runtime import Runtime, open_runtime
 from workers.runtime import check_alive, worker_command
 
@@ -34,6 +36,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+app.add_typer(bench_app, name="bench")
 
 DataDir = Annotated[
     Path | None,
@@ -78,7 +82,10 @@ def wait_for(rt: Runtime, event_ids: list[str], timeout_s: float, *, show: bool 
             with rt.container.uow() as uow:
                 state = progress(uow, event_ids)
             bar.update(state.finished - bar.n)
-            if state.complete:
+            # A re-sent event counts as finished at once (its first delivery was); with the
+            # command's own workers, also wait until they consumed every message, or the
+            # re-sent ones would stay queued after the workers stop.
+            if state.complete and (not rt.workers or broker_idle(rt.settings)):
                 return state
             check_alive(rt.workers)
             if time.monotonic() > deadline:
@@ -91,6 +98,24 @@ def wait_for(rt: Runtime, event_ids: list[str], timeout_s: float, *, show: bool 
             time.sleep(0.2)
     finally:
         bar.close()
+
+
+def broker_idle(settings: Settings) -> bool:
+    """No message waiting in any cuemem queue and none delivered but unacknowledged."""
+    import redis
+
+    url = settings.effective_redis_url
+    if url is None:
+        return True
+    client = redis.Redis.from_url(url)
+    try:
+        pipe = client.pipeline()
+        for queue in Queue:
+            pipe.llen(queue.value)
+        pipe.hlen("unacked")  # kombu's Redis transport keeps delivered, unacked messages here
+        return not any(pipe.execute())
+    finally:
+        client.close()
 
 
 def _publish_lines(
@@ -112,7 +137,7 @@ def _publish_lines(
 
 @app.command()
 def ingest(
-    file: Annotated[Path, typer.Argument(help="JSONL file: one turn per line")],
+    file: Annotated[Path, typer.Argument(help="JSONL file: one turn per line", metavar="FILE")],
     wait: Annotated[
         bool, typer.Option("--wait", help="Return only once every event is fully processed")
     ] = False,
@@ -141,6 +166,11 @@ def ingest(
             invalid.append(f"line {line.number}: {line.error}")
         else:
             lines.append((line.number, line.data))
+    if not lines:
+        for message in invalid:
+            typer.echo(message, err=True)
+        typer.echo(json.dumps({"published": 0, "invalid": len(invalid)}))
+        raise typer.Exit(1 if invalid else 0)
     with open_runtime(settings, start_workers=embedded_broker) as rt:
         with Publisher.from_settings(rt.settings) as publisher:
             published, errors = _publish_lines(publisher, lines, show=show)
@@ -213,7 +243,7 @@ def _check_user(user: str) -> str:
 
 @app.command("recall")
 def recall_cmd(
-    query: Annotated[str, typer.Argument(help="What to remember")],
+    query: Annotated[str, typer.Argument(help="What to remember", metavar="QUERY")],
     user: Annotated[str, typer.Option("--user", help="Whose memory (required)")],
     k: Annotated[int, typer.Option("--k", min=1, max=200, help="How many items")] = 5,
     now: Annotated[str | None, typer.Option("--now", help="ISO 8601 time to recall at")] = None,
@@ -423,12 +453,16 @@ def demo(
     run_demo(_settings(data_dir), wait_for=wait_for, recall=run_recall, echo=typer.echo)
 
 
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    # Turn SIGTERM into a normal exit so the context managers stop the workers and the embedded
+    # services (without this, `kill` would leave Postgres, Redis and the workers running).
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         app()
-    except CliError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-    except EmbeddingModelMismatch as exc:
+    except (CliError, EmbeddingModelMismatch) as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(2)

