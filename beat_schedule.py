@@ -15,6 +15,11 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": 60.0,
         "options": {"expires": 55, "queue": "cuemem.maintenance"},
     },
+    "consolidate-episodes": {
+        "task": "memory.consolidate",
+        "schedule": 6 * 3600.0,
+        "options": {"expires": 5 * 3600, "queue": "cuemem.maintenance"},
+    },
     "recompute-scores": {
         "task": "memory.decay",
         "schedule": 3600.0,

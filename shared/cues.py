@@ -84,6 +84,14 @@ _COMMON_WORDS = word_set(
     """
 )
 _DETERMINERS = word_set("the a an my our your his her their this that")
+# Day and month names are times (shared.timeexpr resolves them), not names; May, June and August
+# are also first names and stay.
+_CALENDAR_WORDS = word_set(
+    """
+    monday tuesday wednesday thursday friday saturday sunday mondays tuesdays wednesdays thursdays
+    fridays saturdays sundays january february march april july september october november december
+    """
+)
 
 
 @dataclass(frozen=True)
@@ -101,11 +109,28 @@ class LexiconHit:
 
 
 @dataclass(frozen=True)
+class SlotRule:
+    """One lexicon rule naming the attribute a memory is about (see "slots_about" in the lexicon)."""
+
+    slot: str  # may hold "{key}"
+    types: frozenset[MemoryType]
+    tags: frozenset[str] = frozenset()
+    words: tuple[str, ...] = ()
+    word_pattern: re.Pattern[str] | None = None  # the English words, on word boundaries
+    key_tag: str | None = None
+    aliases: tuple[tuple[str, str], ...] = ()
+    ignore: frozenset[str] = frozenset()
+    fallback: str | None = None
+
+
+@dataclass(frozen=True)
 class Lexicon:
     entries: dict[str, tuple[MemoryType | None, tuple[str, ...]]]
     english: re.Pattern[str] | None
     chinese: tuple[str, ...]
     common_words: frozenset[str]  # English sentence starters that are never names on their own
+    slots: tuple[SlotRule, ...] = ()
+    interest_tags: frozenset[str] = frozenset()  # topics a user follows: questions about them are kept
 
 
 class _Spans:
@@ -165,7 +190,7 @@ def _name(text: str, m: re.Match[str]) -> str | None:
     while stripped < len(words) and words[stripped].lower() in drop:
         stripped += 1
     words = words[stripped:]
-    if not words:
+    if not words or (len(words) == 1 and words[0].lower() in _CALENDAR_WORDS):
         return None
     if len(words) == 1:
         # A lone word that opens a sentence is capitalised by grammar when it is a common word
@@ -242,6 +267,31 @@ def entities(text: str) -> tuple[str, ...]:
     return tuple(e.value for e in find_entities(text))
 
 
+def _english_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
+    english = sorted((w for w in words if not CJK_RE.search(w)), key=lambda w: (-len(w), w))
+    alternation = "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in english)
+    return re.compile(rf"(?<![a-z0-9'’])(?:{alternation})(?![a-z0-9])") if english else None
+
+
+_DEFAULT_SLOT_TYPES = frozenset({MemoryType.PREFERENCE, MemoryType.PROFILE, MemoryType.FACT})
+
+
+def _parse_slot(raw: dict[str, Any]) -> SlotRule:
+    words = tuple(str(w).strip().lower() for w in raw.get("words", ()))
+    types = raw.get("types")
+    return SlotRule(
+        slot=str(raw["slot"]),
+        types=frozenset(MemoryType(t) for t in types) if types else _DEFAULT_SLOT_TYPES,
+        tags=frozenset(str(t) for t in raw.get("tags", ())),
+        words=tuple(w for w in words if CJK_RE.search(w)),
+        word_pattern=_english_pattern(words),
+        key_tag=raw.get("key_tag"),
+        aliases=tuple((str(k).lower(), str(v)) for k, v in raw.get("aliases", {}).items()),
+        ignore=frozenset(str(w).lower() for w in raw.get("ignore", ())),
+        fallback=raw.get("fallback"),
+    )
+
+
 def _parse_lexicon(data: dict[str, Any]) -> Lexicon:
     merged: dict[str, tuple[MemoryType | None, tuple[str, ...]]] = {}
     for entry in data["entries"]:
@@ -253,12 +303,11 @@ def _parse_lexicon(data: dict[str, Any]) -> Lexicon:
                 raise ValueError(f"cue lexicon: Chinese word {word!r} must have 2+ characters")
             old_type, old_tags = merged.get(word, (None, ()))
             merged[word] = (old_type or type_hint, tuple(dict.fromkeys(old_tags + tags)))
-    english = sorted((w for w in merged if not CJK_RE.search(w)), key=lambda w: (-len(w), w))
     chinese = tuple(sorted((w for w in merged if CJK_RE.search(w)), key=lambda w: (-len(w), w)))
-    alternation = "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in english)
-    pattern = re.compile(rf"(?<![a-z0-9'’])(?:{alternation})(?![a-z0-9])") if english else None
     common = frozenset(str(w).lower() for w in data.get("common_words", ()))
-    return Lexicon(merged, pattern, chinese, common)
+    slots = tuple(_parse_slot(raw) for raw in data.get("slots", ()))
+    interest = frozenset(str(t) for t in data.get("interest_tags", ()))
+    return Lexicon(merged, _english_pattern(merged), chinese, common, slots, interest)
 
 
 @lru_cache(maxsize=1)
@@ -271,7 +320,7 @@ def load_lexicon() -> Lexicon:
 def lexicon_hits(text: str) -> list[LexiconHit]:
     """Lexicon words found in ``text``, in order of first appearance, each word once."""
     lexicon = load_lexicon()
-    lowered = text.lower().replace("’", "'")
+    lowered = _normalise(text)
     positions: list[tuple[int, str]] = []
     if lexicon.english is not None:
         positions += [(m.start(), re.sub(r"\s+", " ", m.group(0))) for m in lexicon.english.finditer(lowered)]
@@ -285,6 +334,60 @@ def lexicon_hits(text: str) -> list[LexiconHit]:
 
 def lexicon_tags(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(tag for hit in lexicon_hits(text) for tag in hit.tags))
+
+
+def _normalise(text: str) -> str:
+    return text.lower().replace("’", "'")
+
+
+def _slot_applies(rule: SlotRule, lowered: str, type_: MemoryType, tags: Iterable[str]) -> bool:
+    if type_ not in rule.types:
+        return False
+    if rule.tags & set(tags) or any(w in lowered for w in rule.words):
+        return True
+    return rule.word_pattern is not None and rule.word_pattern.search(lowered) is not None
+
+
+def _slot_key(rule: SlotRule, hits: list[LexiconHit], entities: Iterable[str]) -> str | None:
+    """The first lexicon word tagged ``rule.key_tag`` (hits in text order, then entities), renamed."""
+    lexicon = load_lexicon()
+    words = [h.word for h in hits] + [e for e in entities if e in lexicon.entries]
+    for word in words:
+        if word not in rule.ignore and rule.key_tag in lexicon.entries[word][1]:
+            return dict(rule.aliases).get(word, word)
+    return None
+
+
+def slot_for(
+    text: str, type_: MemoryType, tags: Iterable[str] = (), entities: Iterable[str] = ()
+) -> str | None:
+    """The attribute a memory is about ("profile:home", "skill:language:java"), from the lexicon's
+    slot rules, or None. Two memories with the same slot can be compared (one may replace the other).
+    """
+    lowered = _normalise(text)
+    tags = tuple(tags)
+    hits: list[LexiconHit] | None = None
+    for rule in load_lexicon().slots:
+        applies = _slot_applies(rule, lowered, type_, tags)
+        if "{key}" not in rule.slot:
+            if applies:
+                return rule.slot
+            continue
+        if type_ not in rule.types:
+            continue
+        hits = lexicon_hits(text) if hits is None else hits
+        key = _slot_key(rule, hits, entities)  # a keyed rule also applies when only its key is there
+        if key is not None:
+            return rule.slot.replace("{key}", key)
+        if applies and rule.fallback:
+            return rule.fallback
+    return None
+
+
+def interest_tag(tags: Iterable[str]) -> str | None:
+    """The first of ``tags`` that the lexicon lists as a topic users follow ("finance"), or None."""
+    interest = load_lexicon().interest_tags
+    return next((t for t in tags if t in interest), None)
 
 
 def cues_for_memory(content: str, tags: Iterable[str], entities: Iterable[str]) -> tuple[str, ...]:

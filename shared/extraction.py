@@ -2,19 +2,53 @@
 
 Deterministic and pure: the same turn always gives the same :class:`Extraction`. Importance (0-10)
 adds up the weights of the rules that fire (preferences, profile facts, tasks, decisions, key
-entities...); chit-chat and questions stay low. A turn that states several different kinds of
-fact ("我住杭州，不吃香菜") becomes one draft per kind.
+entities...); chit-chat and questions stay low, except a user's question about a topic they keep
+following or about their own things ("收盘了吗", "我那只基金怎么样"), kept as an episode exactly at
+the default threshold for consolidation to find. A turn that states several different kinds of fact
+("我住杭州，不吃香菜") becomes one draft per kind.
+
+Each draft also carries its slot (the attribute it is about, from the lexicon's slot rules), whether
+it is negated or states a change, its time expressions resolved against the event's time (ISO, see
+:mod:`shared.timeexpr`) and, for a task, when it falls due. The rules are in
+:mod:`shared.extraction_rules`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from shared import cues
+from shared import cues, timeexpr
+from shared.cues import slot_for
 from shared.events import Role, TurnPublished
+from shared.extraction_rules import (
+    CHANGE_TYPE_WEIGHT,
+    COPULA_RE,
+    ENTITY_WEIGHTS,
+    RULES,
+    TYPE_ORDER,
+    interest_topic,
+    is_change,
+    is_negated,
+)
 from shared.models import Extraction, MemoryDraft, MemoryType
 from shared.text import word_set
+
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "MAX_SUMMARY_CHARS",
+    "analyse",
+    "clause_spans",
+    "clean",
+    "extract",
+    "is_change",
+    "is_chit_chat",
+    "is_negated",
+    "slot_for",
+    "statement_text",
+    "summarize",
+]
 
 DEFAULT_THRESHOLD = 5.0
 MAX_SUMMARY_CHARS = 100
@@ -22,142 +56,10 @@ MAX_DRAFT_ENTITIES = 16
 MAX_SPLIT_CLAUSES = 24
 ELLIPSIS = "…"
 _FULL_STOPS = ".。!！?？；; "
-
 _I = re.IGNORECASE
-_P, _PR, _T, _F, _E = (MemoryType.PREFERENCE, MemoryType.PROFILE, MemoryType.TASK, MemoryType.FACT,
-                       MemoryType.EPISODIC)  # fmt: skip
+_P, _E = MemoryType.PREFERENCE, MemoryType.EPISODIC
+_ANY_TIME = datetime(2000, 1, 3, 12, 0, tzinfo=UTC)  # whether a time is named does not depend on when
 
-
-def _alt(words: str) -> str:
-    """A regex alternation group from whitespace-separated words (keeps long word lists readable)."""
-    return "(?:" + "|".join(words.split()) + ")"
-
-
-# Chinese clause start: the subject is often dropped after a comma ("我住杭州，不吃香菜").
-_ZS = r"(?:^|(?<=[\s，,。.!！?？;；:：、~～])|我们|我)"
-_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
-_EVENT = r"(?:meeting|appointment|interview|exam|call|flight|dinner|deadline|doctor)"
-_JOBS = (
-    r"(?:engineer|developer|programmer|doctor|nurse|teacher|lawyer|accountant|designer|student|manager"
-    r"|researcher|professor|scientist|writer|artist|chef|consultant|analyst|founder|freelancer|architect)"
-)
-_JOBS_ZH = _alt(
-    "工程师 程序员 医生 护士 老师 教师 律师 会计 设计师 经理 学生 研究生 博士"
-    " 销售 司机 厨师 作家 记者 主管 总监"
-)
-_FAMILY_ZH = _alt(
-    "老婆 老公 妻子 丈夫 爱人 女儿 儿子 孩子 妈妈 爸爸 父母 母亲 父亲 哥哥 姐姐 弟弟 妹妹 男朋友 女朋友 对象"
-)
-_FAMILY_EN = (
-    r"(?:wife|husband|partner|son|daughter|kids?|children|mom|mum|mother|dad|father|parents|brother"
-    r"|sister|boyfriend|girlfriend|fianc[ée]e?|dog|cat)"
-)
-
-
-@dataclass(frozen=True)
-class _Rule:
-    name: str
-    weight: float
-    type: MemoryType | None
-    pattern: re.Pattern[str]
-    own_statement: bool  # the speaker about themself: only a user's turn says this about the user
-
-
-def _any(*alternatives: str) -> re.Pattern[str]:
-    return re.compile("|".join(alternatives), _I)
-
-
-_PROHIBITION = _any(
-    r"以后(?:不要|别|都|请|记得|用|给我)|别再|不要再|千万(?:别|不要)|请(?:不要|别)|永远(?:不要|别)|从现在(?:开始|起)",
-    r"(?:^|[,.;!]\s*|\bplease\s+)(?:never|always)\b|\b(?:don't|do not) ever\b|\bfrom now on\b",
-    r"\b(?:please )?(?:don't|do not|stop) (?:use|using|send|sending|call|calling|recommend|recommending"
-    r"|suggest|suggesting|give|giving|show|showing|book|booking|mention|mentioning|email|emailing)\b",
-)
-_PREFERENCE = _any(
-    r"我(?:也|还|很|最|特别|比较|超|挺|真的|一直|更|非常)*(?:喜欢|爱吃|爱喝|爱看|爱玩|偏好|偏爱|钟爱|习惯)",
-    _ZS + r"(?:也|还|都|从来|一直)?(?:不|从不|不太|不怎么|很少|不爱|没法)(?:吃|喝|喜欢|爱|用|碰|抽)",
-    r"讨厌|受不了|忌口|过敏|吃素|素食|不能吃|不能喝|乳糖不耐|最爱",
-    r"\bI (?:really |absolutely |just |do |also |still |totally |kind of )*(?:prefer|like|love|enjoy|hate"
-    r"|dislike|adore|loathe|can't stand|cannot stand|can't eat|avoid|(?:don't|do not|never) (?:like|eat|"
-    r"drink|want|use)|(?:always|usually) (?:eat|drink|use|take|order|get|wear))\b",
-    r"\bmy fav(?:ou)?rite\b|\b(?:allergic|allergy|vegetarian|vegan|lactose|gluten)\b",
-    r"\bI'm a (?:huge |big )?fan of\b",
-)
-_PROFILE = _any(
-    r"我叫|我的名字|我(?:今年)?\d{1,3}岁|我今年|我的生日|我住|住在|家住|我家在|我(?:的)?老家|我来自|搬到|毕业于",
-    r"我在[^，,。]{1,15}(?:工作|上班|实习|读书|上学|任职)|我(?:的)?(?:工作|职业)是",
-    r"我(?:是|当)(?:一名|一个|个)?[^，,。]{0,6}" + _JOBS_ZH,
-    r"\bmy name is\b|\bI'm called\b|\bcall me\b|\bI(?:'m| am) \d{1,3}(?: years old)?\b|\bmy birthday\b",
-    r"\bI (?:live|lived|grew up|was born|moved|relocated) (?:in|to|at)\b",
-    r"\bI(?:'m| am) (?:from|based in)\b",
-    r"\bmy (?:hometown|home town|address)\b|\bI (?:speak|studied|graduated|majored)\b",
-    r"\bI(?:'m| am)? (?:work|worked|working) (?:as|at|for|in|on)\b|\bmy (?:job|role|title|employer)\b",
-    rf"\bI(?:'m| am) an? (?:\w+ )?{_JOBS}\b",
-)
-_TASK = _any(
-    r"提醒我|记得(?:要|帮我|提醒|给|带|买|交|去|把)|别忘了|不要忘了|别忘记|待办|截止|我(?:需要|得|必须)",
-    r"(?:明天|后天|今晚|下午|晚上|待会|下周.?|周[一二三四五六日天]|\d+号|\d+点)[^，,。]{0,8}?"
-    r"(?:要|得|去|开会|见|交|考试|面试|出发|提交)",
-    r"\bremind me\b|\bdon't forget\b|\bremember to\b|\bdeadline\b|\bdue (?:on|by|date)\b|\bto-?do\b",
-    r"\bI (?:need|have|must|'ve got|got) to\b|\bI(?:'ve| have) (?:a|an) " + _EVENT + r"\b",
-    rf"\b(?:tomorrow|tonight|next (?:week|month|{_WEEKDAY})|on {_WEEKDAY})\b.{{0,30}}\b{_EVENT}\b",
-    rf"\b{_EVENT}\b.{{0,20}}\b(?:tomorrow|tonight|next (?:week|{_WEEKDAY})|on {_WEEKDAY}|at \d)",
-)
-# The assistant's own commitments ("I'll remind you"): the one task an assistant turn can state.
-_PROMISE = _any(r"\bI(?:'ll| will) remind you\b|我会提醒你|到时(?:候)?提醒你")
-_FAMILY = _any(
-    r"我(?:的)?" + _FAMILY_ZH,
-    r"我(?:有|养了)[一两三\d]?[个只条]?(?:孩子|女儿|儿子|猫|狗)",
-    rf"\bmy {_FAMILY_EN}\b",
-    r"\bI have (?:a|an|two|three|\d) (?:kids?|children|sons?|daughters?|dogs?|cats?)\b",
-)
-_DECISION = _any(
-    r"决定|定了|就这么定|就用|就选|改用|换成|选定|确定(?:用|了)|拍板|敲定",
-    r"\b(?:we|I|they) (?:have |'ve )?(?:decided|chose|picked|settled on|agreed(?: on| to)?)\b",
-    r"\blet's (?:go with|use)\b|\b(?:we'll|we will|I'll) (?:go with|stick with)\b",
-    r"\b(?:switch|switched|switching|migrate|migrated|migrating) to\b",
-)
-_REMEMBER = _any(
-    r"记住|记一下|帮我记|别忘了我",
-    r"\bremember (?:that|this|my)\b|\bkeep in mind\b|\bnote that\b|\bfor (?:future )?reference\b",
-)
-_EXPERIENCE = _any(
-    r"我(?:们)?(?:昨天|前天|上周|上个月|去年|今天|刚才|刚刚|最近|那天)",
-    r"去了|买了|看了|参加了|见了|换了|搬了|认识了|开始了|完成了|丢了|赢了|报名了|生了",
-    r"\b(?:I|we) (?:just |finally |recently )?(?:went|visited|bought|saw|met|watched|attended|started"
-    r"|finished|moved|had|tried|reviewed|discussed|talked|lost|won|joined|left|quit|signed|booked|ordered"
-    r"|received|found|made|got|took|adopted|graduated|celebrated)\b",
-    r"\b(?:yesterday|last (?:week|month|year|night|weekend|summer|winter|spring|fall))\b",
-)
-_ISSUE = _any(
-    r"坏了|没收到|还没到|没到|报错|故障|失败|出问题|出错|崩溃|打不开|连不上|用不了|丢失",
-    r"\b(?:hasn't|has not|haven't|didn't|did not|never) (?:arrived|come|shipped|worked|been delivered)\b",
-    r"\bnot working\b|\bbroken\b|\berror\b|\bfail(?:ed|s|ing|ure)?\b|\bcrash(?:ed|es|ing)?\b|\bmissing\b",
-    r"\b(?:can't|cannot) (?:log ?in|connect|access|open)\b|\bdoesn't work\b",
-)
-_OWNERSHIP = _any(
-    r"我的(?:订单|账号|账户|工单|快递|包裹|航班|预约|设备|手机|电脑|车|邮箱|电话|地址|项目|服务器)",
-    r"\bmy (?:order|account|ticket|package|parcel|flight|booking|reservation|device|phone|laptop|car"
-    r"|email|number|address|subscription|plan|server|project|repo)\b",
-)
-# Weights: a stated preference, profile fact or task alone lifts a user turn (base 1) past 5.
-RULES: tuple[_Rule, ...] = (
-    _Rule("prohibition", 5.5, _P, _PROHIBITION, False),
-    _Rule("preference", 5.0, _P, _PREFERENCE, True),
-    _Rule("profile", 5.0, _PR, _PROFILE, True),
-    _Rule("task", 5.0, _T, _TASK, True),
-    _Rule("promise", 5.0, _T, _PROMISE, False),
-    _Rule("family", 4.0, _PR, _FAMILY, True),
-    _Rule("decision", 4.5, _F, _DECISION, False),
-    _Rule("remember", 4.0, _F, _REMEMBER, False),
-    _Rule("experience", 3.0, _E, _EXPERIENCE, True),
-    _Rule("issue", 2.0, None, _ISSUE, False),
-    _Rule("ownership", 1.5, None, _OWNERSHIP, True),
-)
-# Type precedence when two typed rules have the same weight.
-_TYPE_ORDER = (_P, _PR, _T, _F, _E)
-_ENTITY_WEIGHTS = {"id": 3.0, "email": 3.0, "url": 3.0, "money": 2.5, "date": 2.5, "code": 2.5}
-_COPULA_RE = re.compile(r"是|为|改成|改为|设为|设置|用的|=|:|：|\b(?:is|are|set to|uses?|runs? on)\b", _I)
 
 _ACK_WORDS = word_set("""
     好的 好吧 好滴 好嘞 好 嗯嗯 嗯 哦哦 哦 噢 啊 呀 啦 吧 呃 额 行 可以 没问题 收到 明白了 明白
@@ -180,6 +82,7 @@ _CONJ_EN_RE = re.compile(r"\s+(?:and|but|while|plus)\s+(?=(?:I|I'm|I've|I'd|my|w
 _WORD_RE = re.compile(r"[A-Za-z0-9']+")
 _QUESTION_RE = re.compile(
     r"[?？]\s*$|[吗么呢嘛]\s*[。.!！~]*\s*$|^\s*(?:什么|哪|谁|为什么|怎么|是不是|有没有)"
+    r"|(?:怎么样|怎样|如何|咋样|好不好|行不行|对不对|多少|几点|什么时候|啥时候)\s*[。.!！~]*\s*$"
     r"|^\s*(?:what|where|when|who|why|how|which)\b", _I)  # fmt: skip
 _REQUEST_RE = re.compile(
     r"\b(?:can|could|would|will) you\b|\bplease\b|能不能|能否|可以|可不可以|麻烦|帮我", _I
@@ -246,7 +149,7 @@ def _entity_score(found: list[cues.Entity]) -> float:
     if not found:
         return 0.0
     weights = sorted(
-        (_ENTITY_WEIGHTS.get(e.kind, 2.0 if e.kind != "acronym" else 1.5) for e in found), reverse=True
+        (ENTITY_WEIGHTS.get(e.kind, 2.0 if e.kind != "acronym" else 1.5) for e in found), reverse=True
     )
     return min(4.5, weights[0] + 0.75 * (len(weights) - 1))
 
@@ -257,13 +160,13 @@ def _technical_score(text: str, has_entities: bool) -> float:
         return 0.0
     if has_entities:
         return 3.0
-    return 2.0 if _COPULA_RE.search(text) else 0.0
+    return 2.0 if COPULA_RE.search(text) else 0.0
 
 
 def _choose_type(typed: list[tuple[float, MemoryType]], text: str) -> MemoryType:
     """The type of the heaviest typed rule; else the first lexicon hint; else episodic."""
     if typed:
-        return max(typed, key=lambda wt: (wt[0], -_TYPE_ORDER.index(wt[1])))[1]
+        return max(typed, key=lambda wt: (wt[0], -TYPE_ORDER.index(wt[1])))[1]
     hints = [h.type_hint for h in cues.lexicon_hits(text) if h.type_hint is not None]
     return hints[0] if hints else _E
 
@@ -273,7 +176,10 @@ def analyse(text: str, role: Role = Role.USER) -> _Analysis:
     if is_chit_chat(text):
         return _Analysis(0.5 if role is Role.USER else 0.0, _E, ("chit_chat",))
     statement = statement_text(text)
-    if not statement.strip():  # a pure question asks for memory, it states none
+    if not statement.strip():  # a pure question asks for memory, it states none...
+        topic = interest_topic(text) if role is Role.USER else None
+        if topic is not None:  # ... but one about a followed topic or one's own things is an episode
+            return _Analysis(DEFAULT_THRESHOLD, _E, ("question", f"interest:{topic}"))
         asked = _entity_score(cues.find_entities(text))
         return _Analysis(round(min(3.0, 0.5 + 0.5 * asked), 2), _E, ("question",))
     found = cues.find_entities(statement)
@@ -281,6 +187,11 @@ def analyse(text: str, role: Role = Role.USER) -> _Analysis:
     score = {Role.USER: 1.0, Role.ASSISTANT: 0.5}.get(role, 0.0)
     reasons: list[str] = [] if user else [f"role:{role.value}"]
     fired = [r for r in RULES if (user or not r.own_statement) and r.pattern.search(statement)]
+    if any(r.needs_time for r in fired):  # a plan counts when it names a time and is not a task already
+        timed = not any(r.type is MemoryType.TASK and not r.needs_time for r in fired) and bool(
+            timeexpr.resolve(statement, _ANY_TIME)
+        )
+        fired = [r for r in fired if timed or not r.needs_time]
     # Diminishing returns: the strongest rule counts fully, each further one half.
     weights = sorted((r.weight for r in fired), reverse=True)
     score += sum(w if i == 0 else w / 2 for i, w in enumerate(weights))
@@ -293,7 +204,9 @@ def analyse(text: str, role: Role = Role.USER) -> _Analysis:
     if technical:
         score += technical
         reasons.append("technical")
-        typed.append((technical, _F))
+        typed.append((technical, MemoryType.FACT))
+    if "change" in reasons and not technical:  # a changed habit is a preference unless typed otherwise
+        typed.append((CHANGE_TYPE_WEIGHT, _P))
     if any(h.type_hint is not None for h in cues.lexicon_hits(statement)):
         score += 0.5
         reasons.append("topic")
@@ -383,10 +296,14 @@ def _groups(text: str, role: Role, threshold: float) -> list[_Group]:
     return groups
 
 
-def _draft(text: str, role: Role, importance: float, type_: MemoryType) -> MemoryDraft:
+def _draft(text: str, role: Role, importance: float, type_: MemoryType, at: datetime) -> MemoryDraft:
     content = summarize(text, role)
-    tags = cues.lexicon_tags(content)
+    change = role is Role.USER and is_change(content)
+    question = not statement_text(text).strip()
+    extra = (("change",) if change else ()) + (("question",) if question else ())
+    tags = tuple(dict.fromkeys(cues.lexicon_tags(content) + extra))
     found = cues.entities(content)[:MAX_DRAFT_ENTITIES]
+    refs = timeexpr.resolve(content, at)
     return MemoryDraft(
         type=type_,
         content=content,
@@ -394,6 +311,11 @@ def _draft(text: str, role: Role, importance: float, type_: MemoryType) -> Memor
         tags=tags,
         entities=found,
         cues=cues.cues_for_memory(content, tags, found),
+        slot=None if question else cues.slot_for(content, type_, tags, found),
+        negated=is_negated(content),
+        change=change,
+        time_refs=tuple(dict.fromkeys(r.iso for r in refs)),
+        due_at=timeexpr.earliest_future(refs, at) if type_ is MemoryType.TASK else None,
     )
 
 
@@ -406,9 +328,11 @@ def extract(event: TurnPublished, threshold: float = DEFAULT_THRESHOLD) -> Extra
         parts = [(text[g.start : g.end], analyse(text[g.start : g.end], event.role)) for g in groups]
         importance = max(turn.importance, *(a.importance for _, a in parts))
         drafts = tuple(
-            _draft(part, event.role, a.importance, g.type) for (part, a), g in zip(parts, groups, strict=True)
+            _draft(part, event.role, a.importance, g.type, event.at)
+            for (part, a), g in zip(parts, groups, strict=True)
         )
         return Extraction(importance, drafts, turn.reasons + ("split:" + str(len(drafts)),))
     if turn.importance < threshold:
         return Extraction(turn.importance, (), turn.reasons)
-    return Extraction(turn.importance, (_draft(text, event.role, turn.importance, turn.type),), turn.reasons)
+    draft = _draft(text, event.role, turn.importance, turn.type, event.at)
+    return Extraction(turn.importance, (draft,), turn.reasons)

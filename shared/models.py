@@ -42,6 +42,7 @@ class EventStage(StrEnum):
     EXTRACTED = "extracted"
     EMBEDDED = "embedded"
     PERSISTED = "persisted"
+    INDEXED = "indexed"  # in the vector index; conflict resolution still to run
     DONE = "done"
 
 
@@ -69,6 +70,11 @@ class MemoryDraft:
     tags: tuple[str, ...] = ()
     entities: tuple[str, ...] = ()
     cues: tuple[str, ...] = ()
+    slot: str | None = None  # the attribute it is about ("profile:home", "skill:language:java")
+    negated: bool = False  # a negative statement ("我不吃香菜", "I don't use Java")
+    change: bool = False  # states a change ("我现在改喝拿铁了", "I no longer drink coffee")
+    time_refs: tuple[str, ...] = ()  # its time expressions resolved, ISO ("2026-12-01T15:00:00+08:00")
+    due_at: datetime | None = None  # tasks: the earliest time named from the event on
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,16 @@ class Memory:
     embedding_model: str | None = None
     version: int = 1
     indexed_version: int = 0
+    valid_from: datetime | None = None  # event time from which it holds; None means created_at
+    valid_to: datetime | None = None
+    superseded_by: str | None = None
+    slot: str | None = None
+    status_reason: str | None = None
+    due_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.valid_from is None:
+            self.valid_from = self.created_at
 
     def to_public(self) -> dict[str, Any]:
         return {
@@ -121,6 +137,12 @@ class Memory:
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
             "last_accessed_at": self.last_accessed_at.isoformat(),
+            "valid_from": self.valid_from.isoformat() if self.valid_from else None,
+            "valid_to": self.valid_to.isoformat() if self.valid_to else None,
+            "superseded_by": self.superseded_by,
+            "slot": self.slot,
+            "status_reason": self.status_reason,
+            "due_at": self.due_at.isoformat() if self.due_at else None,
             "embedding_model": self.embedding_model,
         }
 

@@ -13,24 +13,26 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from shared.conflicts import SIMILAR, Judge, Strategy, apply, cosine, order_key
 from shared.events import EventLimits, InvalidEvent, TurnPublished, validate_turn
 from shared.extraction import extract
-from shared.models import EventStage, Memory, MemoryStatus, Source, memory_id
+from shared.models import EventStage, Extraction, Memory, MemoryStatus, MemoryType, Source, memory_id
 from shared.ports import Embedder, EmbeddingModelMismatch, IndexPoint, VectorIndex
 from shared.queues import TaskName
-from shared.scoring import DecayPolicy
-from shared.unit_of_work import FollowUp, Receipt, UnitOfWork
+from shared.unit_of_work import FollowUp, HistoryEntry, Receipt, UnitOfWork
 
 log = logging.getLogger(__name__)
 
 EMBEDDING_MODEL_KEY = "embedding_model"
 INDEX_BATCH = 256
+CONFLICT_CANDIDATES = 50
 
 _NEXT: dict[EventStage, TaskName] = {
     EventStage.RECORDED: TaskName.EXTRACT,
     EventStage.EXTRACTED: TaskName.EMBED,
     EventStage.EMBEDDED: TaskName.PERSIST,
     EventStage.PERSISTED: TaskName.INDEX,
+    EventStage.INDEXED: TaskName.RESOLVE,
 }
 
 
@@ -136,11 +138,17 @@ def _safe_payload(message: Mapping[str, Any]) -> dict[str, Any]:
 # --- extract ----------------------------------------------------------------------------------
 
 
-def extract_event(uow: UnitOfWork, event_id: str, threshold: float, now: datetime) -> list[FollowUp]:
+def extract_event(
+    uow: UnitOfWork,
+    event_id: str,
+    threshold: float,
+    now: datetime,
+    extractor: Callable[[TurnPublished, float], Extraction] = extract,
+) -> list[FollowUp]:
     event, stage = _load(uow, event_id)
     if stage is not EventStage.RECORDED:
         return next_step(event_id, stage) if stage is EventStage.EXTRACTED else []
-    extraction = extract(event, threshold)
+    extraction = extractor(event, threshold)
     source = Source(event.event_id, event.session_id, event.seq, event.at.isoformat()).to_dict()
     for i, draft in enumerate(extraction.drafts):
         uow.memories.add(
@@ -162,6 +170,8 @@ def extract_event(uow: UnitOfWork, event_id: str, threshold: float, now: datetim
                 sources=[source],
                 content_hash=_memory_hash(draft.type.value, draft.content),
                 version=0,
+                slot=draft.slot,
+                due_at=draft.due_at,
             )
         )
     done = not extraction.drafts
@@ -225,7 +235,13 @@ def persist_event(uow: UnitOfWork, event_id: str, now: datetime) -> list[FollowU
             continue
         existing = uow.memories.active_with_hash(event.tenant_id, event.user_id, draft.content_hash, draft.id)
         if existing is not None:
-            reinforce(existing, draft.sources, now)
+            if reinforce(existing, draft.sources, now):
+                uow.history.add(
+                    HistoryEntry(
+                        existing.id, existing.tenant_id, existing.user_id, "reinforced",
+                        f"exact repeat in event {event_id}", "pipeline", event.at, None, event_id,
+                    )
+                )  # fmt: skip
             uow.memories.save(existing)
             uow.memories.delete(draft.id)
             log.info("event %s repeats memory %s: reinforced", event_id, existing.id)
@@ -234,20 +250,29 @@ def persist_event(uow: UnitOfWork, event_id: str, now: datetime) -> list[FollowU
         draft.updated_at = now
         draft.version += 1
         uow.memories.save(draft)
+        uow.history.add(
+            HistoryEntry(
+                draft.id, draft.tenant_id, draft.user_id, "created",
+                f"extracted from event {event_id} (importance {draft.importance:g})", "pipeline",
+                event.at, None, event_id,
+            )
+        )  # fmt: skip
     uow.events.set_stage(event_id, EventStage.PERSISTED.value)
     return next_step(event_id, EventStage.PERSISTED.value)
 
 
-def reinforce(memory: Memory, sources: list[dict[str, Any]], now: datetime) -> None:
+def reinforce(memory: Memory, sources: list[dict[str, Any]], now: datetime) -> bool:
+    """Add the repeat's sources and count it once; False when the repeat was already counted."""
     known = {s["event_id"] for s in memory.sources}
     added = [s for s in sources if s["event_id"] not in known]
     if not added:
-        return  # the same event again: redelivery must not count twice
+        return False  # the same event again: redelivery must not count twice
     memory.sources = sorted([*memory.sources, *added], key=lambda s: (s["at"], s["session_id"], s["seq"]))
     memory.access_count += 1
     memory.last_accessed_at = max(memory.last_accessed_at, now)
     memory.updated_at = now
     memory.version += 1
+    return True
 
 
 # --- index ------------------------------------------------------------------------------------
@@ -294,9 +319,71 @@ def index_event(
     if stage is not EventStage.PERSISTED:
         return []
     written = sync_index(uow, index, embedder.model_name, embedder.dim, event.tenant_id, event.user_id)
-    uow.events.set_stage(event_id, EventStage.DONE.value)
+    uow.events.set_stage(event_id, EventStage.INDEXED.value)
     log.info("event %s indexed (%d points)", event_id, written)
-    return []
+    return next_step(event_id, EventStage.INDEXED.value)
+
+
+def sync_user_index(
+    uow: UnitOfWork, index: VectorIndex, embedder: Embedder, tenant_id: str, user_id: str
+) -> int:
+    """Push one user's changed memories (statuses, merges) to the index."""
+    return sync_index(uow, index, embedder.model_name, embedder.dim, tenant_id, user_id)
+
+
+# --- resolve ----------------------------------------------------------------------------------
+
+
+def resolve_event(
+    uow: UnitOfWork,
+    event_id: str,
+    judge: Judge,
+    embedder: Embedder,
+    now: datetime,
+    strategies: Mapping[MemoryType, Strategy] | None = None,
+) -> list[FollowUp]:
+    """Judge the event's new memories against the user's active ones and apply the verdicts.
+
+    Runs off the ingest path, on its own queue, under a per-user lock so that two events of one
+    user never resolve against each other's half-applied state.
+    """
+    event, stage = _load(uow, event_id)
+    if stage is not EventStage.INDEXED:
+        return []
+    uow.memories.lock_user(event.tenant_id, event.user_id)
+    touched = False
+    for fresh in uow.memories.from_event(event_id):
+        candidates = uow.memories.candidates(
+            event.tenant_id, event.user_id, fresh.slot, fresh.cues, [fresh.id], CONFLICT_CANDIDATES
+        )
+        for candidate in candidates:
+            current = uow.memories.get(event.tenant_id, event.user_id, fresh.id)
+            if current is None or current.status is not MemoryStatus.ACTIVE:
+                break
+            latest = uow.memories.get(event.tenant_id, event.user_id, candidate.id)
+            if latest is None or latest.status is not MemoryStatus.ACTIVE:
+                continue
+            if latest.slot != current.slot and cosine(latest.embedding, current.embedding) < SIMILAR:
+                continue
+            older, newer = sorted([latest, current], key=order_key)
+            verdict = judge(older, newer)
+            outcome = apply(older, newer, verdict, now, strategies)
+            if not (outcome.changed or outcome.created):
+                continue
+            for memory in outcome.created:
+                memory.embedding = embedder.embed_passages([memory.content])[0]
+                memory.embedding_model = embedder.model_name
+                uow.memories.add(memory)
+            for memory in outcome.changed.values():
+                uow.memories.save(memory)
+            for entry in outcome.history:
+                uow.history.add(entry)
+            touched = True
+            log.info(
+                "event %s: %s %s vs %s (%s)", event_id, verdict.relation, older.id, newer.id, verdict.reason
+            )
+    uow.events.set_stage(event_id, EventStage.DONE.value)
+    return [FollowUp(TaskName.SYNC_INDEX.value, (event.tenant_id, event.user_id))] if touched else []
 
 
 # --- sweep ------------------------------------------------------------------------------------
@@ -313,71 +400,3 @@ def resume_stalled(uow: UnitOfWork, received_before: datetime, limit: int = 500)
     if followups:
         log.info("re-driving %d stalled events", len(followups))
     return followups
-
-
-# --- reindex ----------------------------------------------------------------------------------
-
-
-def reindex(
-    uow_factory: Callable[[], UnitOfWork], index: VectorIndex, embedder: Embedder, batch_size: int = 256
-) -> dict[str, int]:
-    """Rebuild the vector index from Postgres, re-embedding rows of any other model.
-
-    A long job, so it commits batch by batch: an interrupted run leaves rows marked unindexed,
-    and running it again finishes the work.
-    """
-    with uow_factory() as uow:
-        uow.memories.reset_indexed()
-        uow.meta.set(EMBEDDING_MODEL_KEY, embedder.model_name)
-        uow.commit()
-    index.reset(embedder.dim, embedder.model_name)
-    stats = {"indexed": 0, "reembedded": 0}
-    after = ""
-    while True:
-        with uow_factory() as uow:
-            batch = uow.memories.page_for_reindex(after, batch_size)
-            if not batch:
-                break
-            after = batch[-1].id
-            stale = [m for m in batch if m.embedding is None or m.embedding_model != embedder.model_name]
-            if stale:
-                vectors = embedder.embed_passages([m.content for m in stale])
-                for memory, vector in zip(stale, vectors, strict=True):
-                    memory.embedding = vector
-                    memory.embedding_model = embedder.model_name
-                    uow.memories.save(memory)
-                stats["reembedded"] += len(stale)
-            index.upsert(
-                [IndexPoint(m.id, m.tenant_id, m.user_id, m.embedding or [], index_payload(m)) for m in batch]
-            )
-            uow.memories.mark_indexed([(m.id, m.version) for m in batch])
-            uow.commit()
-            stats["indexed"] += len(batch)
-    log.info("reindex done: %s", stats)
-    return stats
-
-
-# --- decay ------------------------------------------------------------------------------------
-
-
-def recompute_scores(
-    uow_factory: Callable[[], UnitOfWork], now: datetime, policy: DecayPolicy, batch_size: int = 50_000
-) -> dict[str, int]:
-    """Recompute every memory's half-life score in Postgres, one key range per transaction.
-
-    Set-based (one UPDATE per range, no per-row Python), so it scales with the table; safe to
-    run twice (the same ``now`` yields the same scores, and unchanged rows are not written).
-    """
-    stats = {"changed": 0, "batches": 0}
-    after = ""
-    while True:
-        with uow_factory() as uow:
-            changed, last = uow.memories.recompute_scores(now, policy, after, batch_size)
-            uow.commit()
-        if last is None:
-            break
-        stats["changed"] += changed
-        stats["batches"] += 1
-        after = last
-    log.info("scores recomputed at %s: %s", now.isoformat(), stats)
-    return stats

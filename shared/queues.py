@@ -11,6 +11,7 @@ class Queue(StrEnum):
     EMBED = "cuemem.embed"  # CPU-heavy model calls: prefetch 1
     PERSIST = "cuemem.persist"  # write memories to Postgres
     INDEX = "cuemem.index"  # the only queue that touches the vector index (one owner when embedded)
+    RESOLVE = "cuemem.resolve"  # conflict detection and resolution, off the ingest path
     MAINTENANCE = "cuemem.maintenance"  # beat tasks
 
 
@@ -24,6 +25,9 @@ class TaskName(StrEnum):
     REINDEX = "memory.reindex"
     RESUME_STALLED = "memory.resume_stalled"
     DECAY = "memory.decay"
+    RESOLVE = "memory.resolve"
+    SYNC_INDEX = "memory.sync_index"
+    CONSOLIDATE = "memory.consolidate"
 
 
 ROUTES: dict[TaskName, Queue] = {
@@ -36,6 +40,9 @@ ROUTES: dict[TaskName, Queue] = {
     TaskName.REINDEX: Queue.INDEX,
     TaskName.RESUME_STALLED: Queue.MAINTENANCE,
     TaskName.DECAY: Queue.MAINTENANCE,
+    TaskName.RESOLVE: Queue.RESOLVE,
+    TaskName.SYNC_INDEX: Queue.INDEX,
+    TaskName.CONSOLIDATE: Queue.MAINTENANCE,
 }
 
 # Queues that a general worker consumes; INDEX is consumed by the index owner (see ARCHITECTURE).
@@ -44,5 +51,6 @@ PIPELINE_QUEUES: tuple[Queue, ...] = (
     Queue.EXTRACT,
     Queue.EMBED,
     Queue.PERSIST,
+    Queue.RESOLVE,
     Queue.MAINTENANCE,
 )

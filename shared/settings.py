@@ -41,6 +41,18 @@ class Settings(BaseSettings):
     embedding_threads: int = Field(default=1, ge=1)
     embedding_timeout_s: float = 30.0
 
+    # LLM path (optional): unset base URL = rule-based only. Never used on the recall path.
+    llm_base_url: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_model: str = "gpt-4o-mini"
+    llm_model_scoring: str | None = None  # each falls back to llm_model
+    llm_model_extraction: str | None = None
+    llm_model_judging: str | None = None
+    llm_model_consolidation: str | None = None
+    llm_timeout_s: float = Field(default=20.0, gt=0)
+    llm_max_attempts: int = Field(default=4, ge=1)
+    llm_cooldown_s: float = Field(default=60.0, ge=0)  # skip the LLM this long after it failed
+
     # Event validation.
     max_content_chars: int = Field(default=32_000, ge=1)
     max_id_chars: int = Field(default=128, ge=1, le=512)

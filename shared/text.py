@@ -148,3 +148,43 @@ def detect_language(text: str) -> Literal["zh", "en"]:
         return "en"
     words = len(_ASCII_WORD_RE.findall(CJK_RE.sub(" ", text)))
     return "zh" if cjk / (cjk + 1.5 * words) >= 0.3 else "en"
+
+
+_CN_DIGITS = {
+    "零": 0,
+    "〇": 0,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+}
+_CN_UNITS = {"十": 10, "百": 100, "千": 1000}
+_ARABIC_RE = re.compile(r"[0-9]+")
+
+
+def cn_number(text: str) -> int | None:
+    """An integer written in ASCII digits or Chinese numerals below 10000, else None.
+
+    "15" → 15, "十五" → 15, "二十三" → 23, "两" → 2, "一百零五" → 105, "二〇二六" → 2026.
+    """
+    text = text.strip()
+    if _ARABIC_RE.fullmatch(text):
+        return int(text)
+    if not text or any(c not in _CN_DIGITS and c not in _CN_UNITS for c in text):
+        return None
+    if not any(c in _CN_UNITS for c in text):  # digit by digit: "二〇二六"
+        return int("".join(str(_CN_DIGITS[c]) for c in text))
+    total, current = 0, 0
+    for c in text:
+        if c in _CN_DIGITS:
+            current = _CN_DIGITS[c]
+        else:
+            total += (current or 1) * _CN_UNITS[c]
+            current = 0
+    return total + current

@@ -7,12 +7,12 @@ work once the service function returns, and only then enqueues follow-up work.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from shared.events import TurnPublished
-from shared.models import Memory, MemoryStatus
+from shared.models import Memory, MemoryStatus, MemoryType
 from shared.scoring import DecayPolicy
 
 Outcome = Literal["accepted", "duplicate", "rejected"]
@@ -113,6 +113,27 @@ class MemoryRepository(Protocol):
         self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None
     ) -> list[Memory]: ...
 
+    def candidates(
+        self,
+        tenant_id: str,
+        user_id: str,
+        slot: str | None,
+        cues: Sequence[str],
+        exclude: Sequence[str],
+        limit: int,
+    ) -> list[Memory]:
+        """Active memories of one user that share the slot or any cue: conflict candidates."""
+
+    def recent_of_type(
+        self, tenant_id: str, user_id: str, memory_type: MemoryType, since: datetime, limit: int
+    ) -> list[Memory]:
+        """Active memories of one type whose validity began after ``since``, oldest first."""
+
+    def users_with_recent(
+        self, memory_type: MemoryType, since: datetime, limit: int
+    ) -> list[tuple[str, str]]:
+        """(tenant, user) pairs with active memories of that type since then, in a stable order."""
+
     def unindexed(self, tenant_id: str, user_id: str, limit: int) -> list[Memory]:
         """Persisted memories whose index copy is older than the row."""
 
@@ -134,6 +155,34 @@ class MemoryRepository(Protocol):
 
     def embedding_models(self) -> set[str]:
         """Distinct embedding model names among stored vectors."""
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One thing that happened to a memory, and why. History rows are never deleted."""
+
+    memory_id: str
+    tenant_id: str
+    user_id: str
+    # created | reinforced | superseded | supersedes | merged | merged_into | importance_halved | invalidated
+    action: str
+    reason: str
+    judge: str  # rules | llm | pipeline
+    at: datetime  # the event time that caused it
+    related_id: str | None = None
+    event_id: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class HistoryRepository(Protocol):
+    def add(self, entry: HistoryEntry) -> None: ...
+
+    def for_memories(self, tenant_id: str, user_id: str, memory_ids: Sequence[str]) -> list[HistoryEntry]:
+        """Entries of these memories, oldest first, scoped to one user."""
+
+
+class LlmCallRepository(Protocol):
+    def add(self, usage: Any, event_id: str | None) -> None: ...
 
 
 class DeadLetterRepository(Protocol):
@@ -165,6 +214,12 @@ class UnitOfWork(Protocol):
 
     @property
     def meta(self) -> MetaRepository: ...
+
+    @property
+    def history(self) -> HistoryRepository: ...
+
+    @property
+    def llm_calls(self) -> LlmCallRepository: ...
 
     def __enter__(self) -> UnitOfWork: ...
 

@@ -19,7 +19,9 @@ from shared.settings import Settings
 
 PG_ADMIN = os.environ.get("CUEMEM_TEST_PG_ADMIN", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("CUEMEM_TEST_REDIS", "redis://127.0.0.1:6379/13")
-TABLES = ["events", "event_receipts", "memories", "dead_letters", "cuemem_meta"]
+TABLES = [
+    "events", "event_receipts", "memories", "dead_letters", "cuemem_meta", "memory_history", "llm_calls"
+]  # fmt: skip
 
 
 @pytest.fixture(scope="session")

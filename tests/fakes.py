@@ -9,7 +9,7 @@ from typing import Any
 
 from shared.events import TurnPublished
 from shared.models import Memory, MemoryStatus
-from shared.unit_of_work import DeadLetter, Receipt, StoredEvent
+from shared.unit_of_work import DeadLetter, HistoryEntry, Receipt, StoredEvent
 
 
 class _State:
@@ -20,6 +20,8 @@ class _State:
         self.dead_letters: list[DeadLetter] = []
         self.meta: dict[str, str] = {}
         self.received: dict[str, int] = {}
+        self.history: list[HistoryEntry] = []
+        self.llm_calls: list[tuple[Any, str | None]] = []
 
 
 class FakeEventRepository:
@@ -157,6 +159,47 @@ class FakeMemoryRepository:
         found = [m for m in self._mine(tenant_id, user_id) if allowed is None or m.status in allowed]
         return [copy.deepcopy(m) for m in sorted(found, key=lambda m: (m.created_at, m.id))]
 
+    def candidates(
+        self,
+        tenant_id: str,
+        user_id: str,
+        slot: str | None,
+        cues: Sequence[str],
+        exclude: Sequence[str],
+        limit: int,
+    ) -> list[Memory]:
+        wanted = set(cues)
+        found = [
+            m
+            for m in self._mine(tenant_id, user_id)
+            if m.status is MemoryStatus.ACTIVE
+            and m.id not in set(exclude)
+            and ((slot and m.slot == slot) or wanted.intersection(m.cues))
+        ]
+        found.sort(key=lambda m: (-(m.valid_from or m.created_at).timestamp(), m.id))
+        return [copy.deepcopy(m) for m in found[:limit]]
+
+    def recent_of_type(self, tenant_id, user_id, memory_type, since, limit) -> list[Memory]:
+        found = [
+            m
+            for m in self._mine(tenant_id, user_id)
+            if m.type is memory_type
+            and m.status is MemoryStatus.ACTIVE
+            and (m.valid_from or m.created_at) >= since
+        ]
+        found.sort(key=lambda m: ((m.valid_from or m.created_at), m.id))
+        return [copy.deepcopy(m) for m in found[:limit]]
+
+    def users_with_recent(self, memory_type, since, limit) -> list[tuple[str, str]]:
+        pairs = {
+            (m.tenant_id, m.user_id)
+            for m in self.s.memories.values()
+            if m.type is memory_type
+            and m.status is MemoryStatus.ACTIVE
+            and (m.valid_from or m.created_at) >= since
+        }
+        return sorted(pairs)[:limit]
+
     def unindexed(self, tenant_id: str, user_id: str, limit: int) -> list[Memory]:
         found = [
             m
@@ -201,6 +244,31 @@ class FakeMemoryRepository:
         return {m.embedding_model for m in self.s.memories.values() if m.embedding_model}
 
 
+class FakeHistoryRepository:
+    def __init__(self, state: _State):
+        self.s = state
+
+    def add(self, entry: HistoryEntry) -> None:
+        self.s.history.append(entry)
+
+    def for_memories(self, tenant_id: str, user_id: str, memory_ids: Sequence[str]) -> list[HistoryEntry]:
+        wanted = set(memory_ids)
+        found = [
+            h
+            for h in self.s.history
+            if h.memory_id in wanted and (h.tenant_id, h.user_id) == (tenant_id, user_id)
+        ]
+        return sorted(found, key=lambda h: h.at)
+
+
+class FakeLlmCallRepository:
+    def __init__(self, state: _State):
+        self.s = state
+
+    def add(self, usage: Any, event_id: str | None) -> None:
+        self.s.llm_calls.append((usage, event_id))
+
+
 class FakeDeadLetterRepository:
     def __init__(self, state: _State):
         self.s = state
@@ -237,6 +305,8 @@ class FakeUnitOfWork:
         self.memories = FakeMemoryRepository(self._work)
         self.dead_letters = FakeDeadLetterRepository(self._work)
         self.meta = FakeMetaRepository(self._work)
+        self.history = FakeHistoryRepository(self._work)
+        self.llm_calls = FakeLlmCallRepository(self._work)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -14,13 +14,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.events import EventLimits
+from shared.conflicts import Judge
+from shared.events import EventLimits, TurnPublished
+from shared.llm import LLM
+from shared.llm_paths import extract_with_llm, llm_judge
+from shared.models import Extraction
 from shared.ports import Embedder, VectorIndex
 from shared.queues import ROUTES, TaskName
 from shared.settings import Settings, get_settings
 from shared.unit_of_work import FollowUp, UnitOfWork
 
 log = logging.getLogger(__name__)
+
+
+_UNSET: Any = object()
 
 
 def utc_now() -> datetime:
@@ -36,6 +43,7 @@ class Container:
     _index: VectorIndex | None = None
     _working_memory: Any = None
     _dispatch: Callable[[Sequence[FollowUp]], None] | None = None
+    _llm: Any = _UNSET
     _closers: list[Callable[[], None]] = field(default_factory=list)
 
     @property
@@ -57,6 +65,26 @@ class Container:
             self._index = build_index(self.settings)
             self._closers.append(self._index.close)
         return self._index
+
+    @property
+    def llm(self) -> LLM | None:
+        """The configured LLM (with usage logging and a failure cooldown), or None: rules only."""
+        if self._llm is _UNSET:
+            from workers.llm import build_llm
+            from workers.llm_runtime import CooldownLLM, DbUsageSink
+
+            inner = build_llm(self.settings, usage_sink=DbUsageSink(self.uow))
+            self._llm = CooldownLLM(inner, self.settings.llm_cooldown_s) if inner is not None else None
+        return self._llm  # type: ignore[return-value]
+
+    @property
+    def judge(self) -> Judge:
+        """The conflict judge: the LLM when one is configured (falling back to rules), else rules."""
+        return llm_judge(self.llm)
+
+    def extractor(self) -> Callable[[TurnPublished, float], Extraction]:
+        llm = self.llm
+        return lambda event, threshold: extract_with_llm(event, threshold, llm)
 
     @property
     def working_memory(self) -> Any:
@@ -166,6 +194,7 @@ def build_container(
     working_memory: Any = None,
     dispatch: Callable[[Sequence[FollowUp]], None] | None = None,
     clock: Callable[[], datetime] = utc_now,
+    llm: Any = _UNSET,
 ) -> Container:
     settings = settings or get_settings()
     closers: list[Callable[[], None]] = []
@@ -183,6 +212,7 @@ def build_container(
         _working_memory=working_memory,
         _dispatch=dispatch,
         _closers=closers,
+        _llm=llm,
     )
 
 

@@ -332,7 +332,7 @@ def reindex(
 ) -> None:
     """Rebuild the vector index from Postgres (re-embedding vectors of any other model)."""
     _setup_logging(verbose)
-    from shared.pipeline import reindex as rebuild
+    from shared.maintenance import reindex as rebuild
     from shared.ports import IndexOwnedElsewhere
 
     with open_runtime(_settings(data_dir)) as rt:
@@ -350,6 +350,73 @@ def reindex(
             result = remote.send_task(TaskName.REINDEX.value, queue=ROUTES[TaskName.REINDEX].value)
             stats = result.get(timeout=24 * 3600)
     typer.echo(json.dumps(stats))
+
+
+@app.command()
+def history(
+    memory_id: Annotated[str, typer.Argument(help="A memory id", metavar="MEMORY_ID")],
+    user: Annotated[str, typer.Option("--user", help="Whose memory (required)")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+    data_dir: DataDir = None,
+) -> None:
+    """Show a memory's chain: what superseded, merged or consolidated it, when and why."""
+    from shared.maintenance import history_chain
+
+    _setup_logging(False)
+    _check_user(user)
+    with open_runtime(_settings(data_dir)) as rt, rt.container.uow() as uow:
+        chain = history_chain(uow, rt.settings.tenant_id, user, memory_id)
+    if not chain["found"]:
+        raise CliError(f"MEMORY_ID: no memory {memory_id!r} for user {user!r}")
+    if as_json:
+        _echo_json(chain)
+        return
+    for m in chain["memories"]:
+        until = f" until {m['valid_to']}" if m["valid_to"] else ""
+        typer.echo(
+            f"{m['id']}  {m['status']:<10} {m['type']:<10} from {m['valid_from']}{until}  {m['content']}"
+        )
+    typer.echo("")
+    for h in chain["history"]:
+        related = f" -> {h['related_id']}" if h["related_id"] else ""
+        typer.echo(f"{h['at']}  {h['memory_id'][:8]} {h['action']}{related}  [{h['judge']}] {h['reason']}")
+
+
+@app.command()
+def maintain(
+    now: Annotated[
+        str | None, typer.Option("--now", help="ISO 8601 time to run at (reproducible runs)")
+    ] = None,
+    data_dir: DataDir = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
+) -> None:
+    """Run the periodic maintenance once: score recompute and consolidation (then index sync)."""
+    from shared import maintenance
+    from shared.pipeline import sync_user_index
+    from shared.ports import IndexOwnedElsewhere
+    from shared.queues import TaskName
+    from shared.scoring import DecayPolicy
+    from shared.unit_of_work import FollowUp
+
+    _setup_logging(verbose)
+    at = _parse_now(now)
+    with open_runtime(_settings(data_dir)) as rt:
+        c = rt.container
+        _check_model(rt)
+        decay = maintenance.recompute_scores(c.uow, at, DecayPolicy())
+        consolidation, touched = maintenance.consolidate(c.uow, c.embedder, at)
+        synced = 0
+        try:
+            for tenant_id, user_id in touched:
+                with c.uow() as uow:
+                    synced += sync_user_index(uow, c.index, c.embedder, tenant_id, user_id)
+                    uow.commit()
+        except IndexOwnedElsewhere:
+            # A running index worker owns the embedded index: it syncs these users.
+            c.dispatch([FollowUp(TaskName.SYNC_INDEX.value, pair) for pair in touched])
+    typer.echo(
+        json.dumps({"now": at.isoformat(), "decay": decay, "consolidation": consolidation, "indexed": synced})
+    )
 
 
 @app.command()

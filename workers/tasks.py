@@ -12,7 +12,8 @@ from typing import Any
 
 from celery import Task
 
-from shared import pipeline
+from shared import maintenance, pipeline
+from shared.llm_paths import llm_summarizer
 from shared.queues import TaskName
 from shared.scoring import DecayPolicy
 from shared.settings import get_settings
@@ -21,6 +22,7 @@ from workers.bootstrap import container
 from workers.celery_app import app
 from workers.embedders import EmbeddingError
 from workers.failures import PERMANENT_ERRORS, TRANSIENT_ERRORS, PermanentFailure, count_delivery, dead_letter
+from workers.llm_runtime import current_event_id
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +66,18 @@ class PipelineTask(Task):
 def run_unit(name: str, key: str, work: Callable[[UnitOfWork], list[FollowUp]]) -> None:
     c = container()
     started = time.perf_counter()
-    with c.uow() as uow:
-        try:
-            followups = work(uow)
-        except EmbeddingError as exc:
-            if exc.transient:
-                raise
-            raise PermanentFailure(str(exc)) from exc
-        uow.commit()
+    token = current_event_id.set(key)  # LLM usage rows name the event they were spent on
+    try:
+        with c.uow() as uow:
+            try:
+                followups = work(uow)
+            except EmbeddingError as exc:
+                if exc.transient:
+                    raise
+                raise PermanentFailure(str(exc)) from exc
+            uow.commit()
+    finally:
+        current_event_id.reset(token)
     # Only after commit: a follow-up must never see state that was rolled back.
     c.dispatch(followups)
     log.info(
@@ -94,7 +100,12 @@ def record(self: Task, message: dict[str, Any]) -> None:
 def extract(self: Task, event_id: str) -> None:
     c = container()
     threshold = c.settings.importance_threshold
-    run_unit(self.name, event_id, lambda uow: pipeline.extract_event(uow, event_id, threshold, c.clock()))
+    extractor = c.extractor()
+    run_unit(
+        self.name,
+        event_id,
+        lambda uow: pipeline.extract_event(uow, event_id, threshold, c.clock(), extractor),
+    )
 
 
 @app.task(name=TaskName.EMBED.value, base=PipelineTask, bind=True)
@@ -117,6 +128,25 @@ def index(self: Task, event_id: str) -> None:
     )
 
 
+@app.task(name=TaskName.RESOLVE.value, base=PipelineTask, bind=True)
+def resolve(self: Task, event_id: str) -> None:
+    c = container()
+    run_unit(
+        self.name, event_id, lambda uow: pipeline.resolve_event(uow, event_id, c.judge, c.embedder, c.clock())
+    )
+
+
+@app.task(name=TaskName.SYNC_INDEX.value, base=PipelineTask, bind=True)
+def sync_index(self: Task, tenant_id: str, user_id: str) -> None:
+    c = container()
+
+    def work(uow: UnitOfWork) -> list[FollowUp]:
+        pipeline.sync_user_index(uow, c.index, c.embedder, tenant_id, user_id)
+        return []
+
+    run_unit(self.name, f"{tenant_id}/{user_id}", work)
+
+
 @app.task(name=TaskName.RESUME_STALLED.value, base=PipelineTask, bind=True)
 def resume_stalled(self: Task, older_than_s: int = 300) -> None:
     c = container()
@@ -129,8 +159,17 @@ def decay(self: Task) -> None:
     """Recompute every half-life score in Postgres (set-based, batched by key range)."""
     c = container()
     started = time.perf_counter()
-    stats = pipeline.recompute_scores(c.uow, c.clock(), DecayPolicy())
+    stats = maintenance.recompute_scores(c.uow, c.clock(), DecayPolicy())
     log.info("%s done in %.1f s: %s", self.name, time.perf_counter() - started, stats)
+
+
+@app.task(name=TaskName.CONSOLIDATE.value, base=PipelineTask, bind=True)
+def consolidate(self: Task) -> None:
+    """Recurring episodes become semantic memories; the touched users' index is synced after."""
+    c = container()
+    stats, touched = maintenance.consolidate(c.uow, c.embedder, c.clock(), summarize=llm_summarizer(c.llm))
+    c.dispatch([FollowUp(TaskName.SYNC_INDEX.value, pair) for pair in touched])
+    log.info("%s: %s", self.name, stats)
 
 
 @app.task(name=TaskName.SEARCH.value, bind=True, ignore_result=False, acks_late=False)
@@ -148,4 +187,4 @@ def search(
 @app.task(name=TaskName.REINDEX.value, bind=True, ignore_result=False)
 def reindex(self: Task) -> dict[str, int]:
     c = container()
-    return pipeline.reindex(c.uow, c.index, c.embedder)
+    return maintenance.reindex(c.uow, c.index, c.embedder)

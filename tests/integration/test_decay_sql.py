@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
-from shared import pipeline
+from shared import maintenance
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.scoring import DecayPolicy, score
 from workers.bootstrap import build_container
@@ -47,7 +47,7 @@ def test_sql_recompute_agrees_with_python_and_is_idempotent(clean_db, it_setting
             uow.memories.add(m)
         uow.commit()
     policy = DecayPolicy(base=1.5, unit_hours=24.0)
-    stats = pipeline.recompute_scores(c.uow, NOW, policy, batch_size=25)
+    stats = maintenance.recompute_scores(c.uow, NOW, policy, batch_size=25)
     # Every stored score starts at 0: the rows whose formula gives 0 (no importance, never used) stay.
     moved = sum(
         1
@@ -66,8 +66,8 @@ def test_sql_recompute_agrees_with_python_and_is_idempotent(clean_db, it_setting
         expected = score(m.importance, m.type, m.last_accessed_at, m.access_count, NOW, policy)
         assert rows[m.id] == pytest.approx(expected, rel=1e-9, abs=1e-12), m.id
     # Running it again at the same time changes nothing.
-    assert pipeline.recompute_scores(c.uow, NOW, policy, batch_size=25)["changed"] == 0
+    assert maintenance.recompute_scores(c.uow, NOW, policy, batch_size=25)["changed"] == 0
     # A year later, scores fall (unless reinforcement holds them up).
-    later = pipeline.recompute_scores(c.uow, NOW + timedelta(days=365), policy, batch_size=1000)
+    later = maintenance.recompute_scores(c.uow, NOW + timedelta(days=365), policy, batch_size=1000)
     assert later["changed"] > 100
     c.close()

@@ -11,10 +11,12 @@ from shared.cues import (
     cues_for_memory,
     entities,
     find_entities,
+    interest_tag,
     lexicon_hits,
     lexicon_tags,
     load_lexicon,
     query_cues,
+    slot_for,
 )
 from shared.models import MemoryType
 from shared.text import CJK_RE
@@ -154,3 +156,72 @@ def test_query_cues_is_frozen() -> None:
     assert isinstance(qc, QueryCues)
     with pytest.raises(dataclasses.FrozenInstanceError):
         qc.tags = ()  # type: ignore[misc]
+
+
+def test_weekday_and_month_names_are_times_not_names() -> None:
+    assert entities("Remind me to call Anna next Friday") == ("anna",)
+    assert entities("we met on Mondays in December") == ()
+    assert entities("I met June in Paris") == ("june", "paris")  # June, May, August are also names
+
+
+def test_lexicon_slot_rules_are_well_formed() -> None:
+    lexicon = load_lexicon()
+    assert lexicon.slots and lexicon.interest_tags == frozenset({"finance"})
+    all_tags = {tag for _, tags in lexicon.entries.values() for tag in tags}
+    for rule in lexicon.slots:
+        assert rule.types, rule.slot
+        assert rule.tags <= all_tags, rule.slot
+        assert ("{key}" in rule.slot) == (rule.key_tag is not None), rule.slot
+        assert rule.key_tag is None or rule.key_tag in all_tags, rule.slot
+        assert rule.tags or rule.words or rule.word_pattern or rule.key_tag, rule.slot
+
+
+@pytest.mark.parametrize(
+    ("text", "type_", "slot"),
+    [
+        ("我不用 Java", MemoryType.PREFERENCE, "skill:language:java"),
+        ("最近在写 Java 项目", MemoryType.PROFILE, "skill:language:java"),
+        ("I write Golang at work", MemoryType.FACT, "skill:language:go"),
+        ("My primary language is Python", MemoryType.PROFILE, "profile:primary_language"),
+        ("我现在改喝拿铁了", MemoryType.PREFERENCE, "preference:drink"),
+        ("I prefer green tea", MemoryType.PREFERENCE, "preference:drink"),
+        ("我不喝酒", MemoryType.PREFERENCE, "preference:drink:alcohol"),
+        ("我不吃香菜", MemoryType.PREFERENCE, "preference:diet:香菜"),
+        ("我喜欢吃香菜", MemoryType.PREFERENCE, "preference:diet:香菜"),
+        ("我吃素", MemoryType.PREFERENCE, "preference:diet"),
+        ("我住杭州", MemoryType.PROFILE, "profile:home"),
+        ("I moved to Berlin", MemoryType.PROFILE, "profile:home"),
+        ("我在阿里巴巴工作", MemoryType.PROFILE, "profile:job"),
+        ("I work as a nurse", MemoryType.PROFILE, "profile:job"),
+        ("我叫张伟", MemoryType.PROFILE, "profile:name"),
+        ("请用中文回复，简短一点", MemoryType.PREFERENCE, "preference:style"),
+        ("我的爱好是跑步", MemoryType.PREFERENCE, "preference:hobby:跑步"),
+        ("我的爱好很多", MemoryType.PREFERENCE, "preference:hobby"),
+    ],
+)
+def test_slot_for(text: str, type_: MemoryType, slot: str) -> None:
+    assert slot_for(text, type_, lexicon_tags(text), entities(text)) == slot
+
+
+@pytest.mark.parametrize(
+    ("text", "type_"),
+    [
+        ("我住杭州", MemoryType.TASK),  # types a rule does not cover
+        ("老板今天又让我加班", MemoryType.EPISODIC),
+        ("生产环境部署端口是8443", MemoryType.FACT),  # no rule for it
+        ("收盘了吗", MemoryType.EPISODIC),
+    ],
+)
+def test_no_slot(text: str, type_: MemoryType) -> None:
+    assert slot_for(text, type_, lexicon_tags(text)) is None
+
+
+def test_slot_keys_may_come_from_entities() -> None:
+    assert slot_for("I use it daily", MemoryType.PREFERENCE, (), ("kotlin",)) == "skill:language:kotlin"
+
+
+def test_interest_tag() -> None:
+    assert interest_tag(lexicon_tags("今天大盘怎么样")) == "finance"
+    assert interest_tag(("order", "finance")) == "finance"
+    assert interest_tag(("coffee", "drink")) is None
+    assert lexicon_tags("收盘了吗") == ("finance",)

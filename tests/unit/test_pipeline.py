@@ -4,7 +4,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared import pipeline
+from shared import maintenance, pipeline
+from shared.conflicts import judge_by_rules
 from shared.events import EventLimits, InvalidEvent
 from shared.models import MemoryStatus
 from shared.ports import EmbeddingModelMismatch
@@ -50,6 +51,11 @@ class Harness:
                 out = pipeline.persist_event(uow, args[0], NOW)
             elif task == TaskName.INDEX:
                 out = pipeline.index_event(uow, self.index, self.embedder, args[0], NOW)
+            elif task == TaskName.RESOLVE:
+                out = pipeline.resolve_event(uow, args[0], judge_by_rules, self.embedder, NOW)
+            elif task == TaskName.SYNC_INDEX:
+                pipeline.sync_user_index(uow, self.index, self.embedder, *args)
+                out = []
             else:
                 raise AssertionError(task)
             uow.commit()
@@ -82,7 +88,9 @@ def test_memorable_turn_goes_through_every_stage():
     assert "8443" in m.content and m.embedding_model == "hash-v1-16" and m.indexed_version == m.version
     assert m.sources == [{"event_id": "e-u1-s1-1", "session_id": "s1", "seq": 1, "at": m.sources[0]["at"]}]
     assert h.index.ids("default", "u1") == {m.id}
-    assert [t for t, _ in h.sent] == ["memory.extract", "memory.embed", "memory.persist", "memory.index"]
+    assert [t for t, _ in h.sent] == [
+        "memory.extract", "memory.embed", "memory.persist", "memory.index", "memory.resolve"
+    ]  # fmt: skip
 
 
 def test_chit_chat_is_recorded_but_makes_no_memory():
@@ -184,7 +192,7 @@ def test_reindex_rebuilds_from_postgres_with_new_model():
     h.drain(turn(2, "我不吃香菜"))
     h.embedder = HashingEmbedder(dim=32)
     h.index = FakeVectorIndex()
-    stats = pipeline.reindex(h.store.uow, h.index, h.embedder)
+    stats = maintenance.reindex(h.store.uow, h.index, h.embedder)
     assert stats == {"indexed": 2, "reembedded": 2}
     assert all(m.embedding_model == "hash-v1-32" and len(m.embedding) == 32 for m in active(h))
     assert h.index.ids("default", "u1") == {m.id for m in active(h)}

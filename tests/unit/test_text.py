@@ -107,3 +107,27 @@ def test_detect_language(sample: str, lang: str) -> None:
 
 def test_tokenizer_is_created_once() -> None:
     assert text._tokenizer() is text._tokenizer()
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("15", 15),
+        ("十", 10),
+        ("十五", 15),
+        ("二十三", 23),
+        ("三十一", 31),
+        ("两", 2),
+        ("一百零五", 105),
+        ("二〇二六", 2026),
+        ("零", 0),
+        (" 7 ", 7),
+    ],
+)
+def test_cn_number(raw: str, value: int) -> None:
+    assert text.cn_number(raw) == value
+
+
+@pytest.mark.parametrize("raw", ["", "几", "十几", "3.5", "三点", "abc", "１５x"])
+def test_cn_number_rejects_non_numbers(raw: str) -> None:
+    assert text.cn_number(raw) is None

@@ -1,7 +1,7 @@
 """`cuemem bench decay`: half-life score recompute in Postgres and index sync, at 100k and 1M memories.
 
 Rows are bulk-loaded with COPY into a fresh database (created on the given server, dropped at
-the end). The recompute is the production code path (`shared.pipeline.recompute_scores`, one
+the end). The recompute is the production code path (`shared.maintenance.recompute_scores`, one
 set-based UPDATE per key range); the index sync pushes points to the embedded Qdrant engine in
 the batches the pipeline uses.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from shared import pipeline
+from shared import maintenance
 from shared.models import MemoryType
 from shared.ports import IndexPoint
 from shared.scoring import DecayPolicy
@@ -145,13 +145,13 @@ def run_decay(
         for n in sizes:
             load_s = _load(url, n, users)
             started = time.perf_counter()
-            first = pipeline.recompute_scores(uow, NOW, policy)
+            first = maintenance.recompute_scores(uow, NOW, policy)
             first_s = time.perf_counter() - started
             started = time.perf_counter()
-            again = pipeline.recompute_scores(uow, NOW, policy)
+            again = maintenance.recompute_scores(uow, NOW, policy)
             again_s = time.perf_counter() - started
             started = time.perf_counter()
-            later = pipeline.recompute_scores(uow, NOW + timedelta(hours=1), policy)
+            later = maintenance.recompute_scores(uow, NOW + timedelta(hours=1), policy)
             later_s = time.perf_counter() - started
             row = {
                 "memories": n,

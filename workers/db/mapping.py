@@ -49,6 +49,12 @@ def memory_from_row(row: MemoryRow) -> Memory:
         embedding_model=row.embedding_model,
         version=row.version,
         indexed_version=row.indexed_version,
+        valid_from=row.valid_from,
+        valid_to=row.valid_to,
+        superseded_by=row.superseded_by,
+        slot=row.slot,
+        status_reason=row.status_reason,
+        due_at=row.due_at,
     )
 
 
@@ -76,4 +82,10 @@ def memory_values(memory: Memory) -> dict[str, object]:
         "embedding_model": memory.embedding_model,
         "version": memory.version,
         "indexed_version": memory.indexed_version,
+        "valid_from": memory.valid_from or memory.created_at,
+        "valid_to": memory.valid_to,
+        "superseded_by": memory.superseded_by,
+        "slot": memory.slot,
+        "status_reason": memory.status_reason,
+        "due_at": memory.due_at,
     }

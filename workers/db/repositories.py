@@ -4,17 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import delete, func, select, text, update
+from sqlalchemy import delete, func, or_, select, text, true, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from shared.events import TurnPublished
-from shared.models import Memory, MemoryStatus
+from shared.models import Memory, MemoryStatus, MemoryType
 from shared.scoring import DecayPolicy, score_sql
-from shared.unit_of_work import DeadLetter, Receipt, StoredEvent
+from shared.unit_of_work import DeadLetter, HistoryEntry, Receipt, StoredEvent
 from workers.db.mapping import event_from_row, memory_from_row, memory_values
-from workers.db.tables import DeadLetterRow, EventRow, MemoryRow, MetaRow, ReceiptRow
+from workers.db.tables import (
+    DeadLetterRow,
+    EventRow,
+    HistoryRow,
+    LlmCallRow,
+    MemoryRow,
+    MetaRow,
+    ReceiptRow,
+)
 
 
 class SqlEventRepository:
@@ -264,6 +273,67 @@ class SqlMemoryRepository:
         rows = self.session.scalars(stmt.order_by(MemoryRow.created_at, MemoryRow.id))
         return [memory_from_row(r) for r in rows]
 
+    def candidates(
+        self,
+        tenant_id: str,
+        user_id: str,
+        slot: str | None,
+        cues: Sequence[str],
+        exclude: Sequence[str],
+        limit: int,
+    ) -> list[Memory]:
+        match = [MemoryRow.cues.overlap(list(cues))] if cues else []
+        if slot:
+            match.append(MemoryRow.slot == slot)
+        if not match:
+            return []
+        rows = self.session.scalars(
+            select(MemoryRow)
+            .where(
+                MemoryRow.tenant_id == tenant_id,
+                MemoryRow.user_id == user_id,
+                MemoryRow.status == MemoryStatus.ACTIVE.value,
+                MemoryRow.id.not_in(list(exclude)) if exclude else true(),
+                or_(*match),
+            )
+            .order_by(MemoryRow.valid_from.desc(), MemoryRow.id)
+            .limit(limit)
+        )
+        return [memory_from_row(r) for r in rows]
+
+    def recent_of_type(
+        self, tenant_id: str, user_id: str, memory_type: MemoryType, since: datetime, limit: int
+    ) -> list[Memory]:
+        rows = self.session.scalars(
+            select(MemoryRow)
+            .where(
+                MemoryRow.tenant_id == tenant_id,
+                MemoryRow.user_id == user_id,
+                MemoryRow.type == memory_type.value,
+                MemoryRow.status == MemoryStatus.ACTIVE.value,
+                MemoryRow.valid_from >= since,
+            )
+            .order_by(MemoryRow.valid_from, MemoryRow.id)
+            .limit(limit)
+        )
+        return [memory_from_row(r) for r in rows]
+
+    def users_with_recent(
+        self, memory_type: MemoryType, since: datetime, limit: int
+    ) -> list[tuple[str, str]]:
+        rows = self.session.execute(
+            select(MemoryRow.tenant_id, MemoryRow.user_id)
+            .where(
+                MemoryRow.type == memory_type.value,
+                MemoryRow.status == MemoryStatus.ACTIVE.value,
+                MemoryRow.valid_from >= since,
+            )
+            .group_by(MemoryRow.tenant_id, MemoryRow.user_id)
+            .order_by(MemoryRow.tenant_id, MemoryRow.user_id)
+            .limit(limit)
+        )
+        return [(r.tenant_id, r.user_id) for r in rows]
+
     def unindexed(self, tenant_id: str, user_id: str, limit: int) -> list[Memory]:
         rows = self.session.scalars(
             select(MemoryRow)
@@ -329,6 +399,74 @@ class SqlMemoryRepository:
             select(MemoryRow.embedding_model).where(MemoryRow.embedding_model.is_not(None)).distinct()
         )
         return {r[0] for r in rows if r[0] is not None}
+
+
+class SqlHistoryRepository:
+    def __init__(self, session: Session):
+        self.session = session
+
+    def add(self, entry: HistoryEntry) -> None:
+        self.session.add(
+            HistoryRow(
+                memory_id=entry.memory_id,
+                tenant_id=entry.tenant_id,
+                user_id=entry.user_id,
+                action=entry.action,
+                related_id=entry.related_id,
+                reason=entry.reason,
+                judge=entry.judge,
+                event_id=entry.event_id,
+                at=entry.at,
+                details=entry.details,
+            )
+        )
+
+    def for_memories(self, tenant_id: str, user_id: str, memory_ids: Sequence[str]) -> list[HistoryEntry]:
+        if not memory_ids:
+            return []
+        rows = self.session.scalars(
+            select(HistoryRow)
+            .where(
+                HistoryRow.memory_id.in_(list(memory_ids)),
+                HistoryRow.tenant_id == tenant_id,
+                HistoryRow.user_id == user_id,
+            )
+            .order_by(HistoryRow.at, HistoryRow.id)
+        )
+        return [
+            HistoryEntry(
+                memory_id=r.memory_id,
+                tenant_id=r.tenant_id,
+                user_id=r.user_id,
+                action=r.action,
+                reason=r.reason,
+                judge=r.judge,
+                at=r.at,
+                related_id=r.related_id,
+                event_id=r.event_id,
+                details=dict(r.details or {}),
+            )
+            for r in rows
+        ]
+
+
+class SqlLlmCallRepository:
+    def __init__(self, session: Session):
+        self.session = session
+
+    def add(self, usage: Any, event_id: str | None) -> None:
+        self.session.add(
+            LlmCallRow(
+                operation=str(usage.operation),
+                model=usage.model,
+                prompt_tokens=int(usage.prompt_tokens or 0),
+                completion_tokens=int(usage.completion_tokens or 0),
+                ok=bool(usage.ok),
+                error=usage.error,
+                latency_ms=float(usage.latency_ms or 0.0),
+                event_id=event_id,
+            )
+        )
 
 
 class SqlDeadLetterRepository:

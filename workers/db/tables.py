@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     DateTime,
     Float,
     Index,
@@ -99,14 +100,60 @@ class MemoryRow(Base):
     embedding_model: Mapped[str | None] = mapped_column(String(200), nullable=True)
     version: Mapped[int] = mapped_column(Integer, default=1)
     indexed_version: Mapped[int] = mapped_column(Integer, default=0)
+    # Validity in event time: a superseded fact stays, with the time it stopped being true.
+    valid_from: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    valid_to: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    superseded_by: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    slot: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    status_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    due_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
     __table_args__ = (
         Index("ix_memories_user_status", "tenant_id", "user_id", "status"),
+        Index("ix_memories_user_slot", "tenant_id", "user_id", "slot"),
         Index("ix_memories_user_hash", "tenant_id", "user_id", "content_hash"),
         Index("ix_memories_origin", "origin_event_id"),
         Index("ix_memories_cues", "cues", postgresql_using="gin"),
         Index("ix_memories_unindexed", "tenant_id", "user_id", postgresql_where="indexed_version < version"),
     )
+
+
+class HistoryRow(Base):
+    """What happened to a memory and why: never deleted, so a supersession can be traced back."""
+
+    __tablename__ = "memory_history"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    memory_id: Mapped[str] = mapped_column(String(36))
+    tenant_id: Mapped[str] = mapped_column(String(512))
+    user_id: Mapped[str] = mapped_column(String(512))
+    action: Mapped[str] = mapped_column(String(32))
+    related_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    reason: Mapped[str] = mapped_column(Text)
+    judge: Mapped[str] = mapped_column(String(16))
+    event_id: Mapped[str | None] = mapped_column(String(512), nullable=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    details: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
+    recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+    __table_args__ = (Index("ix_memory_history_memory", "memory_id", "id"),)
+
+
+class LlmCallRow(Base):
+    """Every LLM call's token usage, recorded even when its answer failed to parse."""
+
+    __tablename__ = "llm_calls"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    operation: Mapped[str] = mapped_column(String(32))
+    model: Mapped[str] = mapped_column(String(200))
+    prompt_tokens: Mapped[int] = mapped_column(Integer)
+    completion_tokens: Mapped[int] = mapped_column(Integer)
+    ok: Mapped[bool] = mapped_column(Boolean)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    latency_ms: Mapped[float] = mapped_column(Float)
+    event_id: Mapped[str | None] = mapped_column(String(512), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
 class DeadLetterRow(Base):

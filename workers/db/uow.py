@@ -7,6 +7,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from workers.db.repositories import (
     SqlDeadLetterRepository,
     SqlEventRepository,
+    SqlHistoryRepository,
+    SqlLlmCallRepository,
     SqlMemoryRepository,
     SqlMetaRepository,
     SqlReceiptRepository,
@@ -24,6 +26,8 @@ class SqlUnitOfWork:
         self.memories = SqlMemoryRepository(self.session)
         self.dead_letters = SqlDeadLetterRepository(self.session)
         self.meta = SqlMetaRepository(self.session)
+        self.history = SqlHistoryRepository(self.session)
+        self.llm_calls = SqlLlmCallRepository(self.session)
         return self
 
     def __exit__(self, *exc: object) -> None:

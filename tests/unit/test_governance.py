@@ -1,0 +1,186 @@
+"""Seed cases of memory governance, through the pipeline's handlers on in-memory fakes.
+
+Extraction and the conflict judge are the real rule-based ones; only storage, the index and the
+embedder are fakes.
+"""
+
+from datetime import UTC, datetime, timedelta
+
+from shared import maintenance
+from shared.conflicts import judge_by_rules
+from shared.llm import JudgeAnswer, LLMOperation
+from shared.llm_paths import llm_judge
+from shared.models import MemoryStatus, MemoryType
+from tests.unit.test_pipeline import NOW, Harness, turn
+
+
+def statuses(h, user="u1"):
+    return sorted((m.content, m.status.value) for m in h.state.memories.values() if m.user_id == user)
+
+
+def by_content(h, text):
+    [m] = [m for m in h.state.memories.values() if m.content == text]
+    return m
+
+
+def history(h, memory_id):
+    return [(e.action, e.related_id) for e in h.state.history if e.memory_id == memory_id]
+
+
+def test_americano_then_latte_keeps_both_and_halves_the_older():
+    h = Harness()
+    h.drain(turn(1, "我喜欢喝美式"))
+    h.drain(turn(2, "我现在改喝拿铁了"))
+    old, new = by_content(h, "我喜欢喝美式"), by_content(h, "我现在改喝拿铁了")
+    assert old.status is MemoryStatus.ACTIVE and new.status is MemoryStatus.ACTIVE
+    assert old.importance == 6.5 / 2 and new.importance >= 6
+    assert ("importance_halved", new.id) in history(h, old.id)
+    assert "changes it" in old.status_reason
+
+
+def test_java_statement_is_superseded_by_the_newer_contradiction():
+    h = Harness()
+    h.drain(turn(1, "我不用 Java"))
+    h.drain(turn(2, "最近在写 Java 项目"))
+    old, new = by_content(h, "我不用 Java"), by_content(h, "最近在写 Java 项目")
+    assert old.status is MemoryStatus.SUPERSEDED and old.superseded_by == new.id
+    assert old.valid_to == new.valid_from
+    assert new.status is MemoryStatus.ACTIVE
+    assert ("superseded", new.id) in history(h, old.id) and ("supersedes", old.id) in history(h, new.id)
+    # Nothing was deleted, and the index no longer offers the superseded statement as active.
+    assert len([m for m in h.state.memories.values() if m.user_id == "u1"]) == 2
+    hits = h.index.search("default", "u1", new.embedding, 10, ["active"])
+    assert [hit.id for hit in hits] == [new.id]
+
+
+def test_out_of_order_delivery_resolves_by_seq_not_arrival():
+    in_order, reversed_ = Harness(), Harness()
+    first, second = turn(1, "我不用 Java"), turn(2, "最近在写 Java 项目")
+    in_order.drain(first)
+    in_order.drain(second)
+    reversed_.drain(second)  # the newer statement arrives first
+    reversed_.drain(first)
+    assert (
+        statuses(in_order)
+        == statuses(reversed_)
+        == [
+            ("我不用 Java", "superseded"),
+            ("最近在写 Java 项目", "active"),
+        ]
+    )
+
+
+def test_moving_city_supersedes_the_old_home():
+    h = Harness()
+    h.drain(turn(1, "我住杭州"))
+    h.drain(turn(2, "我搬到上海了"))
+    assert statuses(h) == [("我住杭州", "superseded"), ("我搬到上海了", "active")]
+
+
+def test_unrelated_statements_both_stay():
+    h = Harness()
+    h.drain(turn(1, "我不吃香菜"))
+    h.drain(turn(2, "生产环境部署端口是8443"))
+    assert all(s == "active" for _, s in statuses(h))
+
+
+def test_five_days_of_fund_questions_become_one_semantic_memory_idempotently():
+    h = Harness()
+    questions = ["收盘了吗", "我那只基金怎么样"]
+    seq = 0
+    for day in range(5):
+        for q in questions:
+            seq += 1
+            h.drain(turn(seq, q, session=f"evening-{day}", minutes=day * 24 * 60))
+    episodes = [m for m in h.state.memories.values() if m.type is MemoryType.EPISODIC]
+    assert {m.content for m in episodes} == set(questions)  # repeats reinforce, not duplicate
+    now = NOW + timedelta(days=6)
+    stats, touched = maintenance.consolidate(h.store.uow, h.embedder, now)
+    assert stats["created"] == 1 and touched == [("default", "u1")]
+    [semantic] = [m for m in h.state.memories.values() if m.type is MemoryType.SEMANTIC]
+    assert "基金" in semantic.content and "5天" in semantic.content
+    assert len(semantic.sources) == 10 and semantic.status is MemoryStatus.ACTIVE
+    assert {e.related_id for e in h.state.history if e.memory_id == semantic.id} == {m.id for m in episodes}
+    assert all(m.status is MemoryStatus.ACTIVE for m in episodes)  # episodes stay; they decay on their own
+    again, touched_again = maintenance.consolidate(h.store.uow, h.embedder, now)
+    assert again["created"] == 0 and again["updated"] == 0 and touched_again == []
+    assert len([m for m in h.state.memories.values() if m.type is MemoryType.SEMANTIC]) == 1
+
+
+def test_two_days_of_questions_are_not_yet_a_pattern():
+    h = Harness()
+    for day in range(2):
+        h.drain(turn(day + 1, "收盘了吗", session=f"e{day}", minutes=day * 24 * 60))
+    stats, _ = maintenance.consolidate(h.store.uow, h.embedder, NOW + timedelta(days=3))
+    assert stats["created"] == 0
+
+
+class ScriptedLLM:
+    """A fake LLM port: answers from a script, None when the script is empty (as on failure)."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+        self.asked = []
+
+    def ask(self, operation, instructions, data, schema):
+        self.asked.append((operation, dict(data)))
+        return self.answers.pop(0) if self.answers else None
+
+
+def test_llm_judge_decides_and_failures_fall_back_to_rules():
+    h = Harness()
+    h.drain(turn(1, "我不吃香菜"))
+    h.drain(turn(2, "我不吃葱"))
+    older, newer = by_content(h, "我不吃香菜"), by_content(h, "我不吃葱")
+    merge = JudgeAnswer(relation="merge", reason="both are foods to avoid", merged_content="不吃香菜和葱")
+    llm = ScriptedLLM([merge])
+    verdict = llm_judge(llm)(older, newer)
+    assert (verdict.relation, verdict.judge, verdict.merged_content) == ("merge", "llm", "不吃香菜和葱")
+    assert llm.asked[0] == (LLMOperation.JUDGING, {"existing": "我不吃香菜", "new": "我不吃葱"})
+    fallback = llm_judge(ScriptedLLM([]))(older, newer)  # the endpoint failed: rules decide
+    assert fallback == judge_by_rules(older, newer)
+
+
+def test_llm_merge_creates_a_memory_citing_both_and_keeps_the_originals():
+    from shared.conflicts import Relation, Verdict, apply
+
+    h = Harness()
+    h.drain(turn(1, "我不吃香菜"))
+    h.drain(turn(2, "我不吃葱"))
+    older, newer = by_content(h, "我不吃香菜"), by_content(h, "我不吃葱")
+    out = apply(older, newer, Verdict(Relation.MERGE, "both", "llm", "不吃香菜和葱"), NOW)
+    [merged] = out.created
+    assert merged.content == "不吃香菜和葱" and merged.status is MemoryStatus.ACTIVE
+    assert [s["event_id"] for s in merged.sources] == ["e-u1-s1-1", "e-u1-s1-2"]
+    assert {m.status for m in out.changed.values()} == {MemoryStatus.SUPERSEDED}
+    assert {m.superseded_by for m in out.changed.values()} == {merged.id}
+
+
+def test_history_chain_follows_supersession_and_is_scoped_to_the_user():
+    h = Harness()
+    h.drain(turn(1, "我不用 Java"))
+    h.drain(turn(2, "最近在写 Java 项目"))
+    old = by_content(h, "我不用 Java")
+    with h.store.uow() as uow:
+        chain = maintenance.history_chain(uow, "default", "u1", old.id)
+        foreign = maintenance.history_chain(uow, "default", "someone-else", old.id)
+    assert [m["content"] for m in chain["memories"]] == ["我不用 Java", "最近在写 Java 项目"]
+    actions = [(e["memory_id"] == old.id, e["action"]) for e in chain["history"]]
+    assert (
+        (True, "created") in actions and (True, "superseded") in actions and (False, "supersedes") in actions
+    )
+    assert foreign == {"memory_id": old.id, "found": False, "memories": [], "history": []}
+
+
+def test_task_rescheduled_invalidates_the_older_task():
+    h = Harness()
+    at = datetime(2026, 11, 30, 10, tzinfo=UTC)
+    h.drain({**turn(1, "明天下午三点提醒我开会"), "at": at.isoformat()})
+    h.drain({**turn(2, "会议改到后天下午三点了，记得提醒我"), "at": (at + timedelta(hours=1)).isoformat()})
+    tasks = sorted(
+        (m.content, m.status.value) for m in h.state.memories.values() if m.type is MemoryType.TASK
+    )
+    assert tasks == [
+        ("会议改到后天下午三点了，记得提醒我", "active"),
+        ("明天下午三点提醒我开会", "superseded"),
+    ]
