@@ -366,6 +366,8 @@ def resolve_event(
             if latest.slot != current.slot and cosine(latest.embedding, current.embedding) < SIMILAR:
                 continue
             older, newer = sorted([latest, current], key=order_key)
+            if _already_judged(uow, older, newer):
+                continue  # the pair was settled when the other statement resolved
             verdict = judge(older, newer)
             outcome = apply(older, newer, verdict, now, strategies)
             if not (outcome.changed or outcome.created):
@@ -384,6 +386,11 @@ def resolve_event(
             )
     uow.events.set_stage(event_id, EventStage.DONE.value)
     return [FollowUp(TaskName.SYNC_INDEX.value, (event.tenant_id, event.user_id))] if touched else []
+
+
+def _already_judged(uow: UnitOfWork, older: Memory, newer: Memory) -> bool:
+    entries = uow.history.for_memories(older.tenant_id, older.user_id, [older.id])
+    return any(e.related_id == newer.id for e in entries)
 
 
 # --- sweep ------------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ class RecallItem:
     explanation: dict[str, Any]
     created_at: str
     importance: float | None = None
+    slot: str | None = None
 
     def to_public(self) -> dict[str, Any]:
         return {
@@ -99,8 +100,9 @@ def _memory_item(memory: Memory) -> RecallItem:
         status=memory.status.value,
         sources=list(memory.sources),
         explanation={},
-        created_at=memory.created_at.isoformat(),
+        created_at=(memory.valid_from or memory.created_at).isoformat(),
         importance=memory.importance,
+        slot=memory.slot,
     )
 
 
@@ -129,10 +131,42 @@ def _cue_match(weights: dict[str, float], cues: Iterable[str]) -> tuple[float, l
     return sum(weights[c] for c in matched), matched
 
 
+def newer_first_within_slots(chosen: list[_Candidate]) -> list[_Candidate]:
+    """Statements about the same slot (e.g. "preference:drink") keep the positions their group
+    earned, but the newest takes the first of them: recall gives the current truth first."""
+    positions: dict[str, list[int]] = {}
+    for i, c in enumerate(chosen):
+        if c.item.slot:
+            positions.setdefault(c.item.slot, []).append(i)
+    out = list(chosen)
+    for slots in positions.values():
+        if len(slots) < 2:
+            continue
+        group = sorted((chosen[i] for i in slots), key=lambda c: (c.item.created_at, c.item.id), reverse=True)
+        for i, c in zip(slots, group, strict=True):
+            out[i] = c
+    return out
+
+
+def importance_weight(importance: float | None) -> float:
+    """A mild preference (0.8–1.0) for important memories among near-equal matches; a statement
+    whose importance was halved by a newer one ranks after it. Working-memory turns weigh 1."""
+    if importance is None:
+        return 1.0
+    return 0.8 + 0.2 * min(max(importance, 0.0), 10.0) / 10.0
+
+
 def _rank(candidates: Iterable[_Candidate], key: str) -> list[_Candidate]:
+    """Best first; equal matches go to the more important, then the newer statement (a halved,
+    older preference ranks after the one that replaced it), then the id, for a total order."""
+
+    def tie(c: _Candidate) -> tuple[float, float]:
+        return (-(c.item.importance or 0.0), -datetime.fromisoformat(c.item.created_at).timestamp())
+
     if key == "cue":
-        return sorted(candidates, key=lambda c: (-c.cue_score, c.item.id))
-    return sorted(candidates, key=lambda c: (-(c.vector_score or 0.0), c.item.id))
+        return sorted(candidates, key=lambda c: (-c.cue_score, *tie(c), c.item.id))
+    return sorted(candidates, key=lambda c: (-(c.vector_score or 0.0), *tie(c), c.item.id))
+
 
 
 def recall(
@@ -173,7 +207,7 @@ def recall(
 
     confident = [c for c in cue_ranked if c.cue_score >= CONFIDENT]
     if confident:
-        chosen = confident[: request.k]
+        chosen = newer_first_within_slots(confident[: request.k])
         for c in chosen:
             c.item.score = c.cue_score
             c.item.explanation = _explain(c, rrf=None)
@@ -182,14 +216,17 @@ def recall(
         # Stage 2: vector search, fused with whatever cue matches there were.
         vector_ranked = _vector_candidates(uow, request, embedder, index, pool, timings, notes)
         candidates_per_path["vector"] = len(vector_ranked)
-        fused: dict[str, float] = {}
+        rrf: dict[str, float] = {}
         for ranking in (cue_ranked, vector_ranked):
             for rank, c in enumerate(ranking):
-                fused[c.item.id] = fused.get(c.item.id, 0.0) + 1.0 / (RRF_K + rank + 1)
-        chosen = sorted((pool[i] for i in fused), key=lambda c: (-fused[c.item.id], c.item.id))[: request.k]
+                rrf[c.item.id] = rrf.get(c.item.id, 0.0) + 1.0 / (RRF_K + rank + 1)
+        fused = {i: v * importance_weight(pool[i].item.importance) for i, v in rrf.items()}
+        ranked = sorted((pool[i] for i in fused), key=lambda c: (-fused[c.item.id], c.item.id))
+        chosen = newer_first_within_slots(ranked[: request.k])
         for c in chosen:
             c.item.score = fused[c.item.id]
-            c.item.explanation = _explain(c, rrf=fused[c.item.id])
+            c.item.explanation = _explain(c, rrf=rrf[c.item.id])
+            c.item.explanation["importance_weight"] = round(importance_weight(c.item.importance), 4)
         stage = "vector" if chosen else "none"
     timings["total_ms"] = (time.perf_counter() - started) * 1e3
 
