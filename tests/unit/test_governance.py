@@ -184,3 +184,28 @@ def test_task_rescheduled_invalidates_the_older_task():
         ("会议改到后天下午三点了，记得提醒我", "active"),
         ("明天下午三点提醒我开会", "superseded"),
     ]
+
+
+def test_near_duplicate_reinforces_the_older_memory():
+    from dataclasses import replace
+
+    from shared.conflicts import Relation, apply
+
+    h = Harness()
+    h.drain(turn(1, "我不吃香菜"))
+    h.drain(turn(2, "生产环境部署端口是8443"))
+    older = by_content(h, "我不吃香菜")
+    # A restatement whose vector is all but identical (cosine >= 0.98), though its words differ.
+    newer = replace(
+        by_content(h, "生产环境部署端口是8443"),
+        content="香菜我是不吃的",
+        type=older.type,
+        embedding=[x * 1.001 for x in older.embedding],
+        valid_from=older.valid_from + timedelta(days=1),
+    )
+    verdict = judge_by_rules(older, newer)
+    assert verdict.relation is Relation.DUPLICATE and "near-duplicate" in verdict.reason
+    out = apply(older, newer, verdict, NOW)
+    kept, retired = out.changed[older.id], out.changed[newer.id]
+    assert kept.status is MemoryStatus.ACTIVE and kept.access_count == 1 and len(kept.sources) == 2
+    assert retired.status is MemoryStatus.SUPERSEDED and retired.superseded_by == older.id
