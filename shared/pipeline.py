@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from shared.conflicts import SIMILAR, Judge, Strategy, apply, cosine, order_key
+from shared.conflicts import NEAR_DUPLICATE, SIMILAR, Judge, Strategy, apply, compatible, cosine, order_key
 from shared.events import EventLimits, InvalidEvent, TurnPublished, validate_turn
 from shared.extraction import extract
 from shared.models import EventStage, Extraction, Memory, MemoryStatus, MemoryType, Source, memory_id
@@ -233,13 +233,16 @@ def persist_event(uow: UnitOfWork, event_id: str, now: datetime) -> list[FollowU
     for draft in uow.memories.from_event(event_id):
         if draft.status is not MemoryStatus.PENDING:
             continue
-        existing = uow.memories.active_with_hash(event.tenant_id, event.user_id, draft.content_hash, draft.id)
+        existing = uow.memories.active_with_hash(
+            event.tenant_id, event.user_id, draft.content_hash, draft.id
+        ) or _near_duplicate(uow, draft)
         if existing is not None:
             if reinforce(existing, draft.sources, now):
                 uow.history.add(
                     HistoryEntry(
                         existing.id, existing.tenant_id, existing.user_id, "reinforced",
-                        f"exact repeat in event {event_id}", "pipeline", event.at, None, event_id,
+                        f"repeated (exactly or nearly) in event {event_id}", "pipeline",
+                        event.at, None, event_id,
                     )
                 )  # fmt: skip
             uow.memories.save(existing)
@@ -259,6 +262,19 @@ def persist_event(uow: UnitOfWork, event_id: str, now: datetime) -> list[FollowU
         )  # fmt: skip
     uow.events.set_stage(event_id, EventStage.PERSISTED.value)
     return next_step(event_id, EventStage.PERSISTED.value)
+
+
+def _near_duplicate(uow: UnitOfWork, draft: Memory) -> Memory | None:
+    """An active memory of the same user, of a compatible type, whose vector is all but the same."""
+    for candidate in uow.memories.candidates(
+        draft.tenant_id, draft.user_id, draft.slot, draft.cues, [draft.id], CONFLICT_CANDIDATES
+    ):
+        if (
+            compatible(candidate.type, draft.type)
+            and cosine(candidate.embedding, draft.embedding) >= NEAR_DUPLICATE
+        ):
+            return candidate
+    return None
 
 
 def reinforce(memory: Memory, sources: list[dict[str, Any]], now: datetime) -> bool:

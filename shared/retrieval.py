@@ -168,7 +168,6 @@ def _rank(candidates: Iterable[_Candidate], key: str) -> list[_Candidate]:
     return sorted(candidates, key=lambda c: (-(c.vector_score or 0.0), *tie(c), c.item.id))
 
 
-
 def recall(
     uow: UnitOfWork,
     request: RecallRequest,

@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -52,6 +52,24 @@ class Settings(BaseSettings):
     llm_timeout_s: float = Field(default=20.0, gt=0)
     llm_max_attempts: int = Field(default=4, ge=1)
     llm_cooldown_s: float = Field(default=60.0, ge=0)  # skip the LLM this long after it failed
+
+    # Conflict strategies per memory type, overriding the defaults, e.g.
+    # CUEMEM_CONFLICT_STRATEGIES='{"preference": "supersede"}' (supersede | keep_both | invalidate_older).
+    conflict_strategies: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("conflict_strategies")
+    @classmethod
+    def _known_strategies(cls, value: dict[str, str]) -> dict[str, str]:
+        types = {"preference", "fact", "profile", "task", "episodic", "semantic"}
+        strategies = {"supersede", "keep_both", "invalidate_older"}
+        for memory_type, strategy in value.items():
+            if memory_type not in types:
+                raise ValueError(f"{memory_type!r} is not a memory type ({', '.join(sorted(types))})")
+            if strategy not in strategies:
+                raise ValueError(
+                    f"{strategy!r} for {memory_type} is not one of {', '.join(sorted(strategies))}"
+                )
+        return value
 
     # Event validation.
     max_content_chars: int = Field(default=32_000, ge=1)

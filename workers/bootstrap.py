@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.conflicts import Judge
+from shared.conflicts import DEFAULT_STRATEGIES, Judge, Strategy
 from shared.events import EventLimits, TurnPublished
 from shared.llm import LLM
 from shared.llm_paths import extract_with_llm, llm_judge
-from shared.models import Extraction
+from shared.models import Extraction, MemoryType
 from shared.ports import Embedder, VectorIndex
 from shared.queues import ROUTES, TaskName
 from shared.settings import Settings, get_settings
@@ -81,6 +81,11 @@ class Container:
     def judge(self) -> Judge:
         """The conflict judge: the LLM when one is configured (falling back to rules), else rules."""
         return llm_judge(self.llm)
+
+    @property
+    def strategies(self) -> dict[MemoryType, Strategy]:
+        overrides = {MemoryType(k): Strategy(v) for k, v in self.settings.conflict_strategies.items()}
+        return {**DEFAULT_STRATEGIES, **overrides}
 
     def extractor(self) -> Callable[[TurnPublished, float], Extraction]:
         llm = self.llm

@@ -132,7 +132,9 @@ def index(self: Task, event_id: str) -> None:
 def resolve(self: Task, event_id: str) -> None:
     c = container()
     run_unit(
-        self.name, event_id, lambda uow: pipeline.resolve_event(uow, event_id, c.judge, c.embedder, c.clock())
+        self.name,
+        event_id,
+        lambda uow: pipeline.resolve_event(uow, event_id, c.judge, c.embedder, c.clock(), c.strategies),
     )
 
 

@@ -209,3 +209,86 @@ def test_near_duplicate_reinforces_the_older_memory():
     kept, retired = out.changed[older.id], out.changed[newer.id]
     assert kept.status is MemoryStatus.ACTIVE and kept.access_count == 1 and len(kept.sources) == 2
     assert retired.status is MemoryStatus.SUPERSEDED and retired.superseded_by == older.id
+
+
+def test_english_seed_cases():
+    cases = {
+        ("I prefer americano", "Now I drink lattes instead"): ["active", "active"],
+        ("I don't use Java", "I've been working on a Java project lately"): ["superseded", "active"],
+        ("I live in Berlin", "I moved to Paris last month"): ["superseded", "active"],
+        (
+            "Remind me to call the dentist tomorrow at 3pm",
+            "The dentist call was moved to Friday, remind me then",
+        ): [
+            "superseded",
+            "active",
+        ],
+    }
+    for (first, second), expected in cases.items():
+        h = Harness()
+        h.drain(turn(1, first))
+        h.drain(turn(2, second))
+        rows = sorted(h.state.memories.values(), key=lambda m: m.valid_from)
+        assert [m.content for m in rows] == [first, second]
+        assert [m.status.value for m in rows] == expected, (first, second)
+    h = Harness()
+    h.drain(turn(1, "I prefer americano"))
+    h.drain(turn(2, "Now I drink lattes instead"))
+    older, newer = sorted(h.state.memories.values(), key=lambda m: m.valid_from)
+    assert older.importance == newer.importance / 2 or older.importance < newer.importance
+    assert ("importance_halved", newer.id) in history(h, older.id)
+
+
+class SameVectorFor:
+    """A fake embedder giving one vector to every text that mentions ``word`` (near-duplicates)."""
+
+    model_name = "fake-same-vector"
+    dim = 4
+
+    def __init__(self, word):
+        self.word = word
+
+    def embed_passages(self, texts):
+        return [self.embed_query(t) for t in texts]
+
+    def embed_query(self, text):
+        return [1.0, 0.0, 0.0, 0.0] if self.word in text else [0.0, 1.0, 0.0, 0.0]
+
+
+def test_near_duplicate_at_persist_creates_no_memory():
+    h = Harness()
+    h.embedder = SameVectorFor("香菜")
+    h.drain(turn(1, "我不吃香菜"))
+    h.drain(turn(2, "我从来不吃香菜"))
+    [memory] = h.state.memories.values()
+    assert memory.content == "我不吃香菜" and memory.access_count == 1
+    assert [s["event_id"] for s in memory.sources] == ["e-u1-s1-1", "e-u1-s1-2"]
+    assert ("reinforced", None) in history(h, memory.id)
+
+
+def test_strategies_are_configurable_per_type():
+    import pytest
+    from pydantic import ValidationError
+
+    from shared.conflicts import Strategy
+    from shared.settings import Settings
+    from workers.bootstrap import build_container
+
+    settings = Settings(conflict_strategies={"preference": "supersede"})
+    c = build_container(settings, uow=Harness().store.uow)
+    assert c.strategies[MemoryType.PREFERENCE] is Strategy.SUPERSEDE
+    assert c.strategies[MemoryType.TASK] is Strategy.INVALIDATE_OLDER
+    h = Harness()
+    h.drain(turn(1, "我喜欢喝美式"))
+    h.drain({**turn(2, "我现在改喝拿铁了"), "event_id": "latte"})
+    older, newer = by_content(h, "我喜欢喝美式"), by_content(h, "我现在改喝拿铁了")
+    # Re-judge the pair with preferences set to supersede: the older one stops being valid.
+    from shared.conflicts import apply
+
+    older.importance, older.status_reason = 6.5, None
+    out = apply(older, newer, judge_by_rules(older, newer), NOW, c.strategies)
+    assert out.changed[older.id].status is MemoryStatus.SUPERSEDED
+    with pytest.raises(ValidationError, match="'forever' for preference is not one of"):
+        Settings(conflict_strategies={"preference": "forever"})
+    with pytest.raises(ValidationError, match="'mood' is not a memory type"):
+        Settings(conflict_strategies={"mood": "supersede"})
