@@ -16,6 +16,7 @@ from shared.models import Memory, MemoryType
 from shared.pipeline import EMBEDDING_MODEL_KEY, index_payload
 from shared.ports import Embedder, IndexPoint, VectorIndex
 from shared.scoring import DecayPolicy
+from shared.sparse import sparse_document
 from shared.unit_of_work import HistoryEntry, UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,17 @@ def reindex(
                     uow.memories.save(memory)
                 stats["reembedded"] += len(stale)
             index.upsert(
-                [IndexPoint(m.id, m.tenant_id, m.user_id, m.embedding or [], index_payload(m)) for m in batch]
+                [
+                    IndexPoint(
+                        m.id,
+                        m.tenant_id,
+                        m.user_id,
+                        m.embedding or [],
+                        index_payload(m),
+                        sparse=sparse_document(m.content),
+                    )
+                    for m in batch
+                ]
             )
             uow.memories.mark_indexed([(m.id, m.version) for m in batch])
             uow.commit()

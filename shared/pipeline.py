@@ -19,6 +19,7 @@ from shared.extraction import extract
 from shared.models import EventStage, Extraction, Memory, MemoryStatus, MemoryType, Source, memory_id
 from shared.ports import Embedder, EmbeddingModelMismatch, IndexPoint, VectorIndex
 from shared.queues import TaskName
+from shared.sparse import sparse_document
 from shared.unit_of_work import FollowUp, HistoryEntry, Receipt, UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -316,7 +317,9 @@ def sync_index(
         if not batch:
             return written
         points = [
-            IndexPoint(m.id, m.tenant_id, m.user_id, m.embedding, index_payload(m))
+            IndexPoint(
+                m.id, m.tenant_id, m.user_id, m.embedding, index_payload(m), sparse=sparse_document(m.content)
+            )
             for m in batch
             if m.embedding is not None
         ]

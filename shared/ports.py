@@ -9,7 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
+
+
+class SparseTerms(NamedTuple):
+    """A sparse vector for keyword search: term indices (unique, ascending) and their weights.
+
+    Built by ``shared.sparse`` (BM25 term weights of a document, 1.0 per term of a query); the
+    index multiplies by the IDF. A NamedTuple so that it crosses JSON (Celery) as two lists.
+    """
+
+    indices: tuple[int, ...]
+    values: tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -19,6 +30,8 @@ class IndexPoint:
     user_id: str
     vector: Sequence[float]
     payload: dict[str, Any] = field(default_factory=dict)
+    # Keyword terms of the memory's text; None (or no terms): the point is never found by keyword.
+    sparse: SparseTerms | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +91,18 @@ class VectorIndex(Protocol):
         limit: int,
         statuses: Sequence[str] = ("active",),
     ) -> list[IndexHit]: ...
+
+    def search_keywords(
+        self,
+        tenant_id: str,
+        user_id: str,
+        terms: SparseTerms,
+        limit: int,
+        statuses: Sequence[str] = ("active",),
+    ) -> list[IndexHit]:
+        """BM25-style keyword search inside the index: the points of this user sharing a term with
+        ``terms``, scored by the sum of query weight x IDF x document weight, IDF computed over this
+        tenant's and user's points that carry terms. Empty ``terms`` find nothing."""
 
     def ids(self, tenant_id: str, user_id: str) -> set[str]: ...
 

@@ -30,6 +30,13 @@ class TaskName(StrEnum):
     CONSOLIDATE = "memory.consolidate"
 
 
+class SearchMode(StrEnum):
+    """What a ``memory.search`` task searches (its optional sixth argument)."""
+
+    VECTOR = "vector"  # query: the dense vector, list[float] (the default: older clients send no mode)
+    KEYWORDS = "keywords"  # query: the sparse terms as [indices, values] (a shared.ports.SparseTerms)
+
+
 ROUTES: dict[TaskName, Queue] = {
     TaskName.RECORD: Queue.INGEST,
     TaskName.EXTRACT: Queue.EXTRACT,

@@ -10,21 +10,33 @@ search and fuses both lists by reciprocal rank. Every list is ordered with a ful
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from datetime import time as dtime
 from typing import Any, Protocol
 
+from shared.conflicts import cosine
 from shared.cues import cues_for_memory, entities, lexicon_tags, query_cues
 from shared.events import TurnPublished
 from shared.models import RECALLABLE_STATUSES, Memory, MemoryStatus
 from shared.ports import Embedder, IndexUnavailable, VectorIndex
+from shared.sparse import sparse_query
+from shared.timeexpr import resolve as resolve_times
 from shared.unit_of_work import UnitOfWork
 
-CONFIDENT = 3.0  # one entity, or a tag plus a keyword, or three keywords
+CONFIDENT = 3.0  # one rare entity, or a rare tag plus a keyword, or three rare keywords
 RRF_K = 60
 WORKING_TURNS = 20
+MAX_QUERY_CUES = 16
+TIME_BOOST = 2.0  # the memory falls in a time range the query names ("上周", "last month")
+TYPE_BOOST = 0.5  # the query hints at the memory's type ("忌口" -> preference)
+WINDOW_CANDIDATES = 20
+RECENT_DAYS = 3  # the recency path: the user's newest memories ("那我现在该怎么办？")
+RECENT_CANDIDATES = 10
+DUPLICATE_COSINE = 0.97
 
 
 class WorkingMemory(Protocol):
@@ -89,6 +101,8 @@ class _Candidate:
     matched: list[str] = field(default_factory=list)
     vector_score: float | None = None
     paths: list[str] = field(default_factory=list)
+    memory: Memory | None = None
+    keyword_score: float | None = None
 
 
 def _memory_item(memory: Memory) -> RecallItem:
@@ -148,12 +162,71 @@ def newer_first_within_slots(chosen: list[_Candidate]) -> list[_Candidate]:
     return out
 
 
+def rarity(df: int, total: int) -> float:
+    """1 for a cue only one memory holds, falling towards 0 as more of the user's memories hold it."""
+    if df <= 1 or total <= 1:
+        return 1.0
+    return max(math.log1p(total / df) / math.log1p(total), 0.05)
+
+
+def time_windows(query: str, now: datetime) -> list[tuple[datetime, datetime]]:
+    """[start, end) ranges for the time expressions in the query, resolved against ``now``."""
+    out = []
+    for ref in resolve_times(query, now):
+        tz = now.tzinfo or UTC
+        start = datetime.combine(ref.date, dtime.min, tzinfo=tz)
+        end = datetime.combine(ref.last, dtime.min, tzinfo=tz) + timedelta(days=1)
+        out.append((start, end))
+    return out
+
+
+def diverse(ranked: list[_Candidate], k: int) -> list[_Candidate]:
+    """The top k, skipping near-duplicates of an item already taken (same text, or cosine ≥ 0.97)."""
+    chosen: list[_Candidate] = []
+    for cand in ranked:
+        if len(chosen) == k:
+            break
+        text = " ".join(cand.item.content.split()).lower()
+        vec = cand.memory.embedding if cand.memory else None
+        if any(
+            text == " ".join(c.item.content.split()).lower()
+            or (
+                vec is not None
+                and c.memory is not None
+                and cosine(vec, c.memory.embedding) >= DUPLICATE_COSINE
+            )
+            for c in chosen
+        ):
+            continue
+        chosen.append(cand)
+    return chosen
+
+
+def _recent_candidates(
+    uow: UnitOfWork, request: RecallRequest, pool: dict[str, _Candidate]
+) -> list[_Candidate]:
+    """The user's newest memories: a follow-up question ("那我现在该怎么办？") is about them."""
+    start = request.now - timedelta(days=RECENT_DAYS)
+    out = []
+    for memory in uow.memories.in_window(
+        request.tenant_id, request.user_id, start, request.now + timedelta(seconds=1), request.statuses,
+        RECENT_CANDIDATES,
+    ):  # fmt: skip
+        cand = pool.get(memory.id)
+        if cand is None:
+            cand = pool[memory.id] = _Candidate(_memory_item(memory), memory=memory)
+        if "recent" not in cand.paths:
+            cand.paths.append("recent")
+        out.append(cand)
+    return out
+
+
 def importance_weight(importance: float | None) -> float:
-    """A mild preference (0.8–1.0) for important memories among near-equal matches; a statement
-    whose importance was halved by a newer one ranks after it. Working-memory turns weigh 1."""
+    """A mild preference (0.98–1.0) for important memories among near-equal matches, smaller than
+    the gap between two neighbouring reciprocal ranks. Working-memory turns weigh 1."""
     if importance is None:
         return 1.0
-    return 0.8 + 0.2 * min(max(importance, 0.0), 10.0) / 10.0
+    return 0.98 + 0.02 * min(max(importance, 0.0), 10.0) / 10.0
 
 
 def _rank(candidates: Iterable[_Candidate], key: str) -> list[_Candidate]:
@@ -180,17 +253,40 @@ def recall(
     notes: list[str] = []
     started = time.perf_counter()
     qc = query_cues(request.query)
-    weights = qc.keys()
+    base = qc.keys()
+    windows = time_windows(request.query, request.now)
     timings["cues_ms"] = (time.perf_counter() - started) * 1e3
 
-    # Stage 1: cue matches in long-term memory and in the working memory.
+    # Stage 1: cue matches in long-term memory and in the working memory. A cue's weight falls
+    # with how many of the user's memories hold it (a name on every turn proves nothing).
     t = time.perf_counter()
+    total, df = uow.memories.cue_counts(request.tenant_id, request.user_id, list(base), request.statuses)
+    weights = {c: w * rarity(df.get(c, 0), total) for c, w in base.items()}
+    present = sorted((c for c in base if df.get(c)), key=lambda c: (df[c], c))[:MAX_QUERY_CUES]
     pool: dict[str, _Candidate] = {}
     for memory in uow.memories.by_cues(
-        request.tenant_id, request.user_id, list(weights), request.statuses, request.candidates
+        request.tenant_id, request.user_id, present, request.statuses, request.candidates
     ):
         score, matched = _cue_match(weights, memory.cues)
-        pool[memory.id] = _Candidate(_memory_item(memory), score, matched, paths=["cue"])
+        pool[memory.id] = _Candidate(_memory_item(memory), score, matched, paths=["cue"], memory=memory)
+    for start, end in windows:
+        for memory in uow.memories.in_window(
+            request.tenant_id, request.user_id, start, end, request.statuses, WINDOW_CANDIDATES
+        ):
+            if memory.id not in pool:
+                score, matched = _cue_match(weights, memory.cues)
+                pool[memory.id] = _Candidate(_memory_item(memory), score, matched, paths=[], memory=memory)
+            cand = pool[memory.id]
+            if "time" not in cand.paths:
+                cand.paths.append("time")
+                cand.cue_score += TIME_BOOST
+                cand.matched.append(
+                    f"time:{start.date().isoformat()}..{(end - timedelta(days=1)).date().isoformat()}"
+                )
+    for cand in pool.values():
+        if cand.item.type in qc.type_hints:
+            cand.cue_score += TYPE_BOOST
+            cand.matched.append(f"type:{cand.item.type}")
     long_term_sources = {s["event_id"] for c in pool.values() for s in c.item.sources}
     turns = _working_turns(uow, request, working_memory, notes)
     for turn in turns:
@@ -202,11 +298,19 @@ def recall(
             pool[f"event:{turn.event_id}"] = _Candidate(_turn_item(turn), score, matched, paths=["working"])
     timings["deterministic_ms"] = (time.perf_counter() - t) * 1e3
     cue_ranked = [c for c in _rank(pool.values(), "cue") if c.cue_score > 0]
-    candidates_per_path = {"cue": sum(1 for c in cue_ranked if "cue" in c.paths), "working": len(turns)}
+    candidates_per_path = {
+        "cue": sum(1 for c in cue_ranked if "cue" in c.paths),
+        "time": sum(1 for c in cue_ranked if "time" in c.paths),
+        "working": len(turns),
+    }
 
     confident = [c for c in cue_ranked if c.cue_score >= CONFIDENT]
+    # A confident hit brings the other statements of its slot along, so that the newest one
+    # (the current truth) can come first even when the older one matched more words.
+    slots = {c.item.slot for c in confident if c.item.slot}
+    confident += [c for c in cue_ranked if c not in confident and c.item.slot in slots]
     if confident:
-        chosen = newer_first_within_slots(confident[: request.k])
+        chosen = newer_first_within_slots(diverse(confident, request.k))
         for c in chosen:
             c.item.score = c.cue_score
             c.item.explanation = _explain(c, rrf=None)
@@ -215,13 +319,17 @@ def recall(
         # Stage 2: vector search, fused with whatever cue matches there were.
         vector_ranked = _vector_candidates(uow, request, embedder, index, pool, timings, notes)
         candidates_per_path["vector"] = len(vector_ranked)
+        keyword_ranked = _keyword_candidates(uow, request, index, pool, timings, notes)
+        candidates_per_path["keyword"] = len(keyword_ranked)
+        recent_ranked = _recent_candidates(uow, request, pool)
+        candidates_per_path["recent"] = len(recent_ranked)
         rrf: dict[str, float] = {}
-        for ranking in (cue_ranked, vector_ranked):
+        for ranking in (cue_ranked, vector_ranked, keyword_ranked, recent_ranked):
             for rank, c in enumerate(ranking):
                 rrf[c.item.id] = rrf.get(c.item.id, 0.0) + 1.0 / (RRF_K + rank + 1)
         fused = {i: v * importance_weight(pool[i].item.importance) for i, v in rrf.items()}
         ranked = sorted((pool[i] for i in fused), key=lambda c: (-fused[c.item.id], c.item.id))
-        chosen = newer_first_within_slots(ranked[: request.k])
+        chosen = newer_first_within_slots(diverse(ranked, request.k))
         for c in chosen:
             c.item.score = fused[c.item.id]
             c.item.explanation = _explain(c, rrf=rrf[c.item.id])
@@ -235,6 +343,7 @@ def recall(
         "now": request.now.isoformat(),
         "user_id": request.user_id,
         "tenant_id": request.tenant_id,
+        "time_windows": [[s.isoformat(), e.isoformat()] for s, e in windows],
         "cues": {
             "entities": list(qc.entities),
             "tags": list(qc.tags),
@@ -324,7 +433,7 @@ def _vector_candidates(
             continue
         cand = pool.get(memory.id)
         if cand is None:
-            cand = pool[memory.id] = _Candidate(_memory_item(memory))
+            cand = pool[memory.id] = _Candidate(_memory_item(memory), memory=memory)
         cand.vector_score = scores[memory.id]
         cand.paths.append("vector")
         out.append(cand)
@@ -334,10 +443,47 @@ def _vector_candidates(
     return _rank(out, "vector")
 
 
+def _keyword_candidates(
+    uow: UnitOfWork,
+    request: RecallRequest,
+    index: VectorIndex | None,
+    pool: dict[str, _Candidate],
+    timings: dict[str, float],
+    notes: list[str],
+) -> list[_Candidate]:
+    """BM25-weighted keyword search inside the index (sparse vectors, IDF over the user's memories)."""
+    terms = sparse_query(request.query)
+    if index is None or not terms.indices:
+        return []
+    t = time.perf_counter()
+    try:
+        hits = index.search_keywords(
+            request.tenant_id, request.user_id, terms, request.candidates, [s.value for s in request.statuses]
+        )
+    except IndexUnavailable as exc:
+        notes.append(f"keyword search unavailable: {exc}")
+        return []
+    timings["keyword_ms"] = (time.perf_counter() - t) * 1e3
+    scores = {h.id: h.score for h in hits}
+    out = []
+    for memory in uow.memories.get_many(request.tenant_id, request.user_id, list(scores)):
+        if memory.status not in request.statuses:
+            continue
+        cand = pool.get(memory.id)
+        if cand is None:
+            cand = pool[memory.id] = _Candidate(_memory_item(memory), memory=memory)
+        cand.keyword_score = scores[memory.id]
+        cand.paths.append("keyword")
+        out.append(cand)
+    return sorted(out, key=lambda c: (-(c.keyword_score or 0.0), c.item.id))
+
+
 def _explain(c: _Candidate, rrf: float | None) -> dict[str, Any]:
     out: dict[str, Any] = {"paths": list(c.paths), "matched_cues": list(c.matched), "cue_score": c.cue_score}
     if c.vector_score is not None:
         out["vector_score"] = round(c.vector_score, 6)
+    if c.keyword_score is not None:
+        out["keyword_score"] = round(c.keyword_score, 6)
     if rrf is not None:
         out["rrf"] = round(rrf, 6)
     return out

@@ -109,6 +109,22 @@ class MemoryRepository(Protocol):
     ) -> list[Memory]:
         """Memories holding any of the cues, scoped to one user."""
 
+    def cue_counts(
+        self, tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus]
+    ) -> tuple[int, dict[str, int]]:
+        """How many memories the user has in those statuses, and how many of them hold each cue."""
+
+    def in_window(
+        self,
+        tenant_id: str,
+        user_id: str,
+        start: datetime,
+        end: datetime,
+        statuses: Iterable[MemoryStatus],
+        limit: int,
+    ) -> list[Memory]:
+        """Memories whose validity began in [start, end), newest first."""
+
     def for_user(
         self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None
     ) -> list[Memory]: ...

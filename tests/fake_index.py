@@ -1,4 +1,4 @@
-"""In-memory ``VectorIndex`` for unit tests of the core: brute-force cosine, no engine.
+"""In-memory ``VectorIndex`` for unit tests of the core: brute-force cosine and BM25, no engine.
 
 It shares the argument checks and result ordering of the real adapters (``workers.index``), and the
 contract suite (tests/integration/test_index_contract.py) runs it beside them, so a core test that
@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.ports import IndexHit, IndexPoint, IndexUnavailable
+from shared.ports import IndexHit, IndexPoint, IndexUnavailable, SparseTerms
 from workers.index import (
     check_model,
+    check_sparse,
     check_vector,
     normalize_id,
     normalize_statuses,
@@ -28,6 +29,7 @@ from workers.index import (
 class _Stored:
     vector: tuple[float, ...]
     payload: dict[str, Any]
+    sparse: dict[int, float] | None = None
 
     def in_scope(self, tenant_id: str, user_id: str) -> bool:
         return self.payload["tenant_id"] == tenant_id and self.payload["user_id"] == user_id
@@ -51,7 +53,9 @@ class FakeVectorIndex:
         if self._model is None:
             raise IndexUnavailable("fake index does not exist yet: call ensure(dim, model) first")
         staged = {
-            normalize_id(p.id): _Stored(tuple(check_vector(p.vector, self._model[1])), point_payload(p))
+            normalize_id(p.id): _Stored(
+                tuple(check_vector(p.vector, self._model[1])), point_payload(p), _sparse_dict(p.sparse)
+            )
             for p in points
         }
         self._points.update(staged)
@@ -83,6 +87,47 @@ class FakeVectorIndex:
         )
         return rank_hits(hits, limit)
 
+    def search_keywords(
+        self,
+        tenant_id: str,
+        user_id: str,
+        terms: SparseTerms,
+        limit: int,
+        statuses: Sequence[str] = ("active",),
+    ) -> list[IndexHit]:
+        require_scope(tenant_id, user_id)
+        wanted = set(normalize_statuses(statuses))
+        query = _sparse_dict(terms)
+        if limit <= 0 or not wanted or not query or self._model is None:
+            return []
+        # Qdrant's IDF modifier: idf = ln((N - df + 0.5) / (df + 0.5) + 1), over the corpus of this
+        # tenant's and user's points that have terms (every status, like the adapters).
+        corpus = [
+            stored.sparse
+            for stored in self._points.values()
+            if stored.sparse is not None and stored.in_scope(tenant_id, user_id)
+        ]
+        idf = {
+            index: math.log((len(corpus) - df + 0.5) / (df + 0.5) + 1)
+            for index in query
+            for df in [sum(1 for doc in corpus if index in doc)]
+        }
+        hits = (
+            IndexHit(
+                id=point_id,
+                score=sum(
+                    value * idf[i] * stored.sparse[i] for i, value in query.items() if i in stored.sparse
+                ),
+                payload=dict(stored.payload),
+            )
+            for point_id, stored in self._points.items()
+            if stored.sparse is not None
+            and stored.in_scope(tenant_id, user_id)
+            and stored.payload.get("status") in wanted
+            and not query.keys().isdisjoint(stored.sparse)
+        )
+        return rank_hits(hits, limit)
+
     def ids(self, tenant_id: str, user_id: str) -> set[str]:
         require_scope(tenant_id, user_id)
         return {point_id for point_id, stored in self._points.items() if stored.in_scope(tenant_id, user_id)}
@@ -96,6 +141,11 @@ class FakeVectorIndex:
 
     def close(self) -> None:
         self.closed = True
+
+
+def _sparse_dict(terms: SparseTerms | None) -> dict[int, float] | None:
+    checked = check_sparse(terms)
+    return None if checked is None else dict(zip(*checked, strict=True))
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:

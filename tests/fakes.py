@@ -179,6 +179,22 @@ class FakeMemoryRepository:
         found.sort(key=lambda m: (-(m.valid_from or m.created_at).timestamp(), m.id))
         return [copy.deepcopy(m) for m in found[:limit]]
 
+    def cue_counts(self, tenant_id, user_id, cues, statuses) -> tuple[int, dict[str, int]]:
+        allowed = set(statuses)
+        mine = [m for m in self._mine(tenant_id, user_id) if m.status in allowed]
+        counts = {c: sum(1 for m in mine if c in m.cues) for c in cues}
+        return len(mine), {c: n for c, n in counts.items() if n}
+
+    def in_window(self, tenant_id, user_id, start, end, statuses, limit) -> list[Memory]:
+        allowed = set(statuses)
+        found = [
+            m
+            for m in self._mine(tenant_id, user_id)
+            if m.status in allowed and start <= (m.valid_from or m.created_at) < end
+        ]
+        found.sort(key=lambda m: (-(m.valid_from or m.created_at).timestamp(), m.id))
+        return [copy.deepcopy(m) for m in found[:limit]]
+
     def recent_of_type(self, tenant_id, user_id, memory_type, since, limit) -> list[Memory]:
         found = [
             m

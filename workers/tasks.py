@@ -14,7 +14,8 @@ from celery import Task
 
 from shared import maintenance, pipeline
 from shared.llm_paths import llm_summarizer
-from shared.queues import TaskName
+from shared.ports import SparseTerms
+from shared.queues import SearchMode, TaskName
 from shared.scoring import DecayPolicy
 from shared.settings import get_settings
 from shared.unit_of_work import FollowUp, UnitOfWork
@@ -176,13 +177,29 @@ def consolidate(self: Task) -> None:
 
 @app.task(name=TaskName.SEARCH.value, bind=True, ignore_result=False, acks_late=False)
 def search(
-    self: Task, tenant_id: str, user_id: str, vector: list[float], limit: int, statuses: list[str]
+    self: Task,
+    tenant_id: str,
+    user_id: str,
+    query: Any,
+    limit: int,
+    statuses: list[str],
+    mode: str = SearchMode.VECTOR.value,
 ) -> list[dict[str, Any]]:
-    """Vector search served by the index owner for processes that cannot open the embedded index.
+    """Vector or keyword search served by the index owner for processes that cannot open the
+    embedded index. ``mode`` (``SearchMode``) says what ``query`` is: the dense vector (default,
+    what older clients send) or the sparse terms as ``[indices, values]``.
 
     Not late-acked: a search nobody waits for any more must not be redelivered.
     """
-    hits = container().index.search(tenant_id, user_id, vector, limit, statuses)
+    index = container().index
+    if mode == SearchMode.KEYWORDS:
+        indices, values = query
+        terms = SparseTerms(tuple(indices), tuple(values))
+        hits = index.search_keywords(tenant_id, user_id, terms, limit, statuses)
+    elif mode == SearchMode.VECTOR:
+        hits = index.search(tenant_id, user_id, query, limit, statuses)
+    else:
+        raise ValueError(f"unknown search mode {mode!r}; expected one of {[m.value for m in SearchMode]}")
     return [{"id": h.id, "score": h.score, "payload": h.payload} for h in hits]
 
 

@@ -273,6 +273,51 @@ class SqlMemoryRepository:
         rows = self.session.scalars(stmt.order_by(MemoryRow.created_at, MemoryRow.id))
         return [memory_from_row(r) for r in rows]
 
+    def cue_counts(
+        self, tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus]
+    ) -> tuple[int, dict[str, int]]:
+        status_values = [s.value for s in statuses]
+        scope = (
+            MemoryRow.tenant_id == tenant_id,
+            MemoryRow.user_id == user_id,
+            MemoryRow.status.in_(status_values),
+        )
+        total = self.session.execute(select(func.count()).select_from(MemoryRow).where(*scope)).scalar_one()
+        if not cues:
+            return int(total), {}
+        cue = func.unnest(MemoryRow.cues).column_valued("cue")
+        rows = self.session.execute(
+            select(cue, func.count())
+            .select_from(MemoryRow)
+            .where(*scope, MemoryRow.cues.overlap(list(cues)))
+            .group_by(cue)
+            .having(cue.in_(list(cues)))
+        ).all()
+        return int(total), {str(r[0]): int(r[1]) for r in rows}
+
+    def in_window(
+        self,
+        tenant_id: str,
+        user_id: str,
+        start: datetime,
+        end: datetime,
+        statuses: Iterable[MemoryStatus],
+        limit: int,
+    ) -> list[Memory]:
+        rows = self.session.scalars(
+            select(MemoryRow)
+            .where(
+                MemoryRow.tenant_id == tenant_id,
+                MemoryRow.user_id == user_id,
+                MemoryRow.status.in_([s.value for s in statuses]),
+                MemoryRow.valid_from >= start,
+                MemoryRow.valid_from < end,
+            )
+            .order_by(MemoryRow.valid_from.desc(), MemoryRow.id)
+            .limit(limit)
+        )
+        return [memory_from_row(r) for r in rows]
+
     def candidates(
         self,
         tenant_id: str,

@@ -8,11 +8,12 @@ question the same way. This module must stay free of qdrant imports: the fake im
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from shared.ports import EmbeddingModelMismatch, IndexHit, IndexPoint
+from shared.ports import EmbeddingModelMismatch, IndexHit, IndexPoint, SparseTerms
 
 # Payload keys the adapters own: they come from IndexPoint.tenant_id/user_id, never from the payload.
 SCOPE_KEYS = ("tenant_id", "user_id")
@@ -63,6 +64,40 @@ def check_vector(vector: Sequence[float], dim: int | None) -> list[float]:
     if dim is not None and len(values) != dim:
         raise ValueError(f"vector has {len(values)} dimensions, the index holds {dim}")
     return values
+
+
+_MAX_SPARSE_INDEX = 2**32 - 1  # Qdrant's sparse indices are unsigned 32-bit
+
+
+def check_sparse(terms: SparseTerms | None) -> tuple[list[int], list[float]] | None:
+    """Validated (indices, values) sorted by index, or None when there are no terms.
+
+    Accepts any pair of sequences (a SparseTerms that crossed JSON arrives as two lists). No terms
+    means no sparse vector at all: the point is left out of keyword search and out of the IDF corpus
+    alike, the same in every implementation."""
+    if terms is None:
+        return None
+    try:
+        raw_indices, raw_values = terms
+    except (TypeError, ValueError):
+        raise ValueError(f"sparse terms must be (indices, values), got {terms!r}") from None
+    indices, values = list(raw_indices), list(raw_values)
+    if len(indices) != len(values):
+        raise ValueError(f"sparse terms have {len(indices)} indices but {len(values)} values")
+    pairs: dict[int, float] = {}
+    for index, value in zip(indices, values, strict=True):
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= _MAX_SPARSE_INDEX:
+            raise ValueError(f"sparse index must be an integer in 0..2^32-1, got {index!r}")
+        weight = float(value)
+        if not math.isfinite(weight):
+            raise ValueError(f"sparse value must be finite, got {value!r}")
+        if index in pairs:
+            raise ValueError(f"sparse index {index} appears twice")
+        pairs[index] = weight
+    if not pairs:
+        return None
+    ordered = sorted(pairs)
+    return ordered, [pairs[i] for i in ordered]
 
 
 def point_payload(point: IndexPoint) -> dict[str, Any]:

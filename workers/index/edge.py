@@ -6,6 +6,9 @@ Files, for a shard at ``<path>``:
 - ``<path>.lock``        flock held by the owning process, holding its pid;
 - ``<path>.meta.json``   ``{"model": ..., "dim": ...}``: which embedding model the vectors come from.
 
+Each point carries the dense vector ``dense`` and, when its text has terms, the sparse vector
+``bm25`` (``shared.sparse``: BM25 term weights; the shard's IDF modifier supplies the IDF).
+
 The lock and meta files sit beside the shard, not in it, so that ``reset`` can delete the shard
 directory while still holding the lock.
 """
@@ -34,6 +37,7 @@ from qdrant_edge import (
     FieldCondition,
     Filter,
     HasIdCondition,
+    IdfParams,
     KeywordIndexParams,
     MatchAny,
     MatchValue,
@@ -43,13 +47,23 @@ from qdrant_edge import (
     Query,
     QueryRequest,
     ScrollRequest,
+    SearchParams,
+    SparseVector,
     UpdateOperation,
 )
 
-from shared.ports import EmbeddingModelMismatch, IndexHit, IndexOwnedElsewhere, IndexPoint, IndexUnavailable
+from shared.ports import (
+    EmbeddingModelMismatch,
+    IndexHit,
+    IndexOwnedElsewhere,
+    IndexPoint,
+    IndexUnavailable,
+    SparseTerms,
+)
 from workers.index import (
     UNRECORDED,
     check_model,
+    check_sparse,
     check_vector,
     fetch_limit,
     normalize_id,
@@ -86,6 +100,8 @@ class EdgeVectorIndex:
         self._owner_pid: int | None = None
         self._shard: EdgeShard | None = None
         self._dim: int | None = None
+        # Whether the open shard declares the sparse vector SPARSE, and with the IDF modifier.
+        self._sparse: tuple[bool, bool] | None = None
 
     @property
     def path(self) -> Path:
@@ -113,10 +129,26 @@ class EdgeVectorIndex:
             return
         with self._mutex:
             shard = self._require_shard()
-            edge_points = [
-                Point(normalize_id(p.id), {DENSE: check_vector(p.vector, self._dim)}, point_payload(p))
-                for p in points
-            ]
+            declared, _ = self._sparse_config()
+            edge_points: list[Point] = []
+            dropped = 0
+            for p in points:
+                vectors: dict[str, Any] = {DENSE: check_vector(p.vector, self._dim)}
+                sparse = check_sparse(p.sparse)
+                # Upsert replaces the whole point: without terms it keeps no sparse vector.
+                if sparse is not None and declared:
+                    vectors[SPARSE] = SparseVector(*sparse)
+                elif sparse is not None:
+                    dropped += 1
+                edge_points.append(Point(normalize_id(p.id), vectors, point_payload(p)))
+            if dropped:
+                # Degrade rather than fail: ingest keeps working, and search_keywords says what to do.
+                logger.warning(
+                    "vector index %s has no sparse vector %r: stored without keyword terms; "
+                    "run `cuemem reindex` to enable keyword search",
+                    self._path,
+                    SPARSE,
+                )
             shard.update(UpdateOperation.upsert_points(edge_points))
             # Flush per batch: an acknowledged upsert then survives a crash without relying on WAL
             # replay. Measured cost 8-17 ms per batch (8 to 384 dims, 1 to 100 points, 20k-point
@@ -166,6 +198,41 @@ class EdgeVectorIndex:
                 filter=_scope_filter(
                     tenant_id, user_id, extra=[FieldCondition("status", match=MatchAny(wanted))]
                 ),
+                with_payload=True,
+            )
+            scored = shard.query(query)
+        hits = (IndexHit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in scored)
+        return rank_hits(hits, limit)
+
+    def search_keywords(
+        self,
+        tenant_id: str,
+        user_id: str,
+        terms: SparseTerms,
+        limit: int,
+        statuses: Sequence[str] = ("active",),
+    ) -> list[IndexHit]:
+        require_scope(tenant_id, user_id)
+        wanted = normalize_statuses(statuses)
+        sparse = check_sparse(terms)
+        if limit <= 0 or not wanted or sparse is None:
+            return []
+        with self._mutex:
+            shard = self._current_shard()
+            if shard is None:
+                return []
+            self._require_keyword_search()
+            scope = _scope_filter(tenant_id, user_id)
+            query = QueryRequest(
+                limit=fetch_limit(limit),
+                query=Query.Nearest(SparseVector(*sparse), using=SPARSE),
+                filter=_scope_filter(
+                    tenant_id, user_id, extra=[FieldCondition("status", match=MatchAny(wanted))]
+                ),
+                # IDF per tenant AND user (qdrant-edge supports a corpus filter): a word is rare or
+                # common by this user's memories, of every status, not by other users'. Only points
+                # that carry a sparse vector count in the corpus.
+                params=SearchParams(idf=IdfParams(corpus=scope)),
                 with_payload=True,
             )
             scored = shard.query(query)
@@ -241,6 +308,7 @@ class EdgeVectorIndex:
         shard.flush()
         self._shard = shard
         self._dim = dim
+        self._sparse = None
         logger.info("created vector index %s for model %s (dim %d)", self._path, model_name, dim)
 
     def _adopt_unrecorded(self, dim: int, model_name: str) -> None:
@@ -256,7 +324,33 @@ class EdgeVectorIndex:
     def _open_shard(self) -> None:
         if self._shard is None and self._shard_exists():
             self._shard = EdgeShard.load(str(self._path))
+            self._sparse = None
             logger.info("opened vector index %s", self._path)
+
+    def _sparse_config(self) -> tuple[bool, bool]:
+        """(declared, with IDF) for the sparse vector SPARSE, read from the shard's config file.
+
+        Shards made by ``_create`` always declare it with IDF; one made by an older cuemem may not,
+        and qdrant-edge cannot add a vector to an existing shard: ``cuemem reindex`` recreates it."""
+        if self._sparse is None:
+            try:
+                config = json.loads((self._path / _SHARD_MARKER).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise IndexUnavailable(f"cannot read {self._path / _SHARD_MARKER}: {exc}") from exc
+            params = (config.get("sparse_vectors") or {}).get(SPARSE)
+            if isinstance(params, dict):
+                self._sparse = (True, str(params.get("modifier", "")).lower() == "idf")
+            else:
+                self._sparse = (False, False)
+        return self._sparse
+
+    def _require_keyword_search(self) -> None:
+        declared, idf = self._sparse_config()
+        if not (declared and idf):
+            raise IndexUnavailable(
+                f"vector index {self._path} has no sparse vector {SPARSE!r} with IDF (made by an older "
+                "cuemem): run `cuemem reindex` to rebuild it with keyword search"
+            )
 
     def _current_shard(self) -> EdgeShard | None:
         """The open shard, opening it on first use; None while no shard exists (reads find nothing)."""
@@ -280,6 +374,7 @@ class EdgeVectorIndex:
             return
         shard, self._shard = self._shard, None
         self._dim = None
+        self._sparse = None
         try:
             shard.flush()
         finally:

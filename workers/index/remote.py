@@ -4,6 +4,11 @@ The embedded Qdrant engine admits one owning process: on a deployment without a 
 that is the index worker (the one consumer of ``cuemem.index``). Any other process that needs a
 vector search (the CLI, an app) first tries to open the index itself (it succeeds when no worker
 runs) and otherwise sends ``memory.search`` to the owner and waits for the answer.
+
+The task's arguments are ``[tenant_id, user_id, query, limit, statuses]`` plus an optional sixth,
+the ``SearchMode``: absent or ``"vector"``, ``query`` is the dense vector; ``"keywords"``, it is the
+sparse terms as ``[indices, values]`` and the owner runs ``search_keywords``. A vector search sends
+no mode, so it works with an owner of either version.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ from typing import Any
 
 from celery import Celery
 
-from shared.ports import IndexHit, IndexOwnedElsewhere, IndexPoint, IndexUnavailable, VectorIndex
-from shared.queues import ROUTES, TaskName
+from shared.ports import IndexHit, IndexOwnedElsewhere, IndexPoint, IndexUnavailable, SparseTerms, VectorIndex
+from shared.queues import ROUTES, SearchMode, TaskName
+from workers.index import check_sparse, require_scope
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +41,28 @@ class RemoteSearchIndex:
         limit: int,
         statuses: Sequence[str] = ("active",),
     ) -> list[IndexHit]:
+        return self._call([tenant_id, user_id, list(map(float, vector)), limit, list(statuses)])
+
+    def search_keywords(
+        self,
+        tenant_id: str,
+        user_id: str,
+        terms: SparseTerms,
+        limit: int,
+        statuses: Sequence[str] = ("active",),
+    ) -> list[IndexHit]:
+        require_scope(tenant_id, user_id)
+        sparse = check_sparse(terms)
+        if sparse is None or limit <= 0:
+            return []  # no round trip for a question that finds nothing anywhere
+        return self._call(
+            [tenant_id, user_id, [sparse[0], sparse[1]], limit, list(statuses), SearchMode.KEYWORDS.value]
+        )
+
+    def _call(self, args: list[Any]) -> list[IndexHit]:
         result = self._app.send_task(
             TaskName.SEARCH.value,
-            args=[tenant_id, user_id, list(map(float, vector)), limit, list(statuses)],
+            args=args,
             queue=ROUTES[TaskName.SEARCH].value,
             expires=self._timeout,
         )
@@ -91,6 +116,24 @@ class LocalOrRemoteIndex:
                 self.backend = "qdrant-edge (via the index worker)"
         assert self._remote is not None
         return self._remote.search(tenant_id, user_id, vector, limit, statuses)
+
+    def search_keywords(
+        self,
+        tenant_id: str,
+        user_id: str,
+        terms: SparseTerms,
+        limit: int,
+        statuses: Sequence[str] = ("active",),
+    ) -> list[IndexHit]:
+        if self._remote is None:
+            try:
+                return self._local.search_keywords(tenant_id, user_id, terms, limit, statuses)
+            except IndexOwnedElsewhere:
+                log.info("embedded index is owned by a worker; searching through it")
+                self._remote = self._remote_factory()
+                self.backend = "qdrant-edge (via the index worker)"
+        assert self._remote is not None
+        return self._remote.search_keywords(tenant_id, user_id, terms, limit, statuses)
 
     def ensure(self, dim: int, model_name: str) -> None:
         self._local.ensure(dim, model_name)

@@ -6,6 +6,12 @@ the record cannot be separated from the vectors it describes: dropping or recrea
 drops the record with it, no search has to filter a meta point out, and there is no second object to
 keep in step. A server too old to keep metadata is detected when the collection is created and
 reported as IndexUnavailable rather than silently running without the model check.
+
+Keyword search uses the sparse vector ``bm25`` (IDF modifier) declared at creation, with the IDF
+computed per tenant and user (``SearchParams(idf=IdfCorpusParams(corpus=filter))``, Qdrant >= 1.19;
+an older server rejects the request). A collection made before the sparse vector existed cannot gain
+it in place: upserts store no terms there (with a warning) and keyword search raises
+IndexUnavailable pointing at ``cuemem reindex``, which recreates the collection.
 """
 
 from __future__ import annotations
@@ -18,10 +24,11 @@ from typing import Any
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from shared.ports import EmbeddingModelMismatch, IndexHit, IndexPoint, IndexUnavailable
+from shared.ports import EmbeddingModelMismatch, IndexHit, IndexPoint, IndexUnavailable, SparseTerms
 from workers.index import (
     UNRECORDED,
     check_model,
+    check_sparse,
     check_vector,
     fetch_limit,
     normalize_id,
@@ -49,6 +56,8 @@ class QdrantServerIndex:
         # Only "exists" is remembered: a collection that is missing now may be created by another
         # worker at any time, while ours disappears only through reset(), which recreates it.
         self._exists = False
+        # (declared, with IDF) for the sparse vector SPARSE; read once per collection.
+        self._sparse: tuple[bool, bool] | None = None
 
     @classmethod
     def from_url(
@@ -79,14 +88,29 @@ class QdrantServerIndex:
                     f"collection {self._collection!r} does not exist yet: call ensure(dim, model) first"
                 )
             dim = self._known_dim()
-            structs = [
-                models.PointStruct(
-                    id=normalize_id(p.id),
-                    vector={DENSE: check_vector(p.vector, dim)},
-                    payload=point_payload(p),
+            declared, _ = self._sparse_config()
+            structs: list[models.PointStruct] = []
+            dropped = 0
+            for p in points:
+                vectors: dict[str, Any] = {DENSE: check_vector(p.vector, dim)}
+                sparse = check_sparse(p.sparse)
+                # Upsert replaces the whole point: without terms it keeps no sparse vector.
+                if sparse is not None and declared:
+                    vectors[SPARSE] = models.SparseVector(indices=sparse[0], values=sparse[1])
+                elif sparse is not None:
+                    dropped += 1
+                structs.append(
+                    models.PointStruct(id=normalize_id(p.id), vector=vectors, payload=point_payload(p))
                 )
-                for p in points
-            ]
+            if dropped:
+                # Degrade rather than fail: ingest keeps working, and search_keywords says what to do.
+                logger.warning(
+                    "collection %s has no sparse vector %r: %d points stored without keyword terms; "
+                    "run `cuemem reindex` to enable keyword search",
+                    self._collection,
+                    SPARSE,
+                    dropped,
+                )
             # wait=True: the call returns once the points are applied, like the edge adapter's flush.
             self._client.upsert(self._collection, points=structs, wait=True)
 
@@ -134,6 +158,48 @@ class QdrantServerIndex:
         )
         return rank_hits(hits, limit)
 
+    def search_keywords(
+        self,
+        tenant_id: str,
+        user_id: str,
+        terms: SparseTerms,
+        limit: int,
+        statuses: Sequence[str] = ("active",),
+    ) -> list[IndexHit]:
+        require_scope(tenant_id, user_id)
+        wanted = normalize_statuses(statuses)
+        sparse = check_sparse(terms)
+        if limit <= 0 or not wanted or sparse is None:
+            return []
+        with _translate_errors(self._collection):
+            if not self._collection_exists():
+                return []
+            declared, idf = self._sparse_config()
+            if not (declared and idf):
+                raise IndexUnavailable(
+                    f"collection {self._collection!r} has no sparse vector {SPARSE!r} with IDF (made by an "
+                    "older cuemem): run `cuemem reindex` to rebuild it with keyword search"
+                )
+            status = models.FieldCondition(key="status", match=models.MatchAny(any=wanted))
+            response = self._client.query_points(
+                self._collection,
+                query=models.SparseVector(indices=sparse[0], values=sparse[1]),
+                using=SPARSE,
+                query_filter=_scope_filter(tenant_id, user_id, extra=[status]),
+                # IDF per tenant AND user: a word is rare or common by this user's memories (of every
+                # status, those with terms), not by the whole collection's.
+                search_params=models.SearchParams(
+                    idf=models.IdfCorpusParams(corpus=_scope_filter(tenant_id, user_id))
+                ),
+                limit=fetch_limit(limit),
+                with_payload=True,
+            )
+        hits = (
+            IndexHit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {}))
+            for p in response.points
+        )
+        return rank_hits(hits, limit)
+
     def ids(self, tenant_id: str, user_id: str) -> set[str]:
         require_scope(tenant_id, user_id)
         with _translate_errors(self._collection):
@@ -166,6 +232,7 @@ class QdrantServerIndex:
             self._client.delete_collection(self._collection)
             self._exists = False
             self._dim = None
+            self._sparse = None
             logger.info("reset collection %s for model %s (dim %d)", self._collection, model_name, dim)
             self._create(dim, model_name)
             self._check_stored_model(dim, model_name)
@@ -236,6 +303,20 @@ class QdrantServerIndex:
         if not self._exists:
             self._exists = self._client.collection_exists(self._collection)
         return self._exists
+
+    def _sparse_config(self) -> tuple[bool, bool]:
+        """(declared, with IDF) for the sparse vector SPARSE of the (existing) collection.
+
+        Only the good answer is remembered: another process's ``cuemem reindex`` may recreate an old
+        collection with the sparse vector at any time, and this worker must then start filling it."""
+        if self._sparse is not None:
+            return self._sparse
+        sparse_vectors = self._client.get_collection(self._collection).config.params.sparse_vectors or {}
+        params = sparse_vectors.get(SPARSE)
+        found = (False, False) if params is None else (True, params.modifier == models.Modifier.IDF)
+        if found == (True, True):
+            self._sparse = found
+        return found
 
     def _known_dim(self) -> int | None:
         if self._dim is None and self._collection_exists():

@@ -1,0 +1,127 @@
+"""Recall on in-memory fakes: cue rarity, time ranges, the recency path, diversity, determinism,
+isolation. Extraction is the real rule-based one; the embedder is deterministic hashing."""
+
+from datetime import timedelta
+
+from shared.retrieval import RecallRequest, rarity, recall, time_windows
+from tests.unit.test_pipeline import NOW, Harness, turn
+
+
+def ask(h, query, *, user="u1", now=None, k=5):
+    with h.store.uow() as uow:
+        return recall(
+            uow,
+            RecallRequest("default", user, query, now=now or NOW + timedelta(days=1), k=k),
+            embedder=h.embedder,
+            index=h.index,
+            working_memory=None,
+        )
+
+
+def test_rarity_discounts_cues_every_memory_holds():
+    assert rarity(1, 100) == 1.0 and rarity(0, 100) == 1.0
+    assert rarity(2, 100) > rarity(50, 100) > rarity(100, 100) > 0
+    assert rarity(5, 1) == 1.0
+
+
+def test_a_name_on_every_memory_does_not_short_circuit_recall():
+    h = Harness()
+    facts = [
+        "Melanie: my order ORD-1 arrived",
+        "Melanie: I live in Berlin",
+        "Melanie: I prefer green tea",
+        "Melanie: I work as a nurse",
+        "Melanie: this book I read last year was great",
+    ]
+    for i, text in enumerate(facts, 1):
+        h.drain(turn(i, text))
+    out = ask(h, "What books has Melanie read?")
+    assert out.items, out.trace
+    assert out.items[0].content == "Melanie: this book I read last year was great"
+
+
+def test_port_number_answers_deterministically():
+    h = Harness()
+    h.drain(turn(1, "生产环境部署端口是8443"))
+    h.drain(turn(2, "我不吃香菜"))
+    out = ask(h, "8443 是哪个环境的端口")
+    assert out.stage == "deterministic"
+    assert out.items[0].content == "生产环境部署端口是8443"
+    assert "e:8443" in out.items[0].explanation["matched_cues"]
+
+
+def test_time_range_in_the_query_finds_last_weeks_memory():
+    h = Harness()
+    h.drain({**turn(1, "我去杭州出差了三天，住在西湖边"), "at": (NOW - timedelta(days=5)).isoformat()})
+    h.drain({**turn(2, "生产环境部署端口是8443"), "at": (NOW - timedelta(days=20)).isoformat()})
+    windows = time_windows("上周我去哪儿了", NOW)
+    assert windows and windows[0][0] <= NOW - timedelta(days=5) < windows[0][1]
+    out = ask(h, "上周我去哪儿了", now=NOW)
+    assert out.items[0].content.startswith("我去杭州出差")
+    assert "time" in out.items[0].explanation["paths"]
+    assert out.trace["time_windows"]
+
+
+def test_follow_up_question_finds_the_recent_device_problem():
+    h = Harness()
+    h.drain(
+        {
+            **turn(1, "我的扫地机器人型号 X200，今天一直报故障码 E42"),
+            "at": (NOW - timedelta(hours=20)).isoformat(),
+        }
+    )
+    h.drain({**turn(2, "我住杭州"), "at": (NOW - timedelta(days=30)).isoformat()})
+    out = ask(h, "那我现在该怎么办？", now=NOW)
+    assert out.items and "X200" in out.items[0].content
+    assert "recent" in out.items[0].explanation["paths"]
+
+
+def test_same_question_same_state_same_answer():
+    h = Harness()
+    for i, text in enumerate(["我不吃香菜", "我喜欢喝美式", "生产环境部署端口是8443", "I live in Berlin"], 1):
+        h.drain(turn(i, text))
+    first = ask(h, "我平时喝什么").to_public()
+    first["trace"].pop("timings_ms")
+    for _ in range(3):
+        again = ask(h, "我平时喝什么").to_public()
+        again["trace"].pop("timings_ms")
+        assert again == first
+
+
+def test_recall_never_crosses_users():
+    h = Harness()
+    h.drain(turn(1, "生产环境部署端口是8443", user="alice"))
+    for user in ("bob", "alice2", "Alice", "* OR 1=1"):
+        out = ask(h, "生产环境部署端口是多少", user=user)
+        assert out.items == [] and out.stage == "none"
+        assert any("nothing matched" in n for n in out.trace["notes"])
+
+
+def test_duplicate_texts_do_not_fill_the_list():
+    from shared.retrieval import RecallItem, _Candidate, diverse
+
+    def cand(i, text):
+        return _Candidate(
+            RecallItem(str(i), text, "fact", 0.0, "active", [], {}, "2026-01-01T00:00:00+00:00")
+        )
+
+    picked = diverse([cand(1, "A  b"), cand(2, "a b"), cand(3, "c")], 2)
+    assert [c.item.id for c in picked] == ["1", "3"]
+
+
+def test_keyword_path_searches_inside_the_index_with_idf():
+    h = Harness()
+    for i, text in enumerate(
+        [
+            "Melanie: I painted a sunrise over the lake",
+            "Melanie: I live in Berlin",
+            "Melanie: I work as a nurse",
+        ],
+        1,
+    ):
+        h.drain(turn(i, text))
+    out = ask(h, "anything about the lake?")  # one weak cue: stage 2 runs
+    top = out.items[0]
+    assert top.content == "Melanie: I love painting the sunrise over the lake"
+    assert "keyword" in top.explanation["paths"] and top.explanation["keyword_score"] > 0
+    assert out.trace["candidates"]["keyword"] >= 1
