@@ -113,7 +113,7 @@ def test_keyword_path_searches_inside_the_index_with_idf():
     h = Harness()
     for i, text in enumerate(
         [
-            "Melanie: I painted a sunrise over the lake",
+            "Melanie: I love painting the sunrise over the lake",
             "Melanie: I live in Berlin",
             "Melanie: I work as a nurse",
         ],
