@@ -10,13 +10,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from shared.conflicts import NEAR_DUPLICATE, SIMILAR, Judge, Strategy, apply, compatible, cosine, order_key
+from shared.cues import cues_for_memory, entities, lexicon_tags
 from shared.events import EventLimits, InvalidEvent, TurnPublished, validate_turn
 from shared.extraction import extract
-from shared.models import EventStage, Extraction, Memory, MemoryStatus, MemoryType, Source, memory_id
+from shared.models import (
+    EventStage,
+    Extraction,
+    Memory,
+    MemoryDraft,
+    MemoryStatus,
+    MemoryType,
+    Source,
+    memory_id,
+)
 from shared.ports import Embedder, EmbeddingModelMismatch, IndexPoint, VectorIndex
 from shared.queues import TaskName
 from shared.sparse import sparse_document
@@ -149,7 +160,7 @@ def extract_event(
     event, stage = _load(uow, event_id)
     if stage is not EventStage.RECORDED:
         return next_step(event_id, stage) if stage is EventStage.EXTRACTED else []
-    extraction = extractor(event, threshold)
+    extraction = honour_explicit(event, extractor(event, threshold), threshold)
     source = Source(event.event_id, event.session_id, event.seq, event.at.isoformat()).to_dict()
     for i, draft in enumerate(extraction.drafts):
         uow.memories.add(
@@ -187,6 +198,32 @@ def extract_event(
         len(extraction.drafts),
     )
     return next_step(event_id, new_stage.value)
+
+
+def honour_explicit(event: TurnPublished, extraction: Extraction, threshold: float) -> Extraction:
+    """An explicit write (the agent tool `remember`, metadata {"remember": true, "kind": ...}) is kept
+    whatever its score, as the kind it names."""
+    if event.metadata.get("remember") is not True:
+        return extraction
+    kind = event.metadata.get("kind")
+    memory_type = MemoryType(kind) if kind in {t.value for t in MemoryType} else None
+    drafts = extraction.drafts or extract(event, 0.0).drafts
+    if not drafts:  # nothing the rules recognise: keep the statement itself
+        content = " ".join(event.content.split())[:300]
+        drafts = (
+            MemoryDraft(
+                type=memory_type or MemoryType.FACT,
+                content=content,
+                importance=threshold,
+                tags=lexicon_tags(content),
+                entities=entities(content),
+                cues=cues_for_memory(content, lexicon_tags(content), entities(content)),
+            ),
+        )
+    kept = tuple(
+        replace(d, importance=max(d.importance, threshold), type=memory_type or d.type) for d in drafts
+    )
+    return Extraction(max(extraction.importance, threshold), kept, (*extraction.reasons, "explicit"))
 
 
 def _memory_hash(memory_type: str, content: str) -> str:

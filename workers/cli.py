@@ -23,10 +23,10 @@ from shared.pipeline import EMBEDDING_MODEL_KEY
 from shared.ports import EmbeddingModelMismatch
 from shared.progress import Progress, progress
 from shared.queues import PIPELINE_QUEUES, Queue
-from shared.retrieval import RecallRequest, recall
 from shared.settings import Settings
 from workers.bench.cli import bench_app
 from workers.local_runtime import Runtime, open_runtime
+from workers.recall_api import recall_for
 from workers.runtime import check_alive, worker_command
 
 app = typer.Typer(
@@ -202,26 +202,18 @@ def _check_model(rt: Runtime) -> None:
 
 
 def run_recall(
-    rt: Runtime, user: str, query: str, *, k: int, now: datetime, session: str | None
+    rt: Runtime,
+    user: str,
+    query: str,
+    *,
+    k: int,
+    now: datetime,
+    session: str | None,
+    budget: int | None = None,
 ) -> dict[str, Any]:
-    c = rt.container
+    """`cuemem recall --json` output (plus "prompt"); the demo calls it too."""
     _check_model(rt)
-    index = c.search_index()
-    request = RecallRequest(
-        tenant_id=rt.settings.tenant_id,
-        user_id=user,
-        query=query,
-        now=now,
-        k=k,
-        session_id=session,
-        candidates=rt.settings.recall_candidates,
-    )
-    with c.uow() as uow:
-        result = recall(uow, request, embedder=c.embedder, index=index, working_memory=c.working_memory)
-    out = result.to_public()
-    out["trace"]["vector_backend"] = getattr(index, "backend", "qdrant-server")
-    out["trace"]["embedding_model"] = c.embedder.model_name
-    return out
+    return recall_for(rt.container, user, query, k=k, now=now, session_id=session, budget_tokens=budget)
 
 
 def _parse_now(now: str | None) -> datetime:
@@ -241,6 +233,9 @@ def _check_user(user: str) -> str:
     return user
 
 
+RECALL_FORMATS = ("items", "prompt")
+
+
 @app.command("recall")
 def recall_cmd(
     query: Annotated[str, typer.Argument(help="What to remember", metavar="QUERY")],
@@ -249,18 +244,35 @@ def recall_cmd(
     now: Annotated[str | None, typer.Option("--now", help="ISO 8601 time to recall at")] = None,
     session: Annotated[str | None, typer.Option("--session", help="Current conversation")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", help="items: the list (readable, or JSON with --json); prompt: only the prompt block"
+        ),
+    ] = "items",
+    budget: Annotated[
+        int | None,
+        typer.Option("--budget", help="Token budget of the items and the prompt block (prompt: 1000)"),
+    ] = None,
     data_dir: DataDir = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
 ) -> None:
-    """Recall memories for one user: exact cues first, then vector search."""
+    """Recall memories for one user: exact cues first, then vector and keyword search."""
     _setup_logging(verbose)
     _check_user(user)
     at = _parse_now(now)
     if not query.strip():
         raise CliError("QUERY: must not be empty")
+    if fmt not in RECALL_FORMATS:
+        raise CliError(f"--format: {fmt!r} is not one of {', '.join(RECALL_FORMATS)}")
+    if budget is not None and budget < 1:
+        raise CliError(f"--budget: must be at least 1 token, got {budget}")
     with open_runtime(_settings(data_dir)) as rt:
-        out = run_recall(rt, user, query, k=k, now=at, session=session)
-    if as_json:
+        out = run_recall(rt, user, query, k=k, now=at, session=session, budget=budget)
+    if fmt == "prompt":
+        if out["prompt"]:
+            typer.echo(out["prompt"])
+    elif as_json:
         _echo_json(out)
     else:
         _print_recall(query, out)

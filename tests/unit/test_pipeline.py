@@ -213,3 +213,12 @@ def test_resume_stalled_redrives_each_stage():
     with h.store.uow() as uow:
         out = pipeline.resume_stalled(uow, NOW)
     assert [(f.task, f.args) for f in out] == [("memory.extract", ("e-u1-s1-1",))]
+
+
+def test_explicit_remember_is_kept_as_the_named_kind():
+    h = Harness()
+    h.drain({**turn(1, "my locker code is 4711"), "metadata": {"remember": True, "kind": "fact"}})
+    h.drain(turn(2, "lol ok"))
+    [memory] = [m for m in h.state.memories.values() if m.status is MemoryStatus.ACTIVE]
+    assert memory.content == "my locker code is 4711" and memory.type.value == "fact"
+    assert memory.importance >= 5.0 and "e:4711" in memory.cues

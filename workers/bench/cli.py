@@ -124,3 +124,46 @@ def latency_command(
     for t in results["targets"]:
         typer.echo(f"{t['verdict']:>10}  {t['target']}: {t['measured']}")
     typer.echo(f"report: {out / 'report.md'}")
+
+
+@bench_app.command("ingest")
+def ingest_command(
+    out: Annotated[Path, typer.Option("--out", help="Directory for results.json and report.md")],
+    events: Annotated[int, typer.Option("--events", min=20, help="Turns published per worker count")] = 2000,
+    workers: Annotated[str, typer.Option("--workers", help="Pipeline worker processes to try")] = "1,2,4",
+    steady_seconds: Annotated[
+        float, typer.Option("--steady-seconds", min=1, help="Length of the steady-load phase")
+    ] = 30.0,
+    steady_fraction: Annotated[
+        float, typer.Option("--steady-fraction", min=0.05, max=1.0, help="Steady rate as a share of capacity")
+    ] = 0.8,
+    noop_tasks: Annotated[
+        int, typer.Option("--noop-tasks", min=100, help="No-op tasks per worker count")
+    ] = 2000,
+    pg_admin: Annotated[
+        str, typer.Option("--pg-admin", help="Admin URL: a fresh database per phase, dropped at the end")
+    ] = "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+    redis_url: Annotated[
+        str, typer.Option("--redis-url", help="A dedicated Redis db (flushed): broker and working memory")
+    ] = "redis://127.0.0.1:6379/12",
+    keep: Annotated[bool, typer.Option("--keep", help="Keep databases and data dirs (debugging)")] = False,
+) -> None:
+    """Events/s through the whole pipeline at 1, 2 and 4 worker processes, against raw embedding
+    and a no-op Celery task; freshness at steady load; worker RSS."""
+    from workers.bench.ingest import IngestConfig, run
+
+    cfg = IngestConfig(
+        out=out,
+        events=events,
+        workers=_csv_positive_ints(workers, "--workers"),
+        steady_seconds=steady_seconds,
+        steady_fraction=steady_fraction,
+        noop_tasks=noop_tasks,
+        pg_admin=pg_admin,
+        redis_url=redis_url,
+        keep=keep,
+    )
+    results = run(cfg)
+    for t in results["targets"]:
+        typer.echo(f"{t['verdict']:>10}  {t['target']}: {t['measured']}")
+    typer.echo(f"report: {out / 'report.md'}")

@@ -285,13 +285,13 @@ class SqlMemoryRepository:
         total = self.session.execute(select(func.count()).select_from(MemoryRow).where(*scope)).scalar_one()
         if not cues:
             return int(total), {}
-        cue = func.unnest(MemoryRow.cues).column_valued("cue")
+        unnested = func.unnest(MemoryRow.cues).table_valued("cue").render_derived(name="u").lateral()
         rows = self.session.execute(
-            select(cue, func.count())
+            select(unnested.c.cue, func.count())
             .select_from(MemoryRow)
-            .where(*scope, MemoryRow.cues.overlap(list(cues)))
-            .group_by(cue)
-            .having(cue.in_(list(cues)))
+            .join(unnested, true())
+            .where(*scope, MemoryRow.cues.overlap(list(cues)), unnested.c.cue.in_(list(cues)))
+            .group_by(unnested.c.cue)
         ).all()
         return int(total), {str(r[0]): int(r[1]) for r in rows}
 

@@ -1,0 +1,303 @@
+"""Memory as agent tools: function-calling schemas and their handler.
+
+    from producers.agent_tools import TOOL_SCHEMAS, MemoryTools
+    from workers.recall_api import recall_for           # or an HTTP client with the same shape
+
+    tools = MemoryTools(
+        recall=lambda query, k, session_id: recall_for(container, "u42", query, k=k, session_id=session_id),
+        publisher=publisher,
+        user_id="u42",
+        session_id="chat-7",
+    )
+    client.chat.completions.create(..., tools=TOOL_SCHEMAS)
+    # for each tool call in the reply:
+    reply = tools.handle(call.function.name, call.function.arguments)   # JSON text for the tool message
+
+``handle`` never raises: bad arguments, an unknown tool, or a failing recall or publish come back
+as ``{"error": "..."}`` JSON naming the problem, so the model can correct itself and the agent
+loop goes on. This module imports nothing from ``workers``: recall is a callable the app injects.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from shared.events import SAFE_ID, SAFE_ID_TEXT, InvalidEvent
+from shared.prompt import DEFAULT_PROMPT_BUDGET, prompt_block
+
+log = logging.getLogger(__name__)
+
+SEARCH_MEMORY = "search_memory"
+REMEMBER = "remember"
+K_MIN, K_MAX, K_DEFAULT = 1, 20, 5
+CONTENT_MAX_CHARS = 2000
+FORMATS = ("items", "prompt")
+KINDS = ("preference", "fact", "profile", "task")
+
+TOOL_SCHEMAS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": SEARCH_MEMORY,
+            "description": (
+                "Search the user's long-term memory (preferences, profile, facts, tasks, past "
+                "conversations) and the current conversation. Call it before answering whenever the "
+                "answer may depend on something the user said before. Each item says why it was found."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "What to look for, in the user's words (Chinese or English).",
+                    },
+                    "k": {
+                        "type": "integer",
+                        "minimum": K_MIN,
+                        "maximum": K_MAX,
+                        "default": K_DEFAULT,
+                        "description": "How many memories to return at most.",
+                    },
+                    "session_id": {
+                        "type": "string",
+                        "description": "The conversation whose recent turns to include; "
+                        "defaults to the current one.",
+                    },
+                    "format": {
+                        "type": "string",
+                        "enum": list(FORMATS),
+                        "default": "items",
+                        "description": "'items': a JSON list with explanations; 'prompt': a text block "
+                        "grouped by memory type, ready to put in context.",
+                    },
+                },
+                "required": ["query"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": REMEMBER,
+            "description": (
+                "Store something the user explicitly asked to be remembered, as one short, "
+                "self-contained statement (e.g. 'I am allergic to peanuts', '我不吃香菜'). It is "
+                "searchable at once."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "content": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": CONTENT_MAX_CHARS,
+                        "description": "The statement to remember, in the user's language.",
+                    },
+                    "kind": {
+                        "type": "string",
+                        "enum": list(KINDS),
+                        "description": "What kind of memory it is, when clear.",
+                    },
+                    "session_id": {
+                        "type": "string",
+                        "description": "The conversation it belongs to; defaults to the current one.",
+                    },
+                },
+                "required": ["content"],
+                "additionalProperties": False,
+            },
+        },
+    },
+]
+
+_PARAMETERS = {s["function"]["name"]: s["function"]["parameters"] for s in TOOL_SCHEMAS}
+
+RecallFn = Callable[[str, int, str | None], Mapping[str, Any]]
+
+
+class PublishedLike(Protocol):
+    @property
+    def event_id(self) -> str: ...
+
+    @property
+    def seq(self) -> int: ...
+
+
+class PublisherLike(Protocol):
+    """What ``remember`` needs of :class:`producers.publisher.Publisher`."""
+
+    def publish(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        role: str,
+        content: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> PublishedLike: ...
+
+
+class ToolArgumentError(ValueError):
+    """A tool call's arguments do not match its schema; the message names the argument."""
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, default=str)
+
+
+def _error(message: str) -> str:
+    return _dumps({"error": message})
+
+
+def _decode(tool: str, arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        return {}  # some models send "" for a call without arguments
+    if isinstance(arguments, str):
+        try:
+            decoded = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise ToolArgumentError(
+                f"{tool}: arguments are not valid JSON ({exc.msg} at {exc.pos})"
+            ) from None
+    else:
+        decoded = arguments
+    if not isinstance(decoded, Mapping):
+        raise ToolArgumentError(f"{tool}: arguments must be a JSON object, got {type(decoded).__name__}")
+    data = dict(decoded)
+    known = _PARAMETERS[tool]["properties"]
+    unknown = sorted(str(k) for k in data if k not in known)
+    if unknown:
+        raise ToolArgumentError(f"{tool}: unknown argument {unknown[0]!r} (expected: {', '.join(known)})")
+    return data
+
+
+def _string(
+    tool: str, data: Mapping[str, Any], name: str, *, required: bool, max_chars: int | None = None
+) -> str | None:
+    value = data.get(name)
+    if value is None:
+        if required:
+            raise ToolArgumentError(f"{tool}: argument {name!r} is required")
+        return None
+    if not isinstance(value, str):
+        raise ToolArgumentError(f"{tool}: argument {name!r} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise ToolArgumentError(f"{tool}: argument {name!r} must not be empty")
+    if max_chars is not None and len(value) > max_chars:
+        raise ToolArgumentError(
+            f"{tool}: argument {name!r} is {len(value)} characters long; the limit is {max_chars}"
+        )
+    return value
+
+
+def _choice(tool: str, data: Mapping[str, Any], name: str, choices: tuple[str, ...]) -> str | None:
+    value = data.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in choices:
+        raise ToolArgumentError(
+            f"{tool}: argument {name!r} must be one of {', '.join(choices)}, got {value!r}"
+        )
+    return value
+
+
+def _k(tool: str, data: Mapping[str, Any]) -> int:
+    value = data.get("k")
+    if value is None:
+        return K_DEFAULT
+    # JSON has one number type: 5.0 is the integer 5; a bool is not a number here.
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ToolArgumentError(
+            f"{tool}: argument 'k' must be an integer from {K_MIN} to {K_MAX}, got {value!r}"
+        )
+    if not K_MIN <= value <= K_MAX:
+        raise ToolArgumentError(f"{tool}: argument 'k' must be from {K_MIN} to {K_MAX}, got {value}")
+    return value
+
+
+def _session(tool: str, data: Mapping[str, Any], default: str) -> str:
+    session = _string(tool, data, "session_id", required=False)
+    if session is None:
+        return default
+    if not SAFE_ID.match(session):
+        raise ToolArgumentError(
+            f"{tool}: argument 'session_id' {session[:40]!r} must use only {SAFE_ID_TEXT}"
+        )
+    return session
+
+
+class MemoryTools:
+    """Handles ``search_memory`` and ``remember`` calls for one user in one conversation."""
+
+    def __init__(
+        self,
+        recall: RecallFn,
+        publisher: PublisherLike,
+        user_id: str,
+        session_id: str,
+        *,
+        prompt_budget_tokens: int = DEFAULT_PROMPT_BUDGET,
+    ):
+        self.recall = recall
+        self.publisher = publisher
+        self.user_id = user_id
+        self.session_id = session_id
+        self.prompt_budget_tokens = prompt_budget_tokens
+
+    @property
+    def schemas(self) -> list[dict[str, Any]]:
+        return TOOL_SCHEMAS
+
+    def handle(self, name: str, arguments: str | Mapping[str, Any] | None) -> str:
+        """Run one tool call; always returns JSON text (the result, or ``{"error": ...}``)."""
+        if name not in _PARAMETERS:
+            return _error(f"unknown tool {name!r} (available: {', '.join(_PARAMETERS)})")
+        try:
+            data = _decode(name, arguments)
+            if name == SEARCH_MEMORY:
+                return self._search(data)
+            return self._remember(data)
+        except ToolArgumentError as exc:
+            return _error(str(exc))
+        except InvalidEvent as exc:  # the publisher's validation, naming the field
+            return _error(f"{name}: {exc}")
+        except Exception as exc:  # never raise into the agent loop
+            log.exception("memory tool %s failed", name)
+            return _error(f"{name} failed: {type(exc).__name__}: {exc}")
+
+    def _search(self, data: Mapping[str, Any]) -> str:
+        tool = SEARCH_MEMORY
+        query = _string(tool, data, "query", required=True)
+        assert query is not None
+        k = _k(tool, data)
+        session = _session(tool, data, self.session_id)
+        fmt = _choice(tool, data, "format", FORMATS) or "items"
+        result = self.recall(query, k, session)
+        items = list(result.get("items") or [])[:k]
+        if fmt == "prompt":
+            return _dumps(
+                {"prompt": prompt_block(items, query=query, budget_tokens=self.prompt_budget_tokens)}
+            )
+        return _dumps({"items": items})
+
+    def _remember(self, data: Mapping[str, Any]) -> str:
+        tool = REMEMBER
+        content = _string(tool, data, "content", required=True, max_chars=CONTENT_MAX_CHARS)
+        assert content is not None
+        kind = _choice(tool, data, "kind", KINDS)
+        session = _session(tool, data, self.session_id)
+        published = self.publisher.publish(
+            user_id=self.user_id,
+            session_id=session,
+            role="user",
+            content=content,
+            metadata={"remember": True, "kind": kind},
+        )
+        return _dumps({"event_id": published.event_id, "seq": published.seq})

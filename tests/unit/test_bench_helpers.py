@@ -1,0 +1,283 @@
+"""Pure helpers of the latency and ingest benchmarks (the benchmarks themselves are not tests)."""
+
+from __future__ import annotations
+
+import random
+import struct
+from datetime import UTC, datetime
+
+import pytest
+
+from workers.bench import synthetic as S
+from workers.bench.ingest import evaluate_targets as ingest_targets
+from workers.bench.ingest import parse_task_times, rate_schedule, ratios, where_time_goes
+from workers.bench.latency import (
+    float4_array_binary,
+    fused_timings,
+    noisy_unit,
+    stage_samples,
+    summarize_records,
+    verdict,
+)
+from workers.bench.scratch import database_url_for, libpq_url
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def pool() -> tuple[list[S.PoolEntry], list[S.PoolAnalysis | None]]:
+    entries = S.make_pool(150, seed=3)
+    return entries, [S.analyse_entry(e) for e in entries]
+
+
+# --- synthetic content -----------------------------------------------------------------------------
+
+
+def test_pool_is_deterministic_and_distinct() -> None:
+    a, b = S.make_pool(120, seed=5), S.make_pool(120, seed=5)
+    assert [e.text for e in a] == [e.text for e in b]
+    assert len({e.text for e in a}) == len(a) == 120
+    assert [e.text for e in S.make_pool(120, seed=6)] != [e.text for e in a]
+
+
+def test_pool_covers_the_templates_and_most_entries_make_a_memory(pool) -> None:
+    entries, analyses = pool
+    usable_templates = {e.template for e, a in zip(entries, analyses, strict=True) if a is not None}
+    assert len(usable_templates) >= 0.8 * len(S.TEMPLATES)
+    assert sum(a is not None for a in analyses) >= 0.8 * len(entries)
+
+
+def test_sample_values_are_whole_tokens_only_where_their_slot_is(pool) -> None:
+    entries, _ = pool
+    for e in entries:
+        assert e.fill(e.sample) == e.text
+
+
+def test_substitute_replaces_whole_tokens_only() -> None:
+    keys = ["e:350", "e:¥350", "k:2350", "e:2025-03-50", "k:138-350-1234", "e:ord-2024-350"]
+    assert S.substitute(keys, {"350": "777"}) == [
+        "e:777",
+        "e:¥777",
+        "k:2350",
+        "e:2025-03-50",
+        "k:138-777-1234",
+        "e:ord-2024-777",
+    ]
+    assert S.substitute(["e:ord-2024-51234"], {"ORD-2024-51234": "ORD-2026-00001"}) == ["e:ord-2026-00001"]
+
+
+def test_generated_cues_equal_the_real_pipeline(pool) -> None:
+    """The generator's shortcut (substituting values in the pool entry's cue keys) must give exactly
+    what extraction gives for the generated text."""
+    from shared import cues
+    from shared.events import Role, TurnPublished
+    from shared.extraction import extract
+
+    entries, analyses = pool
+    memories = list(S.generate_memories("u", 400, entries, analyses, seed=1, now=NOW))
+    for m in memories:
+        text = m.content
+        assert tuple(m.cues) == cues.cues_for_memory(text, cues.lexicon_tags(text), cues.entities(text)[:16])
+        assert tuple(m.entities) == cues.entities(text)[:16]
+    for m in memories[:60]:
+        event = TurnPublished("e", "t", "u", "s", 1, Role.USER, m.content, NOW, {})
+        drafts = extract(event, 5.0).drafts
+        assert len(drafts) == 1
+        assert drafts[0].content == m.content
+        assert list(drafts[0].cues) == m.cues
+        assert drafts[0].type.value == m.type
+
+
+def test_memories_are_deterministic_per_user_and_seed(pool) -> None:
+    entries, analyses = pool
+
+    def gen(user: str, seed: int) -> list[tuple[str, str]]:
+        return [
+            (m.id, m.content) for m in S.generate_memories(user, 50, entries, analyses, seed=seed, now=NOW)
+        ]
+
+    assert gen("a", 1) == gen("a", 1)
+    assert gen("a", 1) != gen("b", 1)
+    assert gen("a", 1) != gen("a", 2)
+    ids = [i for i, _ in gen("a", 1)]
+    assert len(set(ids)) == len(ids)
+
+
+def test_high_cardinality_values_differ_between_memories(pool) -> None:
+    entries, analyses = pool
+    memories = list(S.generate_memories("u", 300, entries, analyses, seed=1, now=NOW))
+    orders = [m.high["order"] for m in memories if "order" in m.high]
+    assert len(orders) > 3
+    assert len(set(orders)) == len(orders)
+
+
+def test_queries_alternate_and_entity_queries_hit_a_stored_entity(pool) -> None:
+    from shared.cues import query_cues
+
+    entries, analyses = pool
+    memories = list(S.generate_memories("u", 200, entries, analyses, seed=1, now=NOW))
+    queries = S.make_queries(memories, 40, seed=2)
+    assert len(queries) == 40
+    assert queries == S.make_queries(memories, 40, seed=2)
+    kinds = [k for k, _ in queries]
+    assert kinds.count("entity") >= 15 and kinds.count("semantic") >= 15
+    stored = {c for m in memories for c in m.cues if c.startswith("e:")}
+    for kind, q in queries:
+        if kind == "entity":
+            weights = query_cues(q).keys()
+            assert stored & {k for k in weights if k.startswith("e:")}, q
+
+
+def test_turns_mix_is_deterministic() -> None:
+    turns = S.make_turns(400, users=5, seed=1)
+    assert turns == S.make_turns(400, users=5, seed=1)
+    assert len({t.user_id for t in turns}) == 5
+    statements = sum(1 for t in turns if t.role == "user" and t.content not in S.CHIT_CHAT)
+    assert 0.4 < statements / len(turns) < 0.7
+    assert all(t.role == "user" and t.content not in S.CHIT_CHAT for t in S.make_turns(50, memorable=1.0))
+
+
+# --- latency helpers ---------------------------------------------------------------------------------
+
+
+def _record(kind: str, stage: str, **t: float) -> dict:
+    return {"kind": kind, "stage": stage, "timings": t}
+
+
+def test_fused_timings_adds_fusion_and_wall() -> None:
+    t = fused_timings(
+        {"cues_ms": 1.0, "deterministic_ms": 4.0, "embed_ms": 10.0, "vector_ms": 3.0, "total_ms": 25.0},
+        {"by_cues_ms": 2.5, "get_many_ms": 6.0},
+        30.0,
+    )
+    assert t["fusion_ms"] == pytest.approx(7.0)
+    assert t["wall_ms"] == 30.0 and t["by_cues_ms"] == 2.5
+    deterministic = fused_timings({"cues_ms": 1.0, "deterministic_ms": 4.0, "total_ms": 5.5}, {}, 6.0)
+    assert "fusion_ms" not in deterministic
+
+
+def test_summaries_per_stage_kind_and_vector_path() -> None:
+    records = [
+        _record("entity", "deterministic", cues_ms=1.0, deterministic_ms=3.0, total_ms=4.0, wall_ms=5.0),
+        _record("semantic", "vector", cues_ms=1.0, deterministic_ms=3.0, vector_ms=2.0, total_ms=20.0),
+        _record("semantic", "vector", cues_ms=2.0, deterministic_ms=5.0, vector_ms=4.0, total_ms=30.0),
+    ]
+    samples = stage_samples(records)
+    assert samples["total_ms"] == [4.0, 20.0, 30.0]
+    assert samples["vector_ms"] == [2.0, 4.0]
+    assert "embed_ms" not in samples
+    s = summarize_records(records)
+    assert s["n"] == 3
+    assert s["answered_by"] == {"deterministic": 1, "vector": 2}
+    assert s["all"]["total_ms"]["p50"] == 20.0
+    assert s["semantic"]["total_ms"]["n"] == 2
+    assert s["vector_path"]["total_ms"]["n"] == 2 and s["vector_path"]["total_ms"]["p50"] == 25.0
+
+
+def test_verdict() -> None:
+    assert verdict(24.9, 25) == "met"
+    assert verdict(25.1, 25) == "not met"
+    assert verdict(None, 25) == "not measured"
+
+
+def test_noisy_unit_stays_near_its_base() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=384).astype(np.float32)
+    base /= np.linalg.norm(base)
+    v = noisy_unit(base, rng, 0.01)
+    assert v.dtype == np.float32
+    assert float(np.linalg.norm(v)) == pytest.approx(1.0, abs=1e-5)
+    assert 0.95 < float(v @ base) < 1.0
+
+
+def test_float4_array_binary_is_postgres_wire_format() -> None:
+    values = [0.5, -1.25, 3.0]
+    raw = float4_array_binary(values)
+    ndim, has_null, oid, size, lower = struct.unpack(">iiiii", raw[:20])
+    assert (ndim, has_null, oid, size, lower) == (1, 0, 700, 3, 1)
+    body = raw[20:]
+    decoded = [struct.unpack(">if", body[i : i + 8]) for i in range(0, len(body), 8)]
+    assert decoded == [(4, 0.5), (4, -1.25), (4, 3.0)]
+
+
+# --- ingest helpers ------------------------------------------------------------------------------------
+
+
+def test_parse_task_times_reads_celery_success_lines() -> None:
+    lines = [
+        "[2026-01-01 10:00:00,000: INFO/ForkPoolWorker-1] Task memory.embed[a-1] succeeded in 0.0305s: None",
+        "[2026-01-01 10:00:00,001: INFO/MainProcess] Task memory.index[x] succeeded in 1.5e-02s: None",
+        "[2026-01-01 10:00:00,002: INFO/ForkPoolWorker-2] Task bench.noop[y] succeeded in 0.0004s: None",
+        "[2026-01-01 10:00:00,003: INFO/ForkPoolWorker-2] memory.embed abc done in 30.1 ms, 1 follow-ups",
+        "garbage",
+    ]
+    times = parse_task_times(lines)
+    assert times["memory.embed"] == [pytest.approx(30.5)]
+    assert times["memory.index"] == [pytest.approx(15.0)]
+    assert times["bench.noop"] == [pytest.approx(0.4)]
+
+
+def test_ratios() -> None:
+    r = ratios(events=100, pipeline_s=10.0, passages=50, raw_s=2.0, noop_tasks=1000, noop_s=2.0)
+    assert r["embedding_ratio"] == pytest.approx(0.2)
+    assert r["overhead_per_event_ms"] == pytest.approx(80.0)
+    assert r["noop_ms"] == pytest.approx(2.0)
+    assert r["overhead_vs_noop"] == pytest.approx(40.0)
+    empty = ratios(events=0, pipeline_s=0.0, passages=0, raw_s=0.0, noop_tasks=0, noop_s=0.0)
+    assert set(empty.values()) == {None}
+
+
+def test_rate_schedule() -> None:
+    assert rate_schedule(4.0, 1.0) == [0.0, 0.25, 0.5, 0.75]
+    assert rate_schedule(0.0, 10.0) == []
+    assert len(rate_schedule(80.0, 30.0)) == 2400
+
+
+def test_where_time_goes() -> None:
+    tp = {
+        "events": 100,
+        "elapsed_s": 10.0,
+        "task_busy_s": {"memory.record": 1.0, "memory.embed": 5.0, "memory.index": 4.0},
+    }
+    w = where_time_goes(tp, concurrency=2)
+    assert w["pipeline_pool_utilisation"] == pytest.approx(0.3)
+    assert w["index_owner_utilisation"] == pytest.approx(0.4)
+    assert w["share_of_task_time"]["memory.embed"] == pytest.approx(0.5)
+    assert w["per_event_busy_ms"]["memory.index"] == pytest.approx(40.0)
+
+
+def test_ingest_targets_judge_each_worker_count() -> None:
+    def phase(embed: float, overhead: float, wm: float, lt: float, rss: float) -> dict:
+        steady = {"working_memory_after_return_ms": {"p95": wm, "p99": wm}, "long_term_ms": {"p95": lt}}
+        return {
+            "ratios": {"embedding_ratio": embed, "overhead_vs_noop": overhead},
+            "pipeline": {"steady": steady, "rss_peak_mb": {"w main": rss, "w child": rss / 2}},
+        }
+
+    results = {"phases": {"1": phase(0.95, 1.5, 2.0, 300.0, 210.0), "2": phase(0.5, 3.0, 2.0, 1500.0, 410.0)}}
+    verdicts = {t["target"].split()[0]: t["verdict"] for t in ingest_targets(results)}
+    assert verdicts["ingest"] == "met at N=1 only"
+    assert verdicts["pipeline"] == "met at N=1 only"
+    assert verdicts["working"] == "met"
+    assert verdicts["long-term"] == "met at N=1 only"
+    assert verdicts["each"] == "met at N=1 only"
+
+
+# --- scratch services --------------------------------------------------------------------------------
+
+
+def test_scratch_urls() -> None:
+    assert database_url_for("postgresql+psycopg://postgres@127.0.0.1:5432/test", "x") == (
+        "postgresql+psycopg://postgres@127.0.0.1:5432/x"
+    )
+    assert database_url_for("postgresql+psycopg://u@/postgres?host=/tmp/pg", "b") == (
+        "postgresql+psycopg://u@/b?host=/tmp/pg"
+    )
+    assert libpq_url("postgresql+psycopg://u:p@h:1/d") == "postgresql://u:p@h:1/d"
+    assert libpq_url("postgresql://u@h/d") == "postgresql://u@h/d"
+
+
+def test_random_suffix_is_seeded() -> None:
+    assert S.random_suffix(random.Random(1)) == S.random_suffix(random.Random(1))

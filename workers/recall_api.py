@@ -1,0 +1,98 @@
+"""Recall in-process, for apps and agent tools: one call, JSON-ready output with a prompt block.
+
+    from workers.bootstrap import build_container
+    from workers.recall_api import recall_for
+
+    c = build_container()  # CUEMEM_* settings
+    out = recall_for(c, "u42", "我不吃什么？", k=5, session_id="chat-7", budget_tokens=400)
+    out["items"]   # as `cuemem recall --json`
+    out["prompt"]  # "[长期记忆 - 用户偏好]\\n- 我不吃香菜 (2026-11-01)"
+
+Wire it into the agent tools with
+``MemoryTools(lambda q, k, s: recall_for(c, "u42", q, k=k, session_id=s), publisher, "u42", "chat-7")``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+
+from shared.pipeline import EMBEDDING_MODEL_KEY
+from shared.ports import EmbeddingModelMismatch
+from shared.prompt import DEFAULT_PROMPT_BUDGET, fit_budget, prompt_block
+from shared.retrieval import RecallRequest, recall
+from workers.bootstrap import Container
+
+
+def check_embedding_model(container: Container) -> None:
+    """Refuse to search vectors of another model (the fix is `cuemem reindex`)."""
+    with container.uow() as uow:
+        stored = uow.meta.get(EMBEDDING_MODEL_KEY)
+    configured = container.embedder.model_name
+    if stored is not None and stored != configured:
+        raise EmbeddingModelMismatch(stored, configured)
+
+
+def recall_for(
+    container: Container,
+    user_id: str,
+    query: str,
+    *,
+    k: int = 5,
+    now: datetime | None = None,
+    session_id: str | None = None,
+    budget_tokens: int | None = None,
+) -> dict[str, Any]:
+    """Recall for one user of the container's tenant; the public result plus ``"prompt"``.
+
+    ``now`` defaults to the container's clock. With ``budget_tokens``, the items are cut with
+    :func:`shared.prompt.fit_budget` (contents in rank order, skipping what does not fit) and the
+    prompt block gets the same budget (its headers and dates count too, so it may hold fewer
+    items); without, the items are the top ``k`` and the block has the default budget
+    (:data:`shared.prompt.DEFAULT_PROMPT_BUDGET`). The block's language follows the query.
+
+    Raises ``ValueError`` for an empty query or a ``k`` under 1, and
+    :class:`shared.ports.EmbeddingModelMismatch` when the stored vectors are of another model.
+    """
+    if not query.strip():
+        raise ValueError("query: must not be empty")
+    if k < 1:
+        raise ValueError(f"k: must be at least 1, got {k}")
+    check_embedding_model(container)
+    index = container.search_index()
+    request = RecallRequest(
+        tenant_id=container.settings.tenant_id,
+        user_id=user_id,
+        query=query,
+        now=now or container.clock(),
+        k=k,
+        session_id=session_id,
+        candidates=container.settings.recall_candidates,
+    )
+    with container.uow() as uow:
+        result = recall(
+            uow,
+            request,
+            embedder=container.embedder,
+            index=index,
+            working_memory=container.working_memory,
+        )
+    budget_trace: dict[str, int] | None = None
+    if budget_tokens is not None:
+        kept = fit_budget(result.items, budget_tokens)
+        budget_trace = {"tokens": budget_tokens, "kept": len(kept), "dropped": len(result.items) - len(kept)}
+        result = dataclasses.replace(result, items=kept)
+    items = list(result.items)
+    out = result.to_public()
+    trace = out.setdefault("trace", {})
+    trace["vector_backend"] = getattr(index, "backend", "qdrant-server")
+    trace["embedding_model"] = container.embedder.model_name
+    if budget_trace is not None:
+        trace["budget"] = budget_trace
+    out["prompt"] = prompt_block(
+        items,
+        query=query,
+        budget_tokens=DEFAULT_PROMPT_BUDGET if budget_tokens is None else budget_tokens,
+    )
+    return out
