@@ -11,6 +11,7 @@ search and fuses both lists by reciprocal rank. Every list is ordered with a ful
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ WINDOW_CANDIDATES = 20
 RECENT_DAYS = 3  # the recency path: the user's newest memories ("那我现在该怎么办？")
 RECENT_CANDIDATES = 10
 DUPLICATE_COSINE = 0.97
+EXACT_KEY_SCORE = 100.0
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
 class WorkingMemory(Protocol):
@@ -162,6 +165,24 @@ def newer_first_within_slots(chosen: list[_Candidate]) -> list[_Candidate]:
     return out
 
 
+def _exact_key(uow: UnitOfWork, request: RecallRequest) -> list[_Candidate]:
+    """A query that is a memory id, or an event id (`event:ID` or a bare id a memory cites)."""
+    key = request.query.strip()
+    if not key or any(ch.isspace() for ch in key) or len(key) > 512:
+        return []
+    found: list[Memory] = []
+    if _UUID.match(key):
+        memory = uow.memories.get(request.tenant_id, request.user_id, key.lower())
+        if memory is not None and memory.status in request.statuses:
+            found.append(memory)
+    if not found:
+        event_id = key.removeprefix("event:")
+        found = uow.memories.by_source(request.tenant_id, request.user_id, event_id, request.statuses)
+    return [
+        _Candidate(_memory_item(m), EXACT_KEY_SCORE, [f"key:{key}"], paths=["key"], memory=m) for m in found
+    ]
+
+
 def rarity(df: int, total: int) -> float:
     """1 for a cue only one memory holds, falling towards 0 as more of the user's memories hold it."""
     if df <= 1 or total <= 1:
@@ -252,6 +273,24 @@ def recall(
     timings: dict[str, float] = {}
     notes: list[str] = []
     started = time.perf_counter()
+    exact = _exact_key(uow, request)
+    if exact:
+        for c in exact:
+            c.item.score = EXACT_KEY_SCORE
+            c.item.explanation = _explain(c, rrf=None)
+        took = round((time.perf_counter() - started) * 1e3, 3)
+        trace = {
+            "stage": "deterministic",
+            "query": request.query,
+            "now": request.now.isoformat(),
+            "user_id": request.user_id,
+            "tenant_id": request.tenant_id,
+            "exact_key": True,
+            "candidates": {"exact": len(exact)},
+            "timings_ms": {"total_ms": took},
+            "notes": [],
+        }
+        return RecallResult("deterministic", [c.item for c in exact[: request.k]], trace)
     qc = query_cues(request.query)
     base = qc.keys()
     windows = time_windows(request.query, request.now)

@@ -109,6 +109,11 @@ class MemoryRepository(Protocol):
     ) -> list[Memory]:
         """Memories holding any of the cues, scoped to one user."""
 
+    def by_source(
+        self, tenant_id: str, user_id: str, event_id: str, statuses: Iterable[MemoryStatus]
+    ) -> list[Memory]:
+        """Memories citing this event among their sources, scoped to one user."""
+
     def cue_counts(
         self, tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus]
     ) -> tuple[int, dict[str, int]]:

@@ -179,6 +179,15 @@ class FakeMemoryRepository:
         found.sort(key=lambda m: (-(m.valid_from or m.created_at).timestamp(), m.id))
         return [copy.deepcopy(m) for m in found[:limit]]
 
+    def by_source(self, tenant_id, user_id, event_id, statuses) -> list[Memory]:
+        allowed = set(statuses)
+        found = [
+            m
+            for m in self._mine(tenant_id, user_id)
+            if m.status in allowed and any(s["event_id"] == event_id for s in m.sources)
+        ]
+        return [copy.deepcopy(m) for m in sorted(found, key=lambda m: ((m.valid_from or m.created_at), m.id))]
+
     def cue_counts(self, tenant_id, user_id, cues, statuses) -> tuple[int, dict[str, int]]:
         allowed = set(statuses)
         mine = [m for m in self._mine(tenant_id, user_id) if m.status in allowed]

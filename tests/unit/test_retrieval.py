@@ -125,3 +125,20 @@ def test_keyword_path_searches_inside_the_index_with_idf():
     assert top.content == "Melanie: I love painting the sunrise over the lake"
     assert "keyword" in top.explanation["paths"] and top.explanation["keyword_score"] > 0
     assert out.trace["candidates"]["keyword"] >= 1
+
+
+def test_exact_keys_memory_id_and_source_event():
+    h = Harness()
+    h.drain(turn(1, "生产环境部署端口是8443"))
+    h.drain(turn(2, "我不吃香菜", user="other"))
+    [mine] = [m for m in h.state.memories.values() if m.user_id == "u1"]
+    [theirs] = [m for m in h.state.memories.values() if m.user_id == "other"]
+    by_id = ask(h, mine.id)
+    assert by_id.stage == "deterministic" and [i.id for i in by_id.items] == [mine.id]
+    assert by_id.items[0].explanation["paths"] == ["key"]
+    assert [i.id for i in ask(h, "event:e-u1-s1-1").items] == [mine.id]
+    assert [i.id for i in ask(h, "e-u1-s1-1").items] == [mine.id]
+    # Another user's ids find nothing of theirs (no exact hit; only this user's own memories).
+    for key in (theirs.id, "e-other-s1-2"):
+        out = ask(h, key)
+        assert "exact_key" not in out.trace and theirs.id not in [i.id for i in out.items]

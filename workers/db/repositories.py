@@ -273,6 +273,21 @@ class SqlMemoryRepository:
         rows = self.session.scalars(stmt.order_by(MemoryRow.created_at, MemoryRow.id))
         return [memory_from_row(r) for r in rows]
 
+    def by_source(
+        self, tenant_id: str, user_id: str, event_id: str, statuses: Iterable[MemoryStatus]
+    ) -> list[Memory]:
+        rows = self.session.scalars(
+            select(MemoryRow)
+            .where(
+                MemoryRow.tenant_id == tenant_id,
+                MemoryRow.user_id == user_id,
+                MemoryRow.status.in_([s.value for s in statuses]),
+                MemoryRow.sources.contains([{"event_id": event_id}]),
+            )
+            .order_by(MemoryRow.valid_from, MemoryRow.id)
+        )
+        return [memory_from_row(r) for r in rows]
+
     def cue_counts(
         self, tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus]
     ) -> tuple[int, dict[str, int]]:
