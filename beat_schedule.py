@@ -20,6 +20,11 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": 6 * 3600.0,
         "options": {"expires": 5 * 3600, "queue": "cuemem.maintenance"},
     },
+    "optimize-index": {
+        "task": "memory.optimize_index",
+        "schedule": 6 * 3600.0,
+        "options": {"expires": 5 * 3600, "queue": "cuemem.index"},
+    },
     "recompute-scores": {
         "task": "memory.decay",
         "schedule": 3600.0,

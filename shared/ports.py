@@ -111,4 +111,7 @@ class VectorIndex(Protocol):
     def reset(self, dim: int, model_name: str) -> None:
         """Drop every point and start an empty index for ``model_name`` (used by reindex)."""
 
+    def optimize(self) -> bool:
+        """Build search structures (HNSW) where the engine does not do it by itself."""
+
     def close(self) -> None: ...

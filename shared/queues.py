@@ -28,6 +28,7 @@ class TaskName(StrEnum):
     RESOLVE = "memory.resolve"
     SYNC_INDEX = "memory.sync_index"
     CONSOLIDATE = "memory.consolidate"
+    OPTIMIZE_INDEX = "memory.optimize_index"
 
 
 class SearchMode(StrEnum):
@@ -50,6 +51,7 @@ ROUTES: dict[TaskName, Queue] = {
     TaskName.RESOLVE: Queue.RESOLVE,
     TaskName.SYNC_INDEX: Queue.INDEX,
     TaskName.CONSOLIDATE: Queue.MAINTENANCE,
+    TaskName.OPTIMIZE_INDEX: Queue.INDEX,
 }
 
 # Queues that a general worker consumes; INDEX is consumed by the index owner (see ARCHITECTURE).

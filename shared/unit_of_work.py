@@ -89,7 +89,8 @@ class MemoryRepository(Protocol):
 
     def get(self, tenant_id: str, user_id: str, memory_id: str) -> Memory | None: ...
 
-    def get_many(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> list[Memory]: ...
+    def get_many(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> list[Memory]:
+        """Memories by id, scoped to one user; the embedding is not loaded (None)."""
 
     def save(self, memory: Memory) -> None:
         """Write back a memory read from this repository."""

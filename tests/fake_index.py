@@ -139,6 +139,9 @@ class FakeVectorIndex:
         self._points.clear()
         self._model = (model_name, dim)
 
+    def optimize(self) -> bool:
+        return False
+
     def close(self) -> None:
         self.closed = True
 

@@ -24,6 +24,13 @@ class _State:
         self.llm_calls: list[tuple[Any, str | None]] = []
 
 
+def _without_vector(memory: Memory) -> Memory:
+    """Recall reads leave the embedding unloaded in the SQL adapter; the fake does the same."""
+    out = copy.deepcopy(memory)
+    out.embedding = None
+    return out
+
+
 class FakeEventRepository:
     def __init__(self, state: _State):
         self.s = state
@@ -117,7 +124,7 @@ class FakeMemoryRepository:
         return copy.deepcopy(m) if m and m.tenant_id == tenant_id and m.user_id == user_id else None
 
     def get_many(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> list[Memory]:
-        return [copy.deepcopy(m) for m in self._mine(tenant_id, user_id) if m.id in set(ids)]
+        return [_without_vector(m) for m in self._mine(tenant_id, user_id) if m.id in set(ids)]
 
     def save(self, memory: Memory) -> None:
         current = self.s.memories.get(memory.id)
@@ -152,7 +159,7 @@ class FakeMemoryRepository:
             m for m in self._mine(tenant_id, user_id) if m.status in allowed and wanted.intersection(m.cues)
         ]
         found.sort(key=lambda m: (-m.score, m.id))
-        return [copy.deepcopy(m) for m in found[:limit]]
+        return [_without_vector(m) for m in found[:limit]]
 
     def for_user(self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None) -> list[Memory]:
         allowed = set(statuses) if statuses is not None else None
@@ -202,7 +209,7 @@ class FakeMemoryRepository:
             if m.status in allowed and start <= (m.valid_from or m.created_at) < end
         ]
         found.sort(key=lambda m: (-(m.valid_from or m.created_at).timestamp(), m.id))
-        return [copy.deepcopy(m) for m in found[:limit]]
+        return [_without_vector(m) for m in found[:limit]]
 
     def recent_of_type(self, tenant_id, user_id, memory_type, since, limit) -> list[Memory]:
         found = [

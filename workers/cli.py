@@ -402,7 +402,7 @@ def maintain(
     data_dir: DataDir = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
 ) -> None:
-    """Run the periodic maintenance once: score recompute and consolidation (then index sync)."""
+    """Run the periodic maintenance once: score recompute, consolidation, index sync and optimize."""
     from shared import maintenance
     from shared.pipeline import sync_user_index
     from shared.ports import IndexOwnedElsewhere
@@ -423,12 +423,14 @@ def maintain(
                 with c.uow() as uow:
                     synced += sync_user_index(uow, c.index, c.embedder, tenant_id, user_id)
                     uow.commit()
+            optimized = c.index.optimize()
         except IndexOwnedElsewhere:
-            # A running index worker owns the embedded index: it syncs these users.
+            # A running index worker owns the embedded index: it syncs and optimizes it.
             c.dispatch([FollowUp(TaskName.SYNC_INDEX.value, pair) for pair in touched])
-    typer.echo(
-        json.dumps({"now": at.isoformat(), "decay": decay, "consolidation": consolidation, "indexed": synced})
-    )
+            c.dispatch([FollowUp(TaskName.OPTIMIZE_INDEX.value, ())])
+            optimized = False
+    summary = {"now": at.isoformat(), "decay": decay, "consolidation": consolidation, "indexed": synced}
+    typer.echo(json.dumps({**summary, "index_optimized": optimized}))
 
 
 @app.command()

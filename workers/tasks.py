@@ -175,6 +175,14 @@ def consolidate(self: Task) -> None:
     log.info("%s: %s", self.name, stats)
 
 
+@app.task(name=TaskName.OPTIMIZE_INDEX.value, bind=True, acks_late=False)
+def optimize_index(self: Task) -> None:
+    """Build the embedded index's HNSW graph (the engine has no background optimizer)."""
+    started = time.perf_counter()
+    changed = container().index.optimize()
+    log.info("%s: changed %s in %.1f s", self.name, changed, time.perf_counter() - started)
+
+
 @app.task(name=TaskName.SEARCH.value, bind=True, ignore_result=False, acks_late=False)
 def search(
     self: Task,

@@ -536,3 +536,24 @@ def _embedded_queue_lengths(data_dir: Path) -> dict[str, int]:
         return {k: v for k, v in lengths.items() if v}
     finally:
         server.shutdown()
+
+
+def test_history_and_maintain(ingested: Ingested) -> None:
+    memory = ingested.memories(ALICE, include_all=True)[0]
+    shown = cuemem(ingested.data_dir, "history", memory["id"], "--user", ALICE, "--json")
+    assert shown.code == 0, shown
+    chain = shown.json()
+    assert chain["found"] and memory["id"] in [m["id"] for m in chain["memories"]]
+    assert any(h["action"] == "created" and h["memory_id"] == memory["id"] for h in chain["history"])
+    missing = cuemem(ingested.data_dir, "history", "no-such-memory", "--user", ALICE)
+    assert missing.code == 2 and "MEMORY_ID" in missing.stderr, missing
+    other_user = cuemem(ingested.data_dir, "history", memory["id"], "--user", BOB)
+    assert other_user.code == 2, other_user  # another user's memory id is not found
+
+    run = cuemem(ingested.data_dir, "maintain", "--now", "2027-06-01T00:00:00Z")
+    assert run.code == 0, run
+    summary = json.loads(run.stdout)
+    assert summary["now"] == "2027-06-01T00:00:00+00:00"
+    assert summary["decay"]["changed"] > 0 and "consolidation" in summary
+    again = json.loads(cuemem(ingested.data_dir, "maintain", "--now", "2027-06-01T00:00:00Z").stdout)
+    assert again["decay"]["changed"] == 0  # the same time again: nothing to recompute

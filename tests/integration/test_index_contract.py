@@ -803,3 +803,13 @@ def test_server_declares_the_sparse_vector_with_idf() -> None:
 
     sparse = client.get_collection("test").config.params.sparse_vectors or {}
     assert sparse["bm25"].modifier == models.Modifier.IDF
+
+
+def test_optimize_keeps_every_answer(index: VectorIndex) -> None:
+    index.upsert([point(i, basis(i % DIM)) for i in range(1, 40)])
+    query = [0.1, 0.9, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    before = index.search(TENANT, USER, query, limit=10)
+    assert isinstance(index.optimize(), bool)
+    after = index.search(TENANT, USER, query, limit=10)
+    assert [h.id for h in after] == [h.id for h in before]
+    assert index.count() == 39

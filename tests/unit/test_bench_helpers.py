@@ -151,6 +151,13 @@ def test_fused_timings_adds_fusion_and_wall() -> None:
         30.0,
     )
     assert t["fusion_ms"] == pytest.approx(7.0)
+    # Any stage recall times itself (here a keyword path) is not counted as fusion.
+    with_keywords = fused_timings(
+        {"cues_ms": 1.0, "deterministic_ms": 4.0, "vector_ms": 3.0, "keyword_ms": 2.0, "total_ms": 25.0},
+        {},
+        26.0,
+    )
+    assert with_keywords["fusion_ms"] == pytest.approx(15.0)
     assert t["wall_ms"] == 30.0 and t["by_cues_ms"] == 2.5
     deterministic = fused_timings({"cues_ms": 1.0, "deterministic_ms": 4.0, "total_ms": 5.5}, {}, 6.0)
     assert "fusion_ms" not in deterministic

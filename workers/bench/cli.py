@@ -148,8 +148,7 @@ def ingest_command(
     ] = "redis://127.0.0.1:6379/12",
     keep: Annotated[bool, typer.Option("--keep", help="Keep databases and data dirs (debugging)")] = False,
 ) -> None:
-    """Events/s through the whole pipeline at 1, 2 and 4 worker processes, against raw embedding
-    and a no-op Celery task; freshness at steady load; worker RSS."""
+    """Events/s through the whole pipeline at 1/2/4 workers vs raw embedding and a no-op task."""
     from workers.bench.ingest import IngestConfig, run
 
     cfg = IngestConfig(

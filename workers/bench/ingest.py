@@ -8,7 +8,7 @@ For each worker count N (pipeline worker processes, prefork concurrency N, plus 
    publish to the moment every event is final (done, duplicate, rejected or failed);
 3. **steady load**: turns published at a fixed rate (a fraction of the throughput just measured)
    for ``--steady-seconds``: publish → visible in the working memory (``RedisWorkingMemory.recent``)
-   and publish → long-term memory (event ``done``: extracted, embedded, persisted, indexed);
+   and publish → long-term memory (event ``done``: every stage of the pipeline ran);
 4. **raw embedding**: the passages the pipeline embedded in step 2, embedded directly with
    ``E5Embedder`` in N processes of one thread each (the pipeline's setting): passages/s, tokens/s.
 

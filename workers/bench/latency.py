@@ -52,6 +52,7 @@ STAGE_KEYS = (
     "event_stages_ms",
     "embed_ms",
     "vector_ms",
+    "keyword_ms",
     "fusion_ms",
     "get_many_ms",
     "total_ms",
@@ -67,7 +68,8 @@ STAGE_NOTES = {
     "event_stages_ms": "  of which: stages of the working turns (events table)",
     "embed_ms": "query embedding inside recall (0 with a precomputed vector)",
     "vector_ms": "user-filtered vector search (qdrant-edge)",
-    "fusion_ms": "after the search: re-read hits in Postgres, RRF, explanations",
+    "keyword_ms": "keyword (sparse) search, when recall has that path",
+    "fusion_ms": "the rest after the searches: re-read hits in Postgres, RRF, diversity, explanations",
     "get_many_ms": "  of which: re-read of the hits (SqlMemoryRepository.get_many)",
     "total_ms": "recall() as a whole (its own trace)",
     "wall_ms": "around recall(), including opening the unit of work",
@@ -134,12 +136,13 @@ def fused_timings(
     trace_timings: dict[str, float], proxied: dict[str, float], wall_ms: float
 ) -> dict[str, float]:
     """recall's own timings plus the proxied repository timings, and ``fusion_ms``: what ``total_ms``
-    spends after the vector search (or after stage 1 when the deterministic stage answered)."""
+    spends outside the stages recall times itself (re-reading hits, RRF, diversity, explanations).
+    Only computed when the vector stage ran; with the deterministic answer there is no fusion."""
     t = {k: float(v) for k, v in trace_timings.items()}
+    stages = sum(v for k, v in t.items() if k != "total_ms")
     t.update(proxied)
-    spent = sum(t.get(k, 0.0) for k in ("cues_ms", "deterministic_ms", "embed_ms", "vector_ms"))
-    if "vector_ms" in t:
-        t["fusion_ms"] = max(0.0, t["total_ms"] - spent)
+    if "vector_ms" in t or "embed_ms" in t:
+        t["fusion_ms"] = max(0.0, t["total_ms"] - stages)
     t["wall_ms"] = wall_ms
     return t
 

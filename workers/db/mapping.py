@@ -26,7 +26,9 @@ def event_from_row(row: EventRow) -> StoredEvent:
     )
 
 
-def memory_from_row(row: MemoryRow) -> Memory:
+def memory_from_row(row: MemoryRow, with_embedding: bool = True) -> Memory:
+    """``with_embedding=False`` for rows read with the vector column deferred (recall reads):
+    decoding 384 floats per row was most of a recall's Postgres time."""
     return Memory(
         id=row.id,
         tenant_id=row.tenant_id,
@@ -45,7 +47,7 @@ def memory_from_row(row: MemoryRow) -> Memory:
         cues=list(row.cues or []),
         sources=list(row.sources or []),
         content_hash=row.content_hash,
-        embedding=list(row.embedding) if row.embedding is not None else None,
+        embedding=list(row.embedding) if with_embedding and row.embedding is not None else None,
         embedding_model=row.embedding_model,
         version=row.version,
         indexed_version=row.indexed_version,

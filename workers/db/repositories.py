@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, or_, select, text, true, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from shared.events import TurnPublished
 from shared.models import Memory, MemoryStatus, MemoryType
@@ -196,14 +196,17 @@ class SqlMemoryRepository:
         return memory_from_row(row) if row else None
 
     def get_many(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> list[Memory]:
+        """Without the embedding (recall re-reads index hits here and never needs the vector)."""
         if not ids:
             return []
         rows = self.session.scalars(
-            select(MemoryRow).where(
+            select(MemoryRow)
+            .where(
                 MemoryRow.id.in_(list(ids)), MemoryRow.tenant_id == tenant_id, MemoryRow.user_id == user_id
             )
+            .options(defer(MemoryRow.embedding))
         )
-        return [memory_from_row(r) for r in rows]
+        return [memory_from_row(r, with_embedding=False) for r in rows]
 
     def save(self, memory: Memory) -> None:
         values = memory_values(memory)
@@ -263,8 +266,9 @@ class SqlMemoryRepository:
             )
             .order_by(MemoryRow.score.desc(), MemoryRow.id)
             .limit(limit)
+            .options(defer(MemoryRow.embedding))
         )
-        return [memory_from_row(r) for r in rows]
+        return [memory_from_row(r, with_embedding=False) for r in rows]
 
     def for_user(self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None) -> list[Memory]:
         stmt = select(MemoryRow).where(MemoryRow.tenant_id == tenant_id, MemoryRow.user_id == user_id)
@@ -330,8 +334,9 @@ class SqlMemoryRepository:
             )
             .order_by(MemoryRow.valid_from.desc(), MemoryRow.id)
             .limit(limit)
+            .options(defer(MemoryRow.embedding))
         )
-        return [memory_from_row(r) for r in rows]
+        return [memory_from_row(r, with_embedding=False) for r in rows]
 
     def candidates(
         self,

@@ -111,6 +111,7 @@ class MemoryRow(Base):
     __table_args__ = (
         Index("ix_memories_user_status", "tenant_id", "user_id", "status"),
         Index("ix_memories_user_slot", "tenant_id", "user_id", "slot"),
+        Index("ix_memories_user_valid_from", "tenant_id", "user_id", "valid_from"),
         Index("ix_memories_user_hash", "tenant_id", "user_id", "content_hash"),
         Index("ix_memories_origin", "origin_event_id"),
         Index("ix_memories_cues", "cues", postgresql_using="gin"),

@@ -273,6 +273,22 @@ class EdgeVectorIndex:
             logger.info("reset vector index %s for model %s (dim %d)", self._path, model_name, dim)
             self._create(dim, model_name)
 
+    def optimize(self) -> bool:
+        """Build the HNSW graph and merge segments (qdrant-edge has no background optimizer).
+
+        Seconds to a minute per 100k points: run it from the index worker's maintenance task,
+        never on the request path. Returns whether anything was optimized."""
+        with self._mutex:
+            shard = self._current_shard()
+            if shard is None:
+                return False
+            started = time.perf_counter()
+            changed = bool(shard.optimize())
+            logger.info(
+                "optimized %s in %.1f s (changed: %s)", self._path, time.perf_counter() - started, changed
+            )
+            return changed
+
     def close(self) -> None:
         with self._mutex:
             if self._owner_pid is not None and self._owner_pid != os.getpid():

@@ -81,7 +81,7 @@ class RemoteSearchIndex:
             "the embedded index is owned by the index worker; this process may only search it"
         )
 
-    ensure = upsert = delete = ids = reset = _read_only
+    ensure = upsert = delete = ids = reset = optimize = _read_only
 
     def count(self) -> int:
         return self._read_only()
@@ -152,6 +152,9 @@ class LocalOrRemoteIndex:
 
     def reset(self, dim: int, model_name: str) -> None:
         self._local.reset(dim, model_name)
+
+    def optimize(self) -> bool:
+        return self._local.optimize()
 
     def close(self) -> None:
         self._local.close()

@@ -239,6 +239,10 @@ class QdrantServerIndex:
             self._dim = dim
             self._exists = True
 
+    def optimize(self) -> bool:
+        """A Qdrant server runs its own optimizer: nothing to do."""
+        return False
+
     def close(self) -> None:
         self._client.close()
 
