@@ -30,7 +30,7 @@ TYPES = [t.value for t in MemoryType]
 COLUMNS = (
     "id, tenant_id, user_id, type, content, content_hash, importance, status, created_at, updated_at, "
     "last_accessed_at, access_count, score, tags, entities, cues, sources, origin_event_id, version, "
-    "indexed_version"
+    "indexed_version, valid_from"
 )
 
 
@@ -63,6 +63,7 @@ def _rows(n: int, users: int, seed: int) -> io.StringIO:
                     f"e{i}",
                     "1",
                     "1",
+                    at,
                 ]
             )
             + "\n"
