@@ -9,16 +9,12 @@ from datetime import UTC, datetime
 import pytest
 
 from workers.bench import synthetic as S
-from workers.bench.ingest import evaluate_targets as ingest_targets
-from workers.bench.ingest import parse_task_times, rate_schedule, ratios, where_time_goes
-from workers.bench.latency import (
-    float4_array_binary,
-    fused_timings,
-    noisy_unit,
-    stage_samples,
-    summarize_records,
-    verdict,
-)
+from workers.bench.ingest_pipeline import parse_task_times, rate_schedule
+from workers.bench.ingest_report import evaluate_targets as ingest_targets
+from workers.bench.ingest_report import ratios, where_time_goes
+from workers.bench.latency_data import float4_array_binary, noisy_unit
+from workers.bench.latency_measure import fused_timings, stage_samples, summarize_records
+from workers.bench.latency_report import verdict
 from workers.bench.scratch import database_url_for, libpq_url
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from shared.events import Role, validate_turn
-from workers.bench import locomo, metrics
+from workers.bench import locomo_baselines, locomo_data, locomo_report, metrics
 
 
 def mini_sample() -> dict[str, Any]:
@@ -70,16 +70,16 @@ def mini_sample() -> dict[str, Any]:
     ],
 )
 def test_session_time(text: str, expected: datetime) -> None:
-    assert locomo.parse_session_time(text) == expected
+    assert locomo_data.parse_session_time(text) == expected
 
 
 def test_bad_session_time_is_a_data_error() -> None:
-    with pytest.raises(locomo.LocomoDataError, match="yesterday"):
-        locomo.parse_session_time("yesterday")
+    with pytest.raises(locomo_data.LocomoDataError, match="yesterday"):
+        locomo_data.parse_session_time("yesterday")
 
 
 def test_turns_map_to_events() -> None:
-    conv = locomo.parse_conversation(mini_sample())
+    conv = locomo_data.parse_conversation(mini_sample())
     assert conv.sample_id == "conv-99"
     assert conv.speakers == ("Ann", "Bo")
     assert [t.dia_id for t in conv.turns] == ["D1:1", "D1:2", "D2:1", "D2:2", "D2:3"]
@@ -101,7 +101,7 @@ def test_turns_map_to_events() -> None:
 
 
 def test_every_event_passes_the_products_validation() -> None:
-    conv = locomo.parse_conversation(mini_sample())
+    conv = locomo_data.parse_conversation(mini_sample())
     for turn in conv.turns:
         event = validate_turn(turn.event())
         assert event.event_id == turn.event_id
@@ -111,7 +111,7 @@ def test_every_event_passes_the_products_validation() -> None:
 
 
 def test_questions_and_their_evidence() -> None:
-    conv = locomo.parse_conversation(mini_sample())
+    conv = locomo_data.parse_conversation(mini_sample())
     ev = {q.text: q.evidence for q in conv.questions}
     assert [q.category for q in conv.questions] == [4, 1, 2, 3, 5]
     assert ev["What is Ann's cat called?"].ids == ("D1:1",)
@@ -123,7 +123,7 @@ def test_questions_and_their_evidence() -> None:
 
 
 def test_now_is_just_after_the_last_turn_and_sources_map_back_to_turns() -> None:
-    conv = locomo.parse_conversation(mini_sample())
+    conv = locomo_data.parse_conversation(mini_sample())
     assert conv.now == datetime(2023, 6, 21, 10, 5, 3, tzinfo=UTC)
     assert conv.dia_of_event("conv-99.D2:2") == "D2:2"
     assert conv.dia_of_event("conv-9.D2:2") is None
@@ -133,31 +133,31 @@ def test_now_is_just_after_the_last_turn_and_sources_map_back_to_turns() -> None
 def test_load_locomo_reports_unusable_files(tmp_path: Path) -> None:
     good = tmp_path / "good.json"
     good.write_text(json.dumps([mini_sample()]))
-    assert [c.sample_id for c in locomo.load_locomo(good)] == ["conv-99"]
+    assert [c.sample_id for c in locomo_data.load_locomo(good)] == ["conv-99"]
 
     broken = tmp_path / "broken.json"
     broken.write_text("[{")
-    with pytest.raises(locomo.LocomoDataError, match="not readable JSON"):
-        locomo.load_locomo(broken)
+    with pytest.raises(locomo_data.LocomoDataError, match="not readable JSON"):
+        locomo_data.load_locomo(broken)
     not_a_list = tmp_path / "object.json"
     not_a_list.write_text("{}")
-    with pytest.raises(locomo.LocomoDataError, match="non-empty JSON list"):
-        locomo.load_locomo(not_a_list)
-    with pytest.raises(locomo.LocomoDataError, match="cannot read"):
-        locomo.load_locomo(tmp_path / "missing.json")
+    with pytest.raises(locomo_data.LocomoDataError, match="non-empty JSON list"):
+        locomo_data.load_locomo(not_a_list)
+    with pytest.raises(locomo_data.LocomoDataError, match="cannot read"):
+        locomo_data.load_locomo(tmp_path / "missing.json")
     no_turns = tmp_path / "no_turns.json"
     no_turns.write_text(json.dumps([{"sample_id": "x", "conversation": {}, "qa": []}]))
-    with pytest.raises(locomo.LocomoDataError, match="no turns"):
-        locomo.load_locomo(no_turns)
+    with pytest.raises(locomo_data.LocomoDataError, match="no turns"):
+        locomo_data.load_locomo(no_turns)
 
 
 def test_rrf_fuses_rankings_with_turn_order_as_tie_break() -> None:
-    assert locomo.rrf([[2, 0, 1], [0, 2, 1]], k=3) == [0, 2, 1]  # 0 and 2 tie: lower index first
-    assert locomo.rrf([[5], [7, 5]], k=1) == [5]
+    assert locomo_baselines.rrf([[2, 0, 1], [0, 2, 1]], k=3) == [0, 2, 1]  # 0 and 2 tie: lower index first
+    assert locomo_baselines.rrf([[5], [7, 5]], k=1) == [5]
 
 
 def test_baselines_rank_turns() -> None:
-    conv = locomo.parse_conversation(mini_sample())
+    conv = locomo_data.parse_conversation(mini_sample())
     texts = [t.content for t in conv.turns]
 
     # A fake embedding: one dimension per word of interest, so "dense" is checkable by hand.
@@ -166,7 +166,7 @@ def test_baselines_rank_turns() -> None:
     def embed(items: list[str] | tuple[str, ...]) -> list[list[float]]:
         return [[1.0 if w in t.lower() else 0.0 for w in vocab] + [0.01] for t in items]
 
-    base = locomo.Baselines(texts, embed)
+    base = locomo_baselines.Baselines(texts, embed)
     ranks = base.rank("who runs marathons", embed(["marathons"])[0], k=2)
     assert ranks["bm25"] == [2]  # only the turn sharing a token
     assert ranks["dense"][0] == 2
@@ -213,11 +213,11 @@ def test_report_states_targets_met_or_not() -> None:
                 "ceiling_note": "note",
                 "memory": {},
             },
-            "reference_bm25": locomo.REFERENCE_BM25,
+            "reference_bm25": locomo_report.REFERENCE_BM25,
         }
 
-    good = locomo.render_report(results_for(1.0), [])
+    good = locomo_report.render_report(results_for(1.0), [])
     assert "| recall_any@5 ≥ 0.90 | 1.000 | **met** |" in good
-    bad = locomo.render_report(results_for(0.5), [])
+    bad = locomo_report.render_report(results_for(0.5), [])
     assert "| recall_any@5 ≥ 0.90 | 0.500 | **not met** |" in bad
     assert "**not met**" in bad.split("within 1,000 tokens")[1].splitlines()[0]

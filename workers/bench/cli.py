@@ -50,7 +50,8 @@ def locomo_cmd(
     ] = None,
 ) -> None:
     """LoCoMo retrieval recall: every turn through the real pipeline, cuemem vs BM25/dense/hybrid."""
-    from workers.bench.locomo import LocomoDataError, load_locomo, run_locomo
+    from workers.bench.locomo import run_locomo
+    from workers.bench.locomo_data import LocomoDataError, load_locomo
 
     if not data.is_file():
         raise typer.BadParameter(f"{data} does not exist or is not a file", param_hint="--data")

@@ -7,7 +7,7 @@ measures how many of these it runs per second: the floor any pipeline stage pays
 
 from __future__ import annotations
 
-from workers.bench.ingest import NOOP_QUEUE, NOOP_TASK
+from workers.bench.ingest_services import NOOP_QUEUE, NOOP_TASK
 from workers.celery_app import app
 
 
