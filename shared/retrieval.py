@@ -37,6 +37,7 @@ TYPE_BOOST = 0.5  # the query hints at the memory's type ("忌口" -> preference
 WINDOW_CANDIDATES = 20
 RECENT_DAYS = 3  # the recency path: the user's newest memories ("那我现在该怎么办？")
 RECENT_CANDIDATES = 10
+RECENT_WEIGHT = 0.5  # newness alone is weaker evidence than a match on words or meaning
 DUPLICATE_COSINE = 0.97
 EXACT_KEY_SCORE = 100.0
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -242,24 +243,17 @@ def _recent_candidates(
     return out
 
 
-def importance_weight(importance: float | None) -> float:
-    """A mild preference (0.98–1.0) for important memories among near-equal matches, smaller than
-    the gap between two neighbouring reciprocal ranks. Working-memory turns weigh 1."""
-    if importance is None:
-        return 1.0
-    return 0.98 + 0.02 * min(max(importance, 0.0), 10.0) / 10.0
-
-
 def _rank(candidates: Iterable[_Candidate], key: str) -> list[_Candidate]:
     """Best first; equal matches go to the more important, then the newer statement (a halved,
     older preference ranks after the one that replaced it), then the id, for a total order."""
 
-    def tie(c: _Candidate) -> tuple[float, float]:
-        return (-(c.item.importance or 0.0), -datetime.fromisoformat(c.item.created_at).timestamp())
-
     if key == "cue":
-        return sorted(candidates, key=lambda c: (-c.cue_score, *tie(c), c.item.id))
-    return sorted(candidates, key=lambda c: (-(c.vector_score or 0.0), *tie(c), c.item.id))
+        return sorted(candidates, key=lambda c: (-c.cue_score, *_tie(c), c.item.id))
+    return sorted(candidates, key=lambda c: (-(c.vector_score or 0.0), *_tie(c), c.item.id))
+
+
+def _tie(c: _Candidate) -> tuple[float, float]:
+    return (-(c.item.importance or 0.0), -datetime.fromisoformat(c.item.created_at).timestamp())
 
 
 def recall(
@@ -363,16 +357,23 @@ def recall(
         recent_ranked = _recent_candidates(uow, request, pool)
         candidates_per_path["recent"] = len(recent_ranked)
         rrf: dict[str, float] = {}
-        for ranking in (cue_ranked, vector_ranked, keyword_ranked, recent_ranked):
+        paths = (
+            (cue_ranked, 1.0),
+            (vector_ranked, 1.0),
+            (keyword_ranked, 1.0),
+            (recent_ranked, RECENT_WEIGHT),
+        )
+        for ranking, weight in paths:
             for rank, c in enumerate(ranking):
-                rrf[c.item.id] = rrf.get(c.item.id, 0.0) + 1.0 / (RRF_K + rank + 1)
-        fused = {i: v * importance_weight(pool[i].item.importance) for i, v in rrf.items()}
-        ranked = sorted((pool[i] for i in fused), key=lambda c: (-fused[c.item.id], c.item.id))
+                rrf[c.item.id] = rrf.get(c.item.id, 0.0) + weight / (RRF_K + rank + 1)
+        # Equal fused ranks go to the more important, then the newer memory, then the id.
+        ranked = sorted(
+            (pool[i] for i in rrf), key=lambda c: (-round(rrf[c.item.id], 9), *_tie(c), c.item.id)
+        )
         chosen = newer_first_within_slots(diverse(ranked, request.k))
         for c in chosen:
-            c.item.score = fused[c.item.id]
+            c.item.score = rrf[c.item.id]
             c.item.explanation = _explain(c, rrf=rrf[c.item.id])
-            c.item.explanation["importance_weight"] = round(importance_weight(c.item.importance), 4)
         stage = "vector" if chosen else "none"
     timings["total_ms"] = (time.perf_counter() - started) * 1e3
 

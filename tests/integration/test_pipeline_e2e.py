@@ -436,7 +436,9 @@ def test_recall_searches_through_the_index_worker_while_it_owns_the_index(it_set
         Runtime(it_settings, c, workers), "v", "what should I drink", k=2, now=datetime.now(UTC), session=None
     )
     assert out["trace"]["vector_backend"] == "qdrant-edge (via the index worker)"
-    assert out["items"] and out["items"][0]["content"].startswith("I prefer oat milk")
+    assert out["items"] and out["items"][0]["content"].startswith("I prefer oat milk"), json.dumps(
+        out["items"], ensure_ascii=False
+    )
     assert "vector" in out["items"][0]["explanation"]["paths"]
     json.dumps(out)  # the CLI contract is JSON
     c.close()
