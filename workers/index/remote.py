@@ -14,7 +14,7 @@ no mode, so it works with an owner of either version.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from celery import Celery
@@ -107,15 +107,7 @@ class LocalOrRemoteIndex:
         limit: int,
         statuses: Sequence[str] = ("active",),
     ) -> list[IndexHit]:
-        if self._remote is None:
-            try:
-                return self._local.search(tenant_id, user_id, vector, limit, statuses)
-            except IndexOwnedElsewhere:
-                log.info("embedded index is owned by a worker; searching through it")
-                self._remote = self._remote_factory()
-                self.backend = "qdrant-edge (via the index worker)"
-        assert self._remote is not None
-        return self._remote.search(tenant_id, user_id, vector, limit, statuses)
+        return self._searching(lambda index: index.search(tenant_id, user_id, vector, limit, statuses))
 
     def search_keywords(
         self,
@@ -125,15 +117,20 @@ class LocalOrRemoteIndex:
         limit: int,
         statuses: Sequence[str] = ("active",),
     ) -> list[IndexHit]:
+        return self._searching(
+            lambda index: index.search_keywords(tenant_id, user_id, terms, limit, statuses)
+        )
+
+    def _searching(self, search: Callable[[Any], list[IndexHit]]) -> list[IndexHit]:
+        """Search here while the lock is free; from the first refusal on, through the owner."""
         if self._remote is None:
             try:
-                return self._local.search_keywords(tenant_id, user_id, terms, limit, statuses)
+                return search(self._local)
             except IndexOwnedElsewhere:
                 log.info("embedded index is owned by a worker; searching through it")
                 self._remote = self._remote_factory()
                 self.backend = "qdrant-edge (via the index worker)"
-        assert self._remote is not None
-        return self._remote.search_keywords(tenant_id, user_id, terms, limit, statuses)
+        return search(self._remote)
 
     def ensure(self, dim: int, model_name: str) -> None:
         self._local.ensure(dim, model_name)
