@@ -72,7 +72,7 @@ class SqlEventRepository:
     def set_stage(
         self, event_id: str, stage: str, *, importance: float | None = None, reasons: Sequence[str] = ()
     ) -> None:
-        values: dict[str, object] = {"stage": stage}
+        values: dict[str, object] = {"stage": stage, "stage_at": func.now()}
         if importance is not None:
             values["importance"] = importance
             values["extraction_reasons"] = list(reasons)

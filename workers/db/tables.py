@@ -20,6 +20,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     func,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, REAL
@@ -50,11 +51,18 @@ class EventRow(Base):
     extraction_reasons: Mapped[list[str]] = mapped_column(ARRAY(Text), default=list)
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     done_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # When the event reached its current stage: the sweep re-drives events stuck there too long.
+    stage_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    # The turn's own vector (conversation-log recall path), kept so the turn index can be rebuilt.
+    embedding: Mapped[list[float] | None] = mapped_column(ARRAY(REAL), nullable=True)
+    embedding_model: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    turn_indexed: Mapped[bool] = mapped_column(Boolean, server_default=false(), default=False)
 
     __table_args__ = (
         UniqueConstraint("tenant_id", "user_id", "session_id", "seq", name="uq_events_conversation_seq"),
         Index("ix_events_user_at", "tenant_id", "user_id", "at"),
         Index("ix_events_stage", "stage"),
+        Index("ix_events_stage_at", "stage", "stage_at"),
     )
 
 
