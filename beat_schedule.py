@@ -1,8 +1,11 @@
 """Periodic tasks run by exactly one `celery beat` (tasks referred to by name, with expiry).
 
 The pipeline sweep re-drives events left between stages (a crash between commit and enqueue).
-The hourly recompute keeps half-life scores current in Postgres (shared/scoring.py). Archive, TTL
-and reconciliation join this table with the lifecycle work.
+The hourly recompute keeps half-life scores current in Postgres (shared/scoring.py) and then has
+the index owner push the scores that moved; the lifecycle sweeps (shared/lifecycle.py) expire
+tasks, archive long-unused memories and repair drift between Postgres and the index. Every entry
+expires before its next run, so a backlog never runs one sweep twice in a row. Exactly one beat
+runs: it holds a Redis lock (workers/beat_lock.py).
 """
 
 from __future__ import annotations
@@ -29,5 +32,20 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "task": "memory.decay",
         "schedule": 3600.0,
         "options": {"expires": 3000, "queue": "cuemem.maintenance"},
+    },
+    "expire-tasks": {
+        "task": "memory.expire",
+        "schedule": 3600.0,
+        "options": {"expires": 3000, "queue": "cuemem.maintenance"},
+    },
+    "archive-stale-memories": {
+        "task": "memory.archive",
+        "schedule": 6 * 3600.0,
+        "options": {"expires": 5 * 3600, "queue": "cuemem.maintenance"},
+    },
+    "reconcile-index": {
+        "task": "memory.reconcile",
+        "schedule": 6 * 3600.0,
+        "options": {"expires": 5 * 3600, "queue": "cuemem.index"},
     },
 }

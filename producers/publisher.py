@@ -4,7 +4,10 @@ Publishing one turn is two steps:
 1. one atomic Redis script assigns the turn's ``seq`` in its conversation (INCR, or "at least
    this" for an explicit seq replaying a log) and appends the turn to the conversation's working
    memory, so recall can see it at once (read-your-writes), before any worker ran;
-2. the event is sent to the broker as a ``memory.record`` task, by name.
+2. the event is noted in the publish ledger (``shared.keys.UNRECORDED``) and sent to the broker as
+   a ``memory.record`` task, by name. The ledger entry stays until the record committed, so a
+   message a Redis broker lost (a worker killed right after popping it) is sent again by the
+   stalled sweep.
 Only step 2 is retried (with tenacity): retrying step 1 would burn a new seq.
 """
 
@@ -217,6 +220,12 @@ class Publisher:
                 return int(self._assign(keys=keys_, args=args))
         raise AssertionError("unreachable")  # Retrying re-raises on the last attempt
 
+    def _note_unrecorded(self, event_id: str, message: dict[str, Any]) -> None:
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.zadd(keys.UNRECORDED, {event_id: int(time.time() * 1000)})
+        pipe.hset(keys.UNRECORDED_MESSAGES, event_id, json.dumps(message, ensure_ascii=False))
+        pipe.execute()
+
     def _send(self, event: TurnPublished) -> None:
         started = time.perf_counter()
         for attempt in Retrying(
@@ -226,10 +235,12 @@ class Publisher:
             reraise=True,
         ):
             with attempt:
+                message = event.to_message()
+                self._note_unrecorded(event.event_id, message)
                 # Celery's own publish retry is off so that tenacity is the one retry policy.
                 self._app.send_task(
                     TaskName.RECORD.value,
-                    args=[event.to_message()],
+                    args=[message],
                     queue=ROUTES[TaskName.RECORD].value,
                     retry=False,
                 )

@@ -9,12 +9,14 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from shared.lexicon import LexiconOverlay
+from shared.lexicon import merge as merge_lexicon
 from shared.models import MemoryType
 from shared.text import CJK_RE, STOPWORDS, STOPWORDS_EN, keywords, word_set
 
@@ -311,10 +313,41 @@ def _parse_lexicon(data: dict[str, Any]) -> Lexicon:
 
 
 @lru_cache(maxsize=1)
-def load_lexicon() -> Lexicon:
-    """The bundled cue lexicon (shared/data/cue_lexicon.json), parsed once per process."""
+def shipped_lexicon_data() -> dict[str, Any]:
+    """The bundled cue lexicon's data (shared/data/cue_lexicon.json), read once per process."""
     raw = resources.files("shared").joinpath("data/cue_lexicon.json").read_text(encoding="utf-8")
-    return _parse_lexicon(json.loads(raw))
+    data: dict[str, Any] = json.loads(raw)
+    return data
+
+
+@lru_cache(maxsize=1)
+def _shipped_lexicon() -> Lexicon:
+    return _parse_lexicon(shipped_lexicon_data())
+
+
+# The lexicon installed by configure(); None means the shipped one. Process-wide on purpose: the
+# composition root installs it once per process, before any text is analysed, and every caller of
+# this module (extraction, recall, benchmarks) must then see the same words.
+_configured: Lexicon | None = None
+
+
+def load_lexicon() -> Lexicon:
+    """The cue lexicon in force: the shipped one, or the one :func:`configure` installed."""
+    return _configured if _configured is not None else _shipped_lexicon()
+
+
+def configure(overlays: Sequence[LexiconOverlay] = ()) -> Lexicon:
+    """Install the shipped lexicon merged with user ``overlays`` (``shared.lexicon.parse_overlay``
+    results, in file order) for this process, and return it. No overlays: back to the shipped one.
+
+    The composition root (``workers.bootstrap``) calls this with the files of
+    ``CUEMEM_LEXICON_PATHS``; this module never reads user files itself.
+    """
+    global _configured
+    lexicon = _parse_lexicon(merge_lexicon(shipped_lexicon_data(), overlays)) if overlays else None
+    _configured = lexicon
+    _sentence_start_words.cache_clear()  # derived from the lexicon's words
+    return load_lexicon()
 
 
 def lexicon_hits(text: str) -> list[LexiconHit]:

@@ -27,3 +27,9 @@ def user_sessions_key(tenant_id: str, user_id: str) -> str:
 
 def deliveries_key(task_id: str, attempt: int) -> str:
     return f"{PREFIX}:deliveries:{task_id}:{attempt}"
+
+
+# The publish ledger: turns sent to the broker whose `memory.record` has not committed yet.
+# A zset (event id -> publish time, ms) and a hash (event id -> the record message as JSON).
+UNRECORDED = f"{PREFIX}:unrecorded"
+UNRECORDED_MESSAGES = f"{PREFIX}:unrecorded:messages"

@@ -28,7 +28,7 @@ from shared.models import (
     Source,
     memory_id,
 )
-from shared.ports import Embedder, EmbeddingModelMismatch, IndexPoint, VectorIndex
+from shared.ports import Embedder, EmbeddingModelMismatch, IndexPoint, PublishLedger, VectorIndex
 from shared.queues import TaskName
 from shared.sparse import sparse_document
 from shared.unit_of_work import FollowUp, HistoryEntry, Receipt, UnitOfWork
@@ -452,14 +452,28 @@ def _already_judged(uow: UnitOfWork, older: Memory, newer: Memory) -> bool:
 # --- sweep ------------------------------------------------------------------------------------
 
 
-def resume_stalled(uow: UnitOfWork, received_before: datetime, limit: int = 500) -> list[FollowUp]:
-    """Re-drive events that sit between stages (their follow-up was lost between commit and send).
+def resume_stalled(
+    uow: UnitOfWork, stuck_before: datetime, ledger: PublishLedger | None = None, limit: int = 500
+) -> list[FollowUp]:
+    """Re-drive events that sit at one stage since before ``stuck_before`` (their next message was
+    lost), and re-send published turns the ledger still holds from before then (their record
+    message was lost).
 
-    Safe to run any time: each stage handler ignores a message for a stage already passed.
+    Safe to run any time: each stage handler ignores a message for a stage already passed, and
+    recording is idempotent by event id. While the pipeline queues hold a backlog nothing is
+    re-sent: a queued message is late, not lost, and duplicates would only deepen the backlog.
     """
+    if ledger is not None:
+        waiting = ledger.backlog()
+        if waiting:
+            log.info("stalled sweep deferred: %d messages still queued", waiting)
+            return []
     followups: list[FollowUp] = []
-    for event_id, stage in uow.events.stalled(received_before, limit):
+    if ledger is not None:
+        cutoff_ms = int(stuck_before.timestamp() * 1000)
+        followups.extend(FollowUp(TaskName.RECORD.value, (m,)) for m in ledger.overdue(cutoff_ms, limit))
+    for event_id, stage in uow.events.stalled(stuck_before, limit):
         followups.extend(next_step(event_id, stage))
     if followups:
-        log.info("re-driving %d stalled events", len(followups))
+        log.info("re-driving %d stalled events or unrecorded turns", len(followups))
     return followups

@@ -7,7 +7,7 @@ way to search or change the index without naming whose memory it is.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -73,6 +73,36 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> list[float]: ...
 
 
+class Reranker(Protocol):
+    """A cross-encoder that scores how well each document answers the query (optional, off by
+    default; ``shared.rerank`` applies it to recall's top candidates)."""
+
+    def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
+        """One relevance score per document, in the documents' order (higher is more relevant).
+        Raises on failure; the caller keeps its previous order then."""
+        ...
+
+
+class PublishLedger(Protocol):
+    """Turns published but not yet recorded in Postgres.
+
+    Redis brokers hand a message to a consumer and only then note it as unacknowledged; a worker
+    killed in between loses the message. The ledger keeps every published turn until its record
+    committed, so the stalled sweep can send it again (recording is idempotent by event id).
+    """
+
+    def settle(self, event_ids: Sequence[str]) -> None:
+        """Forget turns whose record committed (accepted, duplicate or rejected)."""
+
+    def overdue(self, published_before_ms: int, limit: int) -> list[dict[str, Any]]:
+        """Record messages of turns published before the given time and still not recorded; each
+        returned entry counts as re-sent now (its time moves to now), so a sweep sends it once."""
+
+    def backlog(self) -> int:
+        """Messages waiting in the pipeline queues; a sweep waits while there is a backlog, since
+        a queued message is late, not lost."""
+
+
 class VectorIndex(Protocol):
     """A per-tenant, per-user vector index. Every call names the tenant and the user."""
 
@@ -105,6 +135,15 @@ class VectorIndex(Protocol):
         tenant's and user's points that carry terms. Empty ``terms`` find nothing."""
 
     def ids(self, tenant_id: str, user_id: str) -> set[str]: ...
+
+    def payloads(self, tenant_id: str, user_id: str) -> dict[str, dict[str, Any]]:
+        """Every point of this tenant and user: id -> payload (no vectors). The reconciliation
+        sweep compares it with Postgres."""
+
+    def set_payload(self, tenant_id: str, user_id: str, payloads: Mapping[str, Mapping[str, Any]]) -> None:
+        """Merge the given keys into the payload of each named point of this tenant and user,
+        leaving vectors and other keys as they are; ids with no point are skipped. One call per
+        batch (score refreshes touch many points)."""
 
     def count(self) -> int: ...
 

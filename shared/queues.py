@@ -29,6 +29,11 @@ class TaskName(StrEnum):
     SYNC_INDEX = "memory.sync_index"
     CONSOLIDATE = "memory.consolidate"
     OPTIMIZE_INDEX = "memory.optimize_index"
+    REINFORCE = "memory.reinforce"  # count a recall's memories as used (sent by recall_for)
+    EXPIRE = "memory.expire"  # task TTL (beat)
+    ARCHIVE = "memory.archive"  # long-unused, low-score memories (beat)
+    PUSH_SCORES = "memory.push_scores"  # payload scores after a recompute (the index owner)
+    RECONCILE = "memory.reconcile"  # Postgres vs index drift repair (beat, the index owner)
 
 
 class SearchMode(StrEnum):
@@ -52,6 +57,11 @@ ROUTES: dict[TaskName, Queue] = {
     TaskName.SYNC_INDEX: Queue.INDEX,
     TaskName.CONSOLIDATE: Queue.MAINTENANCE,
     TaskName.OPTIMIZE_INDEX: Queue.INDEX,
+    TaskName.REINFORCE: Queue.MAINTENANCE,
+    TaskName.EXPIRE: Queue.MAINTENANCE,
+    TaskName.ARCHIVE: Queue.MAINTENANCE,
+    TaskName.PUSH_SCORES: Queue.INDEX,
+    TaskName.RECONCILE: Queue.INDEX,
 }
 
 # Queues that a general worker consumes; INDEX is consumed by the index owner (see ARCHITECTURE).

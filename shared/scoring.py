@@ -34,6 +34,15 @@ class DecayPolicy:
     base: float = 1.0
     unit_hours: float = 24.0
 
+    @classmethod
+    def configured(
+        cls, gamma: Mapping[str, float] | None = None, base: float = 1.0, unit_hours: float = 24.0
+    ) -> DecayPolicy:
+        """The defaults with per-type overrides by type name (``CUEMEM_DECAY_GAMMA``)."""
+        merged = dict(DEFAULT_GAMMA)
+        merged.update({MemoryType(name): float(g) for name, g in (gamma or {}).items()})
+        return cls(gamma=merged, base=base, unit_hours=unit_hours)
+
     def __post_init__(self) -> None:
         for memory_type, g in self.gamma.items():
             if not 0.0 < g <= 1.0:

@@ -6,12 +6,14 @@ Nothing is read at import: entry points call :func:`get_settings` (cached) or bu
 
 from __future__ import annotations
 
+import json
+import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
@@ -71,6 +73,30 @@ class Settings(BaseSettings):
                 )
         return value
 
+    # User cue lexicon files (TOML, or YAML with PyYAML installed), merged in this order over the
+    # shipped lexicon; format in docs/ARCHITECTURE.md. The variable takes paths separated by
+    # os.pathsep ("/etc/cuemem/lexicon.toml:./team.toml") or a JSON list.
+    lexicon_paths: Annotated[list[Path], NoDecode] = Field(default_factory=list)
+
+    @field_validator("lexicon_paths", mode="before")
+    @classmethod
+    def _split_paths(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("["):
+            return json.loads(text)
+        return [part for part in (p.strip() for p in text.split(os.pathsep)) if part]
+
+    # Cross-encoder reranker (optional): unset URL = off. Any TEI / Jina / Cohere-style
+    # ``POST {url}/rerank`` endpoint; the key is read from the environment only.
+    rerank_url: str | None = None
+    rerank_api_key: SecretStr | None = None
+    rerank_model: str | None = None
+    rerank_top_n: int = Field(default=20, ge=1, le=1000)
+    rerank_timeout_s: float = Field(default=5.0, gt=0)
+    rerank_max_attempts: int = Field(default=3, ge=1)
+
     # Event validation.
     max_content_chars: int = Field(default=32_000, ge=1)
     max_id_chars: int = Field(default=128, ge=1, le=512)
@@ -95,6 +121,39 @@ class Settings(BaseSettings):
     # Recall.
     recall_k: int = Field(default=5, ge=1, le=200)
     recall_candidates: int = Field(default=50, ge=1, le=2000)
+    # A memory returned by the in-process recall (recall_for) counts as used: access_count + 1,
+    # written by the task memory.reinforce (recall never waits for it).
+    reinforce_on_recall: bool = True
+
+    # The half-life score R = S·γ^t + B·ln(1+N) (shared/scoring.py). γ per memory type overrides
+    # the defaults, e.g. CUEMEM_DECAY_GAMMA='{"episodic": 0.92}'; t counts in units of
+    # CUEMEM_DECAY_UNIT_HOURS; B is CUEMEM_DECAY_BASE.
+    decay_gamma: dict[str, float] = Field(default_factory=dict)
+    decay_base: float = Field(default=1.0, ge=0)
+    decay_unit_hours: float = Field(default=24.0, gt=0)
+
+    @field_validator("decay_gamma")
+    @classmethod
+    def _known_gammas(cls, value: dict[str, float]) -> dict[str, float]:
+        types = {"preference", "fact", "profile", "task", "episodic", "semantic"}
+        for memory_type, gamma in value.items():
+            if memory_type not in types:
+                raise ValueError(f"{memory_type!r} is not a memory type ({', '.join(sorted(types))})")
+            if not 0.0 < gamma <= 1.0:
+                raise ValueError(f"gamma for {memory_type}: {gamma} is not in (0, 1]")
+        return value
+
+    # Lifecycle (shared/lifecycle.py). A memory whose score has stayed under the threshold for
+    # archive_after_days is archived; a task expires once its due time passed, or, without one,
+    # task_ttl_days after it was stated. Index payload scores are refreshed when they drift by
+    # more than score_push_tolerance.
+    archive_threshold: float = Field(default=1.0, ge=0)
+    archive_after_days: float = Field(default=30.0, ge=0)
+    task_ttl_days: float = Field(default=7.0, gt=0)
+    score_push_tolerance: float = Field(default=0.01, ge=0)
+
+    # Exactly one beat: it holds a Redis lock with this TTL and renews it on every tick.
+    beat_lock_ttl_s: int = Field(default=60, ge=5)
 
     log_level: str = "INFO"
 

@@ -68,8 +68,8 @@ class EventRepository(Protocol):
 
     def stages(self, event_ids: Sequence[str]) -> dict[str, str]: ...
 
-    def stalled(self, received_before: datetime, limit: int) -> list[tuple[str, str]]:
-        """(event id, stage) of events not done that were received before the given time."""
+    def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
+        """(event id, stage) of events not done that reached their stage before the given time."""
 
 
 class ReceiptRepository(Protocol):
@@ -177,6 +177,85 @@ class MemoryRepository(Protocol):
 
     def embedding_models(self) -> set[str]:
         """Distinct embedding model names among stored vectors."""
+
+    # --- lifecycle (shared/lifecycle.py) ------------------------------------------------------
+
+    def claim_recall(self, recall_id: str, tenant_id: str, user_id: str, at: datetime) -> bool:
+        """Record that this recall's reinforcement is applied; False when it already was."""
+
+    def reinforce(
+        self, tenant_id: str, user_id: str, ids: Sequence[str], now: datetime, policy: DecayPolicy
+    ) -> int:
+        """access_count + 1, last access = now (never earlier), score recomputed, set-based, for
+        these memories of one user (pending drafts excepted). Returns how many rows changed."""
+
+    def prune_recall_claims(self, before: datetime) -> int:
+        """Forget recall claims older than ``before`` (past any redelivery)."""
+
+    def expire_tasks(
+        self, now: datetime, stated_before: datetime, reasons: tuple[str, str], after_id: str, limit: int
+    ) -> tuple[list[StatusChange], str | None]:
+        """Set-based: the next ``limit`` (by id after ``after_id``) active tasks whose due time
+        passed (reason ``reasons[0]``) or, without a due time, stated before ``stated_before``
+        (``reasons[1]``) become expired, version + 1. Returns them and the last id (None: done)."""
+
+    def archive_stale(
+        self,
+        since: datetime,
+        threshold: float,
+        policy: DecayPolicy,
+        reason: str,
+        now: datetime,
+        after_id: str,
+        limit: int,
+    ) -> tuple[list[StatusChange], str | None]:
+        """Set-based: the next ``limit`` active memories not accessed since ``since`` whose score
+        at ``since`` was already under ``threshold`` (scores only fall between accesses, so it
+        stayed under ever since) become archived, version + 1."""
+
+    def stale_scores(self, after_id: str, limit: int, tolerance: float) -> list[ScoreState]:
+        """Indexed memories (index copy current) whose payload score drifted from the row's score
+        by more than ``tolerance``, by id after ``after_id``."""
+
+    def mark_scores_indexed(self, scores: Sequence[tuple[str, float]]) -> None:
+        """The index payloads now hold these scores."""
+
+    def index_states(self, tenant_id: str, user_id: str) -> list[IndexState]:
+        """One user's memories as the index should reflect them (no vectors loaded)."""
+
+    def users_page(self, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+        """(tenant, user) pairs that have memories, in order, after ``after`` (keyset paging)."""
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    """A memory a set-based lifecycle sweep moved to another status (its history entry is next)."""
+
+    memory_id: str
+    tenant_id: str
+    user_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ScoreState:
+    memory_id: str
+    tenant_id: str
+    user_id: str
+    score: float
+
+
+@dataclass(frozen=True)
+class IndexState:
+    """What the vector index should know of one memory: the reconciliation's view of a row."""
+
+    memory_id: str
+    version: int
+    indexed_version: int
+    status: str
+    score: float
+    embedding_model: str | None
+    has_embedding: bool
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from shared.settings import Settings
 PG_ADMIN = os.environ.get("CUEMEM_TEST_PG_ADMIN", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("CUEMEM_TEST_REDIS", "redis://127.0.0.1:6379/13")
 TABLES = [
-    "events", "event_receipts", "memories", "dead_letters", "cuemem_meta", "memory_history", "llm_calls"
+    "events", "event_receipts", "memories", "dead_letters", "cuemem_meta", "memory_history", "llm_calls",
+    "recall_claims",
 ]  # fmt: skip
 
 

@@ -8,7 +8,7 @@ passes against the fake relies on nothing the adapters do differently.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from workers.index import (
     check_vector,
     normalize_id,
     normalize_statuses,
+    payload_update,
     point_payload,
     rank_hits,
     require_scope,
@@ -131,6 +132,21 @@ class FakeVectorIndex:
     def ids(self, tenant_id: str, user_id: str) -> set[str]:
         require_scope(tenant_id, user_id)
         return {point_id for point_id, stored in self._points.items() if stored.in_scope(tenant_id, user_id)}
+
+    def payloads(self, tenant_id: str, user_id: str) -> dict[str, dict[str, Any]]:
+        require_scope(tenant_id, user_id)
+        return {
+            point_id: dict(stored.payload)
+            for point_id, stored in self._points.items()
+            if stored.in_scope(tenant_id, user_id)
+        }
+
+    def set_payload(self, tenant_id: str, user_id: str, payloads: Mapping[str, Mapping[str, Any]]) -> None:
+        require_scope(tenant_id, user_id)
+        for point_id, update in ((normalize_id(i), payload_update(p)) for i, p in payloads.items()):
+            stored = self._points.get(point_id)
+            if stored is not None and stored.in_scope(tenant_id, user_id):
+                self._points[point_id] = _Stored(stored.vector, {**stored.payload, **update}, stored.sparse)
 
     def count(self) -> int:
         return len(self._points)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from shared.events import TurnPublished
@@ -22,6 +22,8 @@ class _State:
         self.received: dict[str, int] = {}
         self.history: list[HistoryEntry] = []
         self.llm_calls: list[tuple[Any, str | None]] = []
+        self.recall_claims: dict[str, datetime] = {}
+        self.indexed_scores: dict[str, float] = {}  # memories.indexed_score
 
 
 def _without_vector(memory: Memory) -> Memory:
@@ -38,7 +40,9 @@ class FakeEventRepository:
     def insert_if_absent(self, event: TurnPublished, stage: str) -> bool:
         if event.event_id in self.s.events or self.at_seq(*event.conversation, event.seq) is not None:
             return False
-        self.s.events[event.event_id] = {"event": event, "stage": stage, "importance": None}
+        self.s.events[event.event_id] = {
+            "event": event, "stage": stage, "importance": None, "stage_at": datetime.now(UTC)
+        }  # fmt: skip
         self.s.received[event.event_id] = len(self.s.received)
         return True
 
@@ -57,6 +61,7 @@ class FakeEventRepository:
         self, event_id: str, stage: str, *, importance: float | None = None, reasons: Sequence[str] = ()
     ) -> None:
         self.s.events[event_id]["stage"] = stage
+        self.s.events[event_id]["stage_at"] = datetime.now(UTC)
         if importance is not None:
             self.s.events[event_id]["importance"] = importance
 
@@ -85,8 +90,9 @@ class FakeEventRepository:
     def stages(self, event_ids: Sequence[str]) -> dict[str, str]:
         return {i: self.s.events[i]["stage"] for i in event_ids if i in self.s.events}
 
-    def stalled(self, received_before: datetime, limit: int) -> list[tuple[str, str]]:
-        return [(i, r["stage"]) for i, r in self.s.events.items() if r["stage"] != "done"][:limit]
+    def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
+        rows = [(r["stage_at"], i, r["stage"]) for i, r in self.s.events.items() if r["stage"] != "done"]
+        return [(i, stage) for at, i, stage in sorted(rows) if at < stuck_before][:limit]
 
 
 class FakeReceiptRepository:
@@ -243,7 +249,9 @@ class FakeMemoryRepository:
     def mark_indexed(self, memory_ids_versions: Sequence[tuple[str, int]]) -> None:
         for memory_id, version in memory_ids_versions:
             m = self.s.memories[memory_id]
-            m.indexed_version = max(m.indexed_version, version)
+            if m.indexed_version < version:
+                m.indexed_version = version
+                self.s.indexed_scores[memory_id] = m.score
 
     def page_for_reindex(self, after_id: str, limit: int) -> list[Memory]:
         found = sorted(
@@ -274,6 +282,107 @@ class FakeMemoryRepository:
 
     def embedding_models(self) -> set[str]:
         return {m.embedding_model for m in self.s.memories.values() if m.embedding_model}
+
+    # --- lifecycle: the same semantics as the SQL adapter, row by row ---------------------------
+
+    def claim_recall(self, recall_id: str, tenant_id: str, user_id: str, at: datetime) -> bool:
+        if recall_id in self.s.recall_claims:
+            return False
+        self.s.recall_claims[recall_id] = at
+        return True
+
+    def reinforce(self, tenant_id, user_id, ids, now, policy) -> int:
+        from shared.scoring import score
+
+        changed = 0
+        for m in self._mine(tenant_id, user_id):
+            if m.id in set(ids) and m.status is not MemoryStatus.PENDING:
+                m.access_count += 1
+                m.last_accessed_at = max(m.last_accessed_at, now)
+                m.score = score(m.importance, m.type, m.last_accessed_at, m.access_count, now, policy)
+                changed += 1
+        return changed
+
+    def prune_recall_claims(self, before: datetime) -> int:
+        old = [r for r, at in self.s.recall_claims.items() if at < before]
+        for recall_id in old:
+            del self.s.recall_claims[recall_id]
+        return len(old)
+
+    def _move(self, candidates, status, reason_of, now, after_id, limit):
+        from shared.unit_of_work import StatusChange
+
+        page = sorted(
+            (m for m in self.s.memories.values() if m.id > after_id and candidates(m)), key=lambda m: m.id
+        )
+        changes = []
+        for m in page[:limit]:
+            m.status, m.status_reason = status, reason_of(m)
+            m.version += 1
+            m.updated_at = now
+            changes.append(StatusChange(m.id, m.tenant_id, m.user_id, m.status_reason))
+        return changes, (changes[-1].memory_id if len(changes) == limit else None)
+
+    def expire_tasks(self, now, stated_before, reasons, after_id, limit):
+        def due(m: Memory) -> bool:
+            if m.status is not MemoryStatus.ACTIVE or m.type.value != "task":
+                return False
+            return m.due_at <= now if m.due_at is not None else m.created_at <= stated_before
+
+        return self._move(
+            due, MemoryStatus.EXPIRED, lambda m: reasons[0] if m.due_at else reasons[1], now, after_id, limit
+        )
+
+    def archive_stale(self, since, threshold, policy, reason, now, after_id, limit):
+        from shared.scoring import score
+
+        def stale(m: Memory) -> bool:
+            return (
+                m.status is MemoryStatus.ACTIVE
+                and m.last_accessed_at <= since
+                and score(m.importance, m.type, m.last_accessed_at, m.access_count, since, policy) < threshold
+            )
+
+        return self._move(stale, MemoryStatus.ARCHIVED, lambda m: reason, now, after_id, limit)
+
+    def stale_scores(self, after_id: str, limit: int, tolerance: float):
+        from shared.unit_of_work import ScoreState
+
+        found = [
+            m
+            for m in self.s.memories.values()
+            if m.id > after_id
+            and m.status is not MemoryStatus.PENDING
+            and m.indexed_version == m.version > 0
+            and m.embedding is not None
+            and (m.id not in self.s.indexed_scores or abs(m.score - self.s.indexed_scores[m.id]) > tolerance)
+        ]
+        found.sort(key=lambda m: m.id)
+        return [ScoreState(m.id, m.tenant_id, m.user_id, m.score) for m in found[:limit]]
+
+    def mark_scores_indexed(self, scores: Sequence[tuple[str, float]]) -> None:
+        for memory_id, value in scores:
+            self.s.indexed_scores[memory_id] = value
+
+    def index_states(self, tenant_id: str, user_id: str):
+        from shared.unit_of_work import IndexState
+
+        return [
+            IndexState(
+                m.id,
+                m.version,
+                m.indexed_version,
+                m.status.value,
+                m.score,
+                m.embedding_model,
+                m.embedding is not None,
+            )
+            for m in sorted(self._mine(tenant_id, user_id), key=lambda m: m.id)
+        ]
+
+    def users_page(self, after, limit) -> list[tuple[str, str]]:
+        pairs = sorted({(m.tenant_id, m.user_id) for m in self.s.memories.values()})
+        return [p for p in pairs if after is None or p > after][:limit]
 
 
 class FakeHistoryRepository:

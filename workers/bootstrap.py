@@ -16,13 +16,15 @@ from typing import Any
 
 from shared.conflicts import DEFAULT_STRATEGIES, Judge, Strategy
 from shared.events import EventLimits, TurnPublished
+from shared.lifecycle import LifecyclePolicy, policy_from
 from shared.llm import LLM
 from shared.llm_paths import extract_with_llm, llm_judge
 from shared.models import Extraction, MemoryType
-from shared.ports import Embedder, VectorIndex
+from shared.ports import Embedder, PublishLedger, Reranker, VectorIndex
 from shared.queues import ROUTES, TaskName
 from shared.settings import Settings, get_settings
 from shared.unit_of_work import FollowUp, UnitOfWork
+from workers.lexicon import apply_lexicon
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +43,11 @@ class Container:
     clock: Callable[[], datetime] = utc_now
     _embedder: Embedder | None = None
     _index: VectorIndex | None = None
+    _ledger: PublishLedger | None = None
     _working_memory: Any = None
     _dispatch: Callable[[Sequence[FollowUp]], None] | None = None
     _llm: Any = _UNSET
+    _reranker: Any = _UNSET
     _closers: list[Callable[[], None]] = field(default_factory=list)
 
     @property
@@ -77,6 +81,19 @@ class Container:
             self._llm = CooldownLLM(inner, self.settings.llm_cooldown_s) if inner is not None else None
         return self._llm  # type: ignore[return-value]
 
+    def reranker(self) -> Reranker | None:
+        """The cross-encoder reranker, or None when ``CUEMEM_RERANK_URL`` is unset (the default).
+        Recall hands it to ``shared.rerank.rerank_order``; it is built on first use."""
+        if self._reranker is _UNSET:
+            from workers.rerankers import build_reranker
+
+            self._reranker = build_reranker(self.settings)
+            close = getattr(self._reranker, "close", None)
+            if close is not None:
+                self._closers.append(close)
+        reranker: Reranker | None = self._reranker
+        return reranker
+
     @property
     def judge(self) -> Judge:
         """The conflict judge: the LLM when one is configured (falling back to rules), else rules."""
@@ -86,6 +103,11 @@ class Container:
     def strategies(self) -> dict[MemoryType, Strategy]:
         overrides = {MemoryType(k): Strategy(v) for k, v in self.settings.conflict_strategies.items()}
         return {**DEFAULT_STRATEGIES, **overrides}
+
+    @property
+    def lifecycle(self) -> LifecyclePolicy:
+        """Decay, archive, TTL and score-push settings (``CUEMEM_DECAY_*``, ``CUEMEM_ARCHIVE_*``...)."""
+        return policy_from(self.settings)
 
     def extractor(self) -> Callable[[TurnPublished, float], Extraction]:
         llm = self.llm
@@ -106,6 +128,29 @@ class Container:
             self._closers.append(client.close)
             self._working_memory = RedisWorkingMemory(client)
         return self._working_memory
+
+    @property
+    def ledger(self) -> PublishLedger | None:
+        """The publish ledger in Redis, or None when no Redis is configured."""
+        if self._ledger is None:
+            url = self.settings.effective_redis_url
+            if url is None:
+                return None
+            import redis
+
+            from workers.ledger import RedisPublishLedger
+
+            client = redis.Redis.from_url(url)
+            self._closers.append(client.close)
+            broker = None  # the broker's queue depth, read when the broker is a Redis we can reach
+            broker_url = self.settings.broker_url or ""
+            if broker_url == url:
+                broker = client
+            elif broker_url.startswith(("redis://", "rediss://", "redis+socket://")):
+                broker = redis.Redis.from_url(broker_url.replace("redis+socket://", "unix://", 1))
+                self._closers.append(broker.close)
+            self._ledger = RedisPublishLedger(client, broker)
+        return self._ledger
 
     def search_index(self) -> VectorIndex:
         """The index for searching from a process that is not the index worker (CLI, apps)."""
@@ -148,6 +193,7 @@ class Container:
         self._closers.clear()
         self._index = None
         self._working_memory = None
+        self._ledger = None
 
 
 def build_index(settings: Settings) -> VectorIndex:
@@ -200,8 +246,12 @@ def build_container(
     dispatch: Callable[[Sequence[FollowUp]], None] | None = None,
     clock: Callable[[], datetime] = utc_now,
     llm: Any = _UNSET,
+    reranker: Any = _UNSET,
 ) -> Container:
     settings = settings or get_settings()
+    # The user cue lexicon first: extraction and recall read it, and a bad file must fail here,
+    # naming itself, rather than halfway through a task.
+    apply_lexicon(settings)
     closers: list[Callable[[], None]] = []
     if uow is None:
         if not settings.database_url:
@@ -218,6 +268,7 @@ def build_container(
         _dispatch=dispatch,
         _closers=closers,
         _llm=llm,
+        _reranker=reranker,
     )
 
 

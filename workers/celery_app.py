@@ -12,6 +12,7 @@ from celery import Celery
 from celery.signals import worker_process_init, worker_process_shutdown
 
 from shared.settings import get_settings
+from workers.lexicon import apply_lexicon
 from workers.reliability import celery_config
 
 log = logging.getLogger(__name__)
@@ -22,6 +23,9 @@ if not _settings.broker_url:
         "CUEMEM_BROKER_URL is not set: point it at Redis (redis://host:6379/0), or run `cuemem worker`, "
         "which starts the embedded broker for you"
     )
+
+# A bad user lexicon file stops the worker at start, naming the file, instead of failing every task.
+apply_lexicon(_settings)
 
 app = Celery("cuemem", set_as_current=True)
 app.conf.update(celery_config(_settings, _settings.broker_url))

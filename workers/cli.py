@@ -18,6 +18,7 @@ from tqdm import tqdm
 from producers.jsonl import count_lines, read_jsonl
 from producers.publisher import Publisher
 from shared.events import InvalidEvent, parse_at
+from shared.lexicon import LexiconError
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES
 from shared.pipeline import EMBEDDING_MODEL_KEY
 from shared.ports import EmbeddingModelMismatch
@@ -210,10 +211,26 @@ def run_recall(
     now: datetime,
     session: str | None,
     budget: int | None = None,
+    include_archived: bool = False,
+    reinforce: bool = False,
 ) -> dict[str, Any]:
-    """`cuemem recall --json` output (plus "prompt"); the demo calls it too."""
+    """`cuemem recall --json` output (plus "prompt"); the demo calls it too.
+
+    Unlike the in-process ``recall_for``, a command-line recall does not count as a use unless
+    asked (``--reinforce``): it is how operators inspect memory, and re-running the demo or a
+    recall must leave the memories as they were."""
     _check_model(rt)
-    return recall_for(rt.container, user, query, k=k, now=now, session_id=session, budget_tokens=budget)
+    return recall_for(
+        rt.container,
+        user,
+        query,
+        k=k,
+        now=now,
+        session_id=session,
+        budget_tokens=budget,
+        include_archived=include_archived,
+        reinforce=reinforce,
+    )
 
 
 def _parse_now(now: str | None) -> datetime:
@@ -254,6 +271,12 @@ def recall_cmd(
         int | None,
         typer.Option("--budget", help="Token budget of the items and the prompt block (prompt: 1000)"),
     ] = None,
+    include_archived: Annotated[
+        bool, typer.Option("--include-archived", help="Archived memories may be returned too")
+    ] = False,
+    reinforce: Annotated[
+        bool, typer.Option("--reinforce", help="Count the returned memories as used (access count + 1)")
+    ] = False,
     data_dir: DataDir = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
 ) -> None:
@@ -268,7 +291,17 @@ def recall_cmd(
     if budget is not None and budget < 1:
         raise CliError(f"--budget: must be at least 1 token, got {budget}")
     with open_runtime(_settings(data_dir)) as rt:
-        out = run_recall(rt, user, query, k=k, now=at, session=session, budget=budget)
+        out = run_recall(
+            rt,
+            user,
+            query,
+            k=k,
+            now=at,
+            session=session,
+            budget=budget,
+            include_archived=include_archived,
+            reinforce=reinforce,
+        )
     if fmt == "prompt":
         if out["prompt"]:
             typer.echo(out["prompt"])
@@ -402,12 +435,11 @@ def maintain(
     data_dir: DataDir = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
 ) -> None:
-    """Run the periodic maintenance once: score recompute, consolidation, index sync and optimize."""
-    from shared import maintenance
-    from shared.pipeline import sync_user_index
+    """Run the lifecycle once: decay, task TTL, archive, consolidation, then (where this process
+    may open the index) index sync, score push, reconciliation and optimize. Prints counts as JSON."""
+    from shared import lifecycle
     from shared.ports import IndexOwnedElsewhere
     from shared.queues import TaskName
-    from shared.scoring import DecayPolicy
     from shared.unit_of_work import FollowUp
 
     _setup_logging(verbose)
@@ -415,22 +447,64 @@ def maintain(
     with open_runtime(_settings(data_dir)) as rt:
         c = rt.container
         _check_model(rt)
-        decay = maintenance.recompute_scores(c.uow, at, DecayPolicy())
-        consolidation, touched = maintenance.consolidate(c.uow, c.embedder, at)
-        synced = 0
+        policy = c.lifecycle
+        store, touched = lifecycle.maintain_store(c.uow, c.embedder, at, policy)
         try:
-            for tenant_id, user_id in touched:
-                with c.uow() as uow:
-                    synced += sync_user_index(uow, c.index, c.embedder, tenant_id, user_id)
-                    uow.commit()
+            index = lifecycle.maintain_index(c.uow, c.index, c.embedder, touched, policy)
             optimized = c.index.optimize()
         except IndexOwnedElsewhere:
-            # A running index worker owns the embedded index: it syncs and optimizes it.
+            # A running index worker owns the embedded index: it syncs, pushes, reconciles, optimizes.
             c.dispatch([FollowUp(TaskName.SYNC_INDEX.value, pair) for pair in touched])
-            c.dispatch([FollowUp(TaskName.OPTIMIZE_INDEX.value, ())])
-            optimized = False
-    summary = {"now": at.isoformat(), "decay": decay, "consolidation": consolidation, "indexed": synced}
-    typer.echo(json.dumps({**summary, "index_optimized": optimized}))
+            c.dispatch(
+                [
+                    FollowUp(TaskName.PUSH_SCORES.value, ()),
+                    FollowUp(TaskName.RECONCILE.value, ()),
+                    FollowUp(TaskName.OPTIMIZE_INDEX.value, ()),
+                ]
+            )
+            index, optimized = {"indexed": 0, "sent_to_index_worker": True}, False
+    summary = {"now": at.isoformat(), **store, **index, "index_optimized": optimized}
+    typer.echo(json.dumps(summary))
+
+
+@app.command()
+def restore(
+    memory_id: Annotated[str, typer.Argument(help="An archived memory's id", metavar="MEMORY_ID")],
+    user: Annotated[str, typer.Option("--user", help="Whose memory (required)")],
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="The memory's tenant [default: CUEMEM_TENANT_ID]")
+    ] = None,
+    now: Annotated[str | None, typer.Option("--now", help="ISO 8601 time of the restore")] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Bring an archived memory back: active again, re-indexed, with a history entry."""
+    from shared.lifecycle import RestoreRefused, restore_memory
+    from shared.pipeline import sync_user_index
+    from shared.ports import IndexOwnedElsewhere
+    from shared.queues import TaskName
+    from shared.unit_of_work import FollowUp
+
+    _setup_logging(False)
+    _check_user(user)
+    at = _parse_now(now)
+    with open_runtime(_settings(data_dir)) as rt:
+        c = rt.container
+        tenant_id = tenant or rt.settings.tenant_id
+        with c.uow() as uow:
+            try:
+                memory = restore_memory(uow, tenant_id, user, memory_id, at, c.lifecycle.decay)
+            except RestoreRefused as exc:
+                raise CliError(f"MEMORY_ID: {exc}") from None
+            uow.commit()
+        try:
+            with c.uow() as uow:
+                sync_user_index(uow, c.index, c.embedder, tenant_id, user)
+                uow.commit()
+            reindexed: bool | str = True
+        except IndexOwnedElsewhere:
+            c.dispatch([FollowUp(TaskName.SYNC_INDEX.value, (tenant_id, user))])
+            reindexed = "sent to the index worker"
+    typer.echo(json.dumps({"restored": memory.id, "status": memory.status.value, "indexed": reindexed}))
 
 
 @app.command()
@@ -505,6 +579,7 @@ def beat(data_dir: DataDir = None) -> None:
         raise CliError(
             "beat needs CUEMEM_BROKER_URL (on the embedded default, `cuemem worker` runs beat itself)"
         )
+    _refuse_second_beat(settings)
     schedule = settings.resolved_data_dir / "celerybeat-schedule"
     schedule.parent.mkdir(parents=True, exist_ok=True)
     cmd = [
@@ -520,6 +595,27 @@ def beat(data_dir: DataDir = None) -> None:
         settings.log_level,
     ]
     os.execvp(cmd[0], cmd)
+
+
+def _refuse_second_beat(settings: Settings) -> None:
+    """Say it plainly before exec: the scheduler itself refuses too (workers/beat_lock.py)."""
+    import redis
+
+    from workers.beat_lock import BeatLock
+
+    url = settings.effective_redis_url
+    if url is None:
+        return
+    client = redis.Redis.from_url(url.replace("redis+socket://", "unix://", 1))
+    try:
+        holder = BeatLock(client).holder()
+    finally:
+        client.close()
+    if holder is not None:
+        raise CliError(
+            f"another beat is running (it holds the beat lock: {holder}); exactly one beat may run per "
+            "deployment"
+        )
 
 
 @app.command()
@@ -544,6 +640,6 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         app()
-    except (CliError, EmbeddingModelMismatch) as exc:
+    except (CliError, EmbeddingModelMismatch, LexiconError) as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(2)

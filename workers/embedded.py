@@ -9,6 +9,7 @@ hands to the worker processes it spawns, so workers run the same code path as in
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import shutil
@@ -156,5 +157,6 @@ def settings_env(settings: Settings) -> dict[str, str]:
             continue
         if hasattr(value, "get_secret_value"):
             value = value.get_secret_value()
-        env[key] = str(value)
+        # Lists and mappings are read back from the environment as JSON, never as Python's repr.
+        env[key] = json.dumps(value, default=str) if isinstance(value, list | dict) else str(value)
     return env

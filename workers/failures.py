@@ -88,6 +88,9 @@ def dead_letter(container: Any, task_name: str, task_id: str | None, args: list[
             uow.dead_letters.add(DeadLetter(task_name, task_id, event_id, _json_safe(args), reason[:4000], 0))
             uow.commit()
         log.error("dead-lettered %s %s (event %s): %s", task_name, task_id, event_id, reason)
+        ledger = container.ledger
+        if task_name == "memory.record" and event_id and ledger is not None:
+            ledger.settle([event_id])  # parked with its reason: the sweep must not send it again
     except (DBAPIError, OSError):
         # The database is the place of record; when it is down the log must carry the message.
         log.critical(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from shared.settings import Settings
 from workers.bootstrap import Container, build_container
 from workers.embedded import embedded_services
+from workers.lexicon import apply_lexicon
 from workers.runtime import WorkerProcess, running_workers
 
 
@@ -31,6 +32,7 @@ class Runtime:
 
 @contextmanager
 def open_runtime(settings: Settings, *, start_workers: bool = False, beat: bool = False) -> Iterator[Runtime]:
+    apply_lexicon(settings)  # a bad lexicon file fails before any service starts
     with ExitStack() as stack:
         resolved = stack.enter_context(embedded_services(settings))
         workers: list[WorkerProcess] = []

@@ -15,14 +15,24 @@ Wire it into the agent tools with
 from __future__ import annotations
 
 import dataclasses
+import logging
+import uuid
 from datetime import datetime
 from typing import Any
 
+from shared.lifecycle import statuses_for
 from shared.pipeline import EMBEDDING_MODEL_KEY
 from shared.ports import EmbeddingModelMismatch
 from shared.prompt import DEFAULT_PROMPT_BUDGET, fit_budget, prompt_block
+from shared.queues import TaskName
 from shared.retrieval import RecallRequest, recall
+from shared.unit_of_work import FollowUp
 from workers.bootstrap import Container
+
+log = logging.getLogger(__name__)
+
+# The item type of a turn found in the working memory: not a stored memory, nothing to count.
+WORKING = "working"
 
 
 def check_embedding_model(container: Container) -> None:
@@ -43,8 +53,15 @@ def recall_for(
     now: datetime | None = None,
     session_id: str | None = None,
     budget_tokens: int | None = None,
+    include_archived: bool = False,
+    reinforce: bool | None = None,
 ) -> dict[str, Any]:
     """Recall for one user of the container's tenant; the public result plus ``"prompt"``.
+
+    ``include_archived`` adds archived memories to what may be returned. The memories returned
+    count as used (``reinforce``, default ``CUEMEM_REINFORCE_ON_RECALL``): the task
+    ``memory.reinforce`` is enqueued with the recall's id (``trace["recall_id"]``) and ``now``,
+    and recall does not wait for it.
 
     ``now`` defaults to the container's clock. With ``budget_tokens``, the items are cut with
     :func:`shared.prompt.fit_budget` (contents in rank order, skipping what does not fit) and the
@@ -69,6 +86,7 @@ def recall_for(
         k=k,
         session_id=session_id,
         candidates=container.settings.recall_candidates,
+        statuses=statuses_for(include_archived),
     )
     with container.uow() as uow:
         result = recall(
@@ -86,6 +104,8 @@ def recall_for(
     items = list(result.items)
     out = result.to_public()
     trace = out.setdefault("trace", {})
+    if container.settings.reinforce_on_recall if reinforce is None else reinforce:
+        trace["recall_id"] = enqueue_reinforcement(container, request, items)
     trace["vector_backend"] = getattr(index, "backend", "qdrant-server")
     trace["embedding_model"] = container.embedder.model_name
     if budget_trace is not None:
@@ -96,3 +116,26 @@ def recall_for(
         budget_tokens=DEFAULT_PROMPT_BUDGET if budget_tokens is None else budget_tokens,
     )
     return out
+
+
+def enqueue_reinforcement(container: Container, request: RecallRequest, items: list[Any]) -> str | None:
+    """Send ``memory.reinforce`` for the long-term memories among ``items``; returns the recall id.
+
+    Fire and forget: recall answers whether or not the message could be sent (a lost
+    reinforcement costs a little ranking, a failed recall costs the answer). The id is fresh per
+    call, so two recalls count twice and one redelivered message counts once.
+    """
+    ids = sorted({item.id for item in items if item.type != WORKING})
+    if not ids:
+        return None
+    recall_id = str(uuid.uuid4())
+    task = FollowUp(
+        TaskName.REINFORCE.value,
+        (recall_id, request.tenant_id, request.user_id, ids, request.now.isoformat()),
+    )
+    try:
+        container.dispatch([task])
+    except Exception:
+        log.warning("recall %s: could not enqueue its reinforcement", recall_id, exc_info=True)
+        return None
+    return recall_id

@@ -7,7 +7,10 @@ Why each setting:
 - JSON only: messages carry ids and plain values, never pickled objects;
 - visibility timeout above the longest task plus its longest retry delay: otherwise Redis
   hands a still-running task to a second worker;
-- results off except for the index owner's search RPC.
+- results off except for the index owner's search RPC;
+- unacked-message restore every few seconds, scanning each time, and a short restore mutex:
+  kombu's defaults scan only every 100 s and let a SIGKILLed worker's restore mutex block every
+  other worker's restore for 5 minutes, so a killed worker's messages came back minutes late.
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ from kombu import Queue as KombuQueue
 
 from shared.queues import ROUTES, Queue
 from shared.settings import Settings
+
+
+RESTORE_INTERVAL_S = 5  # how often each worker looks for unacked messages past the visibility timeout
+RESTORE_MUTEX_S = 30  # a restore takes milliseconds; a dead holder must not block others for long
 
 
 def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
@@ -41,7 +48,12 @@ def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
         "worker_prefetch_multiplier": 1,
         "task_time_limit": settings.task_time_limit_s,
         "task_soft_time_limit": max(1, settings.task_time_limit_s - 5),
-        "broker_transport_options": {"visibility_timeout": settings.visibility_timeout_s},
+        "broker_transport_options": {
+            "visibility_timeout": settings.visibility_timeout_s,
+            "unacked_restore_interval": RESTORE_INTERVAL_S,
+            "unacked_restore_throttle": 1,
+            "unacked_mutex_expire": RESTORE_MUTEX_S,
+        },
         "result_backend_transport_options": {"visibility_timeout": settings.visibility_timeout_s},
         "broker_connection_retry_on_startup": True,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
@@ -51,6 +63,14 @@ def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
         "task_send_sent_event": True,
         "worker_send_task_events": True,
         "worker_hijack_root_logger": False,
+        # Exactly one beat (workers/beat_lock.py): the scheduler holds a Redis lock and renews it
+        # every tick; ticking at least every third of the TTL keeps a live beat's lock alive.
+        "beat_scheduler": "workers.beat_lock:LockedScheduler",
+        "beat_max_loop_interval": max(1, settings.beat_lock_ttl_s // 3),
+        "cuemem_beat_lock": {
+            "url": settings.effective_redis_url or broker_url,
+            "ttl_s": settings.beat_lock_ttl_s,
+        },
         "timezone": "UTC",
         "enable_utc": True,
     }

@@ -7,16 +7,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery import Task
 
-from shared import maintenance, pipeline
+from shared import lifecycle, maintenance, pipeline
 from shared.llm_paths import llm_summarizer
 from shared.ports import SparseTerms
 from shared.queues import SearchMode, TaskName
-from shared.scoring import DecayPolicy
 from shared.settings import get_settings
 from shared.unit_of_work import FollowUp, UnitOfWork
 from workers.bootstrap import container
@@ -95,6 +94,15 @@ def record(self: Task, message: dict[str, Any]) -> None:
     c = container()
     key = str(message.get("event_id")) if isinstance(message, dict) else "?"
     run_unit(self.name, key, lambda uow: pipeline.record_event(uow, message, c.limits))
+    settle_published(c, message)
+
+
+def settle_published(c: Any, message: Any) -> None:
+    """The turn's record committed (or it was parked): the publish ledger may forget it."""
+    event_id = message.get("event_id") if isinstance(message, dict) else None
+    ledger = c.ledger
+    if isinstance(event_id, str) and ledger is not None:
+        ledger.settle([event_id])
 
 
 @app.task(name=TaskName.EXTRACT.value, base=PipelineTask, bind=True)
@@ -152,9 +160,11 @@ def sync_index(self: Task, tenant_id: str, user_id: str) -> None:
 
 @app.task(name=TaskName.RESUME_STALLED.value, base=PipelineTask, bind=True)
 def resume_stalled(self: Task, older_than_s: int = 300) -> None:
+    """Re-drive events stuck at one stage, and re-send published turns never recorded, for longer
+    than ``older_than_s`` (keep it above the broker's visibility timeout)."""
     c = container()
     before = c.clock() - timedelta(seconds=older_than_s)
-    run_unit(self.name, "sweep", lambda uow: pipeline.resume_stalled(uow, before))
+    run_unit(self.name, "sweep", lambda uow: pipeline.resume_stalled(uow, before, c.ledger))
 
 
 @app.task(name=TaskName.DECAY.value, base=PipelineTask, bind=True)
@@ -162,8 +172,60 @@ def decay(self: Task) -> None:
     """Recompute every half-life score in Postgres (set-based, batched by key range)."""
     c = container()
     started = time.perf_counter()
-    stats = maintenance.recompute_scores(c.uow, c.clock(), DecayPolicy())
+    stats = maintenance.recompute_scores(c.uow, c.clock(), c.lifecycle.decay)
+    # The index owner brings the payload scores up to date (only those that moved).
+    c.dispatch([FollowUp(TaskName.PUSH_SCORES.value, ())])
     log.info("%s done in %.1f s: %s", self.name, time.perf_counter() - started, stats)
+
+
+@app.task(name=TaskName.REINFORCE.value, base=PipelineTask, bind=True)
+def reinforce(
+    self: Task, recall_id: str, tenant_id: str, user_id: str, memory_ids: list[str], now: str
+) -> None:
+    """Count a recall's memories as used (sent by recall_for); keyed by the recall id."""
+    c = container()
+    at = datetime.fromisoformat(now)
+
+    def work(uow: UnitOfWork) -> list[FollowUp]:
+        lifecycle.reinforce_recalled(uow, recall_id, tenant_id, user_id, memory_ids, at, c.lifecycle.decay)
+        return []
+
+    run_unit(self.name, recall_id, work)
+
+
+@app.task(name=TaskName.EXPIRE.value, base=PipelineTask, bind=True)
+def expire(self: Task) -> None:
+    """Task TTL: expired tasks leave default recall; their users' index is synced after."""
+    c = container()
+    stats, touched = lifecycle.expire_tasks(c.uow, c.clock(), c.lifecycle)
+    c.dispatch([FollowUp(TaskName.SYNC_INDEX.value, pair) for pair in touched])
+    log.info("%s: %s", self.name, stats)
+
+
+@app.task(name=TaskName.ARCHIVE.value, base=PipelineTask, bind=True)
+def archive(self: Task) -> None:
+    """Archive memories whose score stayed under the threshold; their users' index is synced after."""
+    c = container()
+    stats, touched = lifecycle.archive_stale(c.uow, c.clock(), c.lifecycle)
+    c.dispatch([FollowUp(TaskName.SYNC_INDEX.value, pair) for pair in touched])
+    log.info("%s: %s", self.name, stats)
+
+
+@app.task(name=TaskName.PUSH_SCORES.value, base=PipelineTask, bind=True)
+def push_scores(self: Task) -> None:
+    """Payload scores that drifted from Postgres, pushed in batches (on the index queue)."""
+    c = container()
+    stats = lifecycle.push_scores(c.uow, c.index, c.lifecycle.score_tolerance)
+    log.info("%s: %s", self.name, stats)
+
+
+@app.task(name=TaskName.RECONCILE.value, base=PipelineTask, bind=True)
+def reconcile(self: Task) -> None:
+    """Repair drift between Postgres and the memory index (missing, extra, stale points)."""
+    c = container()
+    model, dim = c.embedder.model_name, c.embedder.dim
+    stats = lifecycle.reconcile(c.uow, c.index, model, dim, c.lifecycle.score_tolerance)
+    log.info("%s: %s", self.name, stats)
 
 
 @app.task(name=TaskName.CONSOLIDATE.value, base=PipelineTask, bind=True)

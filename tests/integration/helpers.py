@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from shared.progress import Progress, progress
 from workers.bootstrap import Container
@@ -11,11 +11,22 @@ from workers.runtime import WorkerProcess, check_alive
 
 
 def wait_processed(
-    c: Container, event_ids: Sequence[str], workers: list[WorkerProcess], timeout: float = 240
+    c: Container,
+    event_ids: Sequence[str],
+    workers: list[WorkerProcess],
+    timeout: float = 240,
+    sweep: Callable[[], None] | None = None,
+    sweep_every_s: float = 10.0,
 ) -> Progress:
-    """Poll until every event reached a final state; fail with the state counts otherwise."""
+    """Poll until every event reached a final state; fail with the state counts otherwise.
+
+    ``sweep`` is called every ``sweep_every_s`` seconds, as beat would send its periodic tasks."""
     deadline = time.monotonic() + timeout
+    next_sweep = time.monotonic() + sweep_every_s
     while True:
+        if sweep is not None and time.monotonic() >= next_sweep:
+            sweep()
+            next_sweep = time.monotonic() + sweep_every_s
         with c.uow() as uow:
             state = progress(uow, list(event_ids))
         if state.complete:

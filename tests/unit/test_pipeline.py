@@ -211,8 +211,55 @@ def test_resume_stalled_redrives_each_stage():
     h = Harness()
     h.run(TaskName.RECORD, (turn(1, "生产环境部署端口是8443"),))
     with h.store.uow() as uow:
-        out = pipeline.resume_stalled(uow, NOW)
+        out = pipeline.resume_stalled(uow, datetime.now(UTC) + timedelta(seconds=1))
     assert [(f.task, f.args) for f in out] == [("memory.extract", ("e-u1-s1-1",))]
+
+
+def test_resume_stalled_leaves_events_that_reached_their_stage_recently():
+    h = Harness()
+    h.run(TaskName.RECORD, (turn(1, "生产环境部署端口是8443"),))
+    with h.store.uow() as uow:
+        assert pipeline.resume_stalled(uow, datetime.now(UTC) - timedelta(minutes=5)) == []
+
+
+class FakeLedger:
+    def __init__(self, messages: dict[str, tuple[int, dict]], backlog: int = 0):
+        self.messages = messages
+        self.waiting = backlog
+        self.claimed: list[str] = []
+
+    def settle(self, event_ids):
+        for i in event_ids:
+            self.messages.pop(i, None)
+
+    def overdue(self, published_before_ms, limit):
+        due = sorted((at, i) for i, (at, _) in self.messages.items() if at <= published_before_ms)[:limit]
+        self.claimed += [i for _, i in due]
+        return [self.messages[i][1] for _, i in due]
+
+    def backlog(self):
+        return self.waiting
+
+
+def test_resume_stalled_resends_turns_published_but_never_recorded():
+    cutoff = datetime.now(UTC) - timedelta(minutes=5)
+    old_ms = int((cutoff - timedelta(minutes=1)).timestamp() * 1000)
+    new_ms = int((cutoff + timedelta(minutes=1)).timestamp() * 1000)
+    ledger = FakeLedger({"lost": (old_ms, turn(1, "我不吃香菜")), "queued": (new_ms, turn(2, "好的"))})
+    h = Harness()
+    with h.store.uow() as uow:
+        out = pipeline.resume_stalled(uow, cutoff, ledger)
+    assert [(f.task, f.args[0]["content"]) for f in out] == [("memory.record", "我不吃香菜")]
+    assert ledger.claimed == ["lost"]
+
+
+def test_resume_stalled_waits_while_the_queues_hold_a_backlog():
+    ledger = FakeLedger({"late": (0, turn(1, "我不吃香菜"))}, backlog=3)
+    h = Harness()
+    h.run(TaskName.RECORD, (turn(2, "生产环境部署端口是8443"),))
+    with h.store.uow() as uow:
+        assert pipeline.resume_stalled(uow, datetime.now(UTC) + timedelta(seconds=1), ledger) == []
+    assert ledger.claimed == []
 
 
 def test_explicit_remember_is_kept_as_the_named_kind():

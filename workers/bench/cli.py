@@ -13,6 +13,16 @@ bench_app = typer.Typer(
 )
 
 
+@bench_app.callback()
+def _user_lexicon() -> None:
+    # Some benchmarks analyse text without a container (latency, baselines): install the user cue
+    # lexicon (CUEMEM_LEXICON_PATHS) here so that every benchmark measures the configured words.
+    from shared.settings import Settings
+    from workers.lexicon import apply_lexicon
+
+    apply_lexicon(Settings())
+
+
 @bench_app.command("decay")
 def decay_cmd(
     out: Annotated[Path, typer.Option("--out", help="Where results.json and report.md go")],

@@ -6,14 +6,22 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, or_, select, text, true, update
+from sqlalchemy import delete, func, or_, select, text, true, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session, defer
 
 from shared.events import TurnPublished
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.scoring import DecayPolicy, score_sql
-from shared.unit_of_work import DeadLetter, HistoryEntry, Receipt, StoredEvent
+from shared.unit_of_work import (
+    DeadLetter,
+    HistoryEntry,
+    IndexState,
+    Receipt,
+    ScoreState,
+    StatusChange,
+    StoredEvent,
+)
 from workers.db.mapping import event_from_row, memory_from_row, memory_values
 from workers.db.tables import (
     DeadLetterRow,
@@ -22,6 +30,7 @@ from workers.db.tables import (
     LlmCallRow,
     MemoryRow,
     MetaRow,
+    RecallClaimRow,
     ReceiptRow,
 )
 
@@ -109,11 +118,11 @@ class SqlEventRepository:
         )
         return {r.event_id: r.stage for r in rows}
 
-    def stalled(self, received_before: datetime, limit: int) -> list[tuple[str, str]]:
+    def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
         rows = self.session.execute(
             select(EventRow.event_id, EventRow.stage)
-            .where(EventRow.stage != "done", EventRow.received_at < received_before)
-            .order_by(EventRow.received_at)
+            .where(EventRow.stage != "done", EventRow.stage_at < stuck_before)
+            .order_by(EventRow.stage_at, EventRow.event_id)
             .limit(limit)
         )
         return [(r.event_id, r.stage) for r in rows]
@@ -415,10 +424,11 @@ class SqlMemoryRepository:
 
     def mark_indexed(self, memory_ids_versions: Sequence[tuple[str, int]]) -> None:
         for memory_id, version in memory_ids_versions:
+            # The upserted payload carried the row's score: later score pushes start from it.
             self.session.execute(
                 update(MemoryRow)
                 .where(MemoryRow.id == memory_id, MemoryRow.indexed_version < version)
-                .values(indexed_version=version)
+                .values(indexed_version=version, indexed_score=MemoryRow.score)
             )
 
     def page_for_reindex(self, after_id: str, limit: int) -> list[Memory]:
@@ -464,6 +474,161 @@ class SqlMemoryRepository:
             select(MemoryRow.embedding_model).where(MemoryRow.embedding_model.is_not(None)).distinct()
         )
         return {r[0] for r in rows if r[0] is not None}
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def claim_recall(self, recall_id: str, tenant_id: str, user_id: str, at: datetime) -> bool:
+        stmt = (
+            insert(RecallClaimRow)
+            .values(recall_id=recall_id, tenant_id=tenant_id, user_id=user_id, at=at)
+            .on_conflict_do_nothing(index_elements=[RecallClaimRow.recall_id])
+            .returning(RecallClaimRow.recall_id)
+        )
+        return self.session.execute(stmt).first() is not None
+
+    def reinforce(
+        self, tenant_id: str, user_id: str, ids: Sequence[str], now: datetime, policy: DecayPolicy
+    ) -> int:
+        if not ids:
+            return 0
+        scope = {"tenant": tenant_id, "user": user_id, "ids": list(ids), "now": now}
+        # Two statements: in one UPDATE the score expression would read the old count and time.
+        result = self.session.execute(
+            text(
+                "UPDATE memories SET access_count = access_count + 1, "
+                "last_accessed_at = GREATEST(last_accessed_at, :now) "
+                "WHERE tenant_id = :tenant AND user_id = :user AND id = ANY(:ids) AND status <> 'pending'"
+            ),
+            scope,
+        )
+        self.session.execute(
+            text(
+                f"UPDATE memories SET score = {score_sql(policy)} "
+                "WHERE tenant_id = :tenant AND user_id = :user AND id = ANY(:ids) AND status <> 'pending'"
+            ),
+            scope,
+        )
+        return int(getattr(result, "rowcount", 0) or 0)
+
+    def prune_recall_claims(self, before: datetime) -> int:
+        result = self.session.execute(delete(RecallClaimRow).where(RecallClaimRow.at < before))
+        return int(getattr(result, "rowcount", 0) or 0)
+
+    def _set_status(
+        self, candidates: str, status: str, reason_sql: str, params: dict[str, Any], limit: int
+    ) -> tuple[list[StatusChange], str | None]:
+        """One set-based page: lock the next candidates by id, move them, return what moved."""
+        rows = self.session.execute(
+            text(
+                f"WITH page AS (SELECT id FROM memories WHERE {candidates} AND id > :after "
+                "ORDER BY id LIMIT :limit FOR UPDATE) "
+                f"UPDATE memories m SET status = '{status}', status_reason = {reason_sql}, "
+                "version = m.version + 1, updated_at = :now "
+                "FROM page WHERE m.id = page.id "
+                "RETURNING m.id, m.tenant_id, m.user_id, m.status_reason"
+            ),
+            {**params, "limit": limit},
+        ).all()
+        changes = sorted(
+            (StatusChange(r.id, r.tenant_id, r.user_id, r.status_reason) for r in rows),
+            key=lambda c: c.memory_id,
+        )
+        return changes, (changes[-1].memory_id if len(changes) == limit else None)
+
+    def expire_tasks(
+        self, now: datetime, stated_before: datetime, reasons: tuple[str, str], after_id: str, limit: int
+    ) -> tuple[list[StatusChange], str | None]:
+        candidates = (
+            "status = 'active' AND type = 'task' "
+            "AND ((due_at IS NOT NULL AND due_at <= :now) OR (due_at IS NULL AND created_at <= :before))"
+        )
+        reason = "CASE WHEN due_at IS NOT NULL THEN :due_reason ELSE :age_reason END"
+        params = {
+            "now": now,
+            "before": stated_before,
+            "due_reason": reasons[0],
+            "age_reason": reasons[1],
+            "after": after_id,
+        }
+        return self._set_status(candidates, MemoryStatus.EXPIRED.value, reason, params, limit)
+
+    def archive_stale(
+        self,
+        since: datetime,
+        threshold: float,
+        policy: DecayPolicy,
+        reason: str,
+        now: datetime,
+        after_id: str,
+        limit: int,
+    ) -> tuple[list[StatusChange], str | None]:
+        candidates = (
+            "status = 'active' AND last_accessed_at <= :since "
+            f"AND ({score_sql(policy, now_param='since')}) < :threshold"
+        )
+        params = {"since": since, "threshold": threshold, "reason": reason, "now": now, "after": after_id}
+        return self._set_status(candidates, MemoryStatus.ARCHIVED.value, ":reason", params, limit)
+
+    def stale_scores(self, after_id: str, limit: int, tolerance: float) -> list[ScoreState]:
+        rows = self.session.execute(
+            select(MemoryRow.id, MemoryRow.tenant_id, MemoryRow.user_id, MemoryRow.score)
+            .where(
+                MemoryRow.id > after_id,
+                MemoryRow.status != MemoryStatus.PENDING.value,
+                MemoryRow.indexed_version == MemoryRow.version,
+                MemoryRow.version > 0,
+                MemoryRow.embedding.is_not(None),
+                or_(
+                    MemoryRow.indexed_score.is_(None),
+                    func.abs(MemoryRow.score - MemoryRow.indexed_score) > tolerance,
+                ),
+            )
+            .order_by(MemoryRow.id)
+            .limit(limit)
+        )
+        return [ScoreState(r.id, r.tenant_id, r.user_id, r.score) for r in rows]
+
+    def mark_scores_indexed(self, scores: Sequence[tuple[str, float]]) -> None:
+        if not scores:
+            return
+        self.session.execute(
+            text("UPDATE memories SET indexed_score = :score WHERE id = :id"),
+            [{"id": memory_id, "score": score} for memory_id, score in scores],
+        )
+
+    def index_states(self, tenant_id: str, user_id: str) -> list[IndexState]:
+        rows = self.session.execute(
+            select(
+                MemoryRow.id,
+                MemoryRow.version,
+                MemoryRow.indexed_version,
+                MemoryRow.status,
+                MemoryRow.score,
+                MemoryRow.embedding_model,
+                MemoryRow.embedding.is_not(None).label("has_embedding"),
+            )
+            .where(MemoryRow.tenant_id == tenant_id, MemoryRow.user_id == user_id)
+            .order_by(MemoryRow.id)
+        )
+        return [
+            IndexState(
+                memory_id=r.id,
+                version=r.version,
+                indexed_version=r.indexed_version,
+                status=r.status,
+                score=r.score,
+                embedding_model=r.embedding_model,
+                has_embedding=bool(r.has_embedding),
+            )
+            for r in rows
+        ]
+
+    def users_page(self, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+        stmt = select(MemoryRow.tenant_id, MemoryRow.user_id).distinct()
+        if after is not None:
+            stmt = stmt.where(tuple_(MemoryRow.tenant_id, MemoryRow.user_id) > tuple_(*after))
+        rows = self.session.execute(stmt.order_by(MemoryRow.tenant_id, MemoryRow.user_id).limit(limit))
+        return [(r.tenant_id, r.user_id) for r in rows]
 
 
 class SqlHistoryRepository:

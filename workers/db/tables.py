@@ -115,6 +115,8 @@ class MemoryRow(Base):
     slot: Mapped[str | None] = mapped_column(String(200), nullable=True)
     status_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     due_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # The score the index payload holds (None: unknown): decay pushes only scores that moved.
+    indexed_score: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     __table_args__ = (
         Index("ix_memories_user_status", "tenant_id", "user_id", "status"),
@@ -125,6 +127,19 @@ class MemoryRow(Base):
         Index("ix_memories_cues", "cues", postgresql_using="gin"),
         Index("ix_memories_unindexed", "tenant_id", "user_id", postgresql_where="indexed_version < version"),
     )
+
+
+class RecallClaimRow(Base):
+    """Recalls whose reinforcement was applied: a redelivered memory.reinforce counts once."""
+
+    __tablename__ = "recall_claims"
+
+    recall_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(String(512))
+    user_id: Mapped[str] = mapped_column(String(512))
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (Index("ix_recall_claims_at", "at"),)
 
 
 class HistoryRow(Base):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from shared.ports import EmbeddingModelMismatch, IndexHit, IndexPoint, SparseTerms
@@ -108,6 +108,12 @@ def point_payload(point: IndexPoint) -> dict[str, Any]:
         if given is not None and given != getattr(point, key):
             raise ValueError(f"payload {key}={given!r} contradicts the point's {key}={getattr(point, key)!r}")
     return {**point.payload, "tenant_id": point.tenant_id, "user_id": point.user_id}
+
+
+def payload_update(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys a payload update may set: never the scope, so no update moves a point to another
+    tenant or user."""
+    return {k: v for k, v in payload.items() if k not in SCOPE_KEYS}
 
 
 def fetch_limit(limit: int) -> int:

@@ -23,7 +23,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,7 @@ from workers.index import (
     fetch_limit,
     normalize_id,
     normalize_statuses,
+    payload_update,
     point_payload,
     rank_hits,
     require_scope,
@@ -257,6 +258,47 @@ class EdgeVectorIndex:
                 found.update(str(r.id) for r in records)
                 if offset is None:
                     return found
+
+    def payloads(self, tenant_id: str, user_id: str) -> dict[str, dict[str, Any]]:
+        require_scope(tenant_id, user_id)
+        with self._mutex:
+            shard = self._current_shard()
+            if shard is None:
+                return {}
+            scope = _scope_filter(tenant_id, user_id)
+            found: dict[str, dict[str, Any]] = {}
+            offset: Any = None
+            while True:
+                records, offset = shard.scroll(
+                    ScrollRequest(
+                        offset=offset, limit=_SCROLL_PAGE, filter=scope, with_payload=True, with_vector=False
+                    )
+                )
+                found.update((str(r.id), dict(r.payload or {})) for r in records)
+                if offset is None:
+                    return found
+
+    def set_payload(self, tenant_id: str, user_id: str, payloads: Mapping[str, Mapping[str, Any]]) -> None:
+        require_scope(tenant_id, user_id)
+        updates = {normalize_id(i): payload_update(p) for i, p in payloads.items()}
+        if not updates:
+            return
+        with self._mutex:
+            shard = self._current_shard()
+            if shard is None:
+                return
+            # Only points of this scope: a guessed id of another user is skipped, not written.
+            records = shard.retrieve(list(updates), with_payload=True, with_vector=False)
+            scope = (tenant_id, user_id)
+            present = {
+                str(r.id)
+                for r in records
+                if ((r.payload or {}).get("tenant_id"), (r.payload or {}).get("user_id")) == scope
+            }
+            for point_id in sorted(present):
+                shard.update(UpdateOperation.set_payload([point_id], updates[point_id]))
+            # One flush per batch, as for upserts.
+            shard.flush()
 
     def count(self) -> int:
         with self._mutex:

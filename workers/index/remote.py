@@ -14,7 +14,7 @@ no mode, so it works with an owner of either version.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from celery import Celery
@@ -81,7 +81,7 @@ class RemoteSearchIndex:
             "the embedded index is owned by the index worker; this process may only search it"
         )
 
-    ensure = upsert = delete = ids = reset = optimize = _read_only
+    ensure = upsert = delete = ids = payloads = set_payload = reset = optimize = _read_only
 
     def count(self) -> int:
         return self._read_only()
@@ -143,6 +143,12 @@ class LocalOrRemoteIndex:
 
     def ids(self, tenant_id: str, user_id: str) -> set[str]:
         return self._local.ids(tenant_id, user_id)
+
+    def payloads(self, tenant_id: str, user_id: str) -> dict[str, dict[str, Any]]:
+        return self._local.payloads(tenant_id, user_id)
+
+    def set_payload(self, tenant_id: str, user_id: str, payloads: Mapping[str, Mapping[str, Any]]) -> None:
+        self._local.set_payload(tenant_id, user_id, payloads)
 
     def count(self) -> int:
         return self._local.count()

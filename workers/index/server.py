@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from qdrant_client import QdrantClient, models
@@ -33,6 +33,7 @@ from workers.index import (
     fetch_limit,
     normalize_id,
     normalize_statuses,
+    payload_update,
     point_payload,
     rank_hits,
     require_scope,
@@ -220,6 +221,48 @@ class QdrantServerIndex:
                 found.update(str(r.id) for r in records)
                 if offset is None:
                     return found
+
+    def payloads(self, tenant_id: str, user_id: str) -> dict[str, dict[str, Any]]:
+        require_scope(tenant_id, user_id)
+        with _translate_errors(self._collection):
+            if not self._collection_exists():
+                return {}
+            scope = _scope_filter(tenant_id, user_id)
+            found: dict[str, dict[str, Any]] = {}
+            offset: models.ExtendedPointId | None = None
+            while True:
+                records, offset = self._client.scroll(
+                    self._collection,
+                    scroll_filter=scope,
+                    limit=_SCROLL_PAGE,
+                    offset=offset,
+                    with_payload=True,
+                    with_vectors=False,
+                )
+                found.update((str(r.id), dict(r.payload or {})) for r in records)
+                if offset is None:
+                    return found
+
+    def set_payload(self, tenant_id: str, user_id: str, payloads: Mapping[str, Mapping[str, Any]]) -> None:
+        require_scope(tenant_id, user_id)
+        updates = {normalize_id(i): payload_update(p) for i, p in payloads.items()}
+        if not updates:
+            return
+        with _translate_errors(self._collection):
+            if not self._collection_exists():
+                return
+            # Each point by a scoped filter: a missing id or another user's id matches nothing
+            # (selecting by id alone fails on a missing point). One request for the whole batch.
+            operations: list[models.UpdateOperation] = [
+                models.SetPayloadOperation(
+                    set_payload=models.SetPayload(
+                        payload=dict(payload),
+                        filter=_scope_filter(tenant_id, user_id, extra=[models.HasIdCondition(has_id=[i])]),
+                    )
+                )
+                for i, payload in sorted(updates.items())
+            ]
+            self._client.batch_update_points(self._collection, operations, wait=True)
 
     def count(self) -> int:
         with _translate_errors(self._collection):
