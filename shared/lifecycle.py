@@ -22,7 +22,7 @@ from typing import Any
 
 from shared.consolidation import Group
 from shared.maintenance import consolidate, recompute_scores
-from shared.models import Memory, MemoryStatus
+from shared.models import HISTORICAL_STATUSES, Memory, MemoryStatus
 from shared.pipeline import index_payload, sync_user_index
 from shared.ports import Embedder, IndexPoint, VectorIndex
 from shared.scoring import DecayPolicy, score
@@ -406,11 +406,15 @@ def maintain_index(
     return {"indexed": indexed, "scores": scores, "reconcile": drift}
 
 
-def statuses_for(include_archived: bool) -> frozenset[MemoryStatus]:
-    """What a recall returns: active memories, plus archived ones on request."""
+def statuses_for(include_archived: bool, include_history: bool = False) -> frozenset[MemoryStatus]:
+    """What a recall returns: active memories, plus archived ones on request, or with
+    ``include_history`` every past statement too (superseded, archived, expired); each item
+    carries its status, so the caller can tell them apart."""
     wanted = {MemoryStatus.ACTIVE}
     if include_archived:
         wanted.add(MemoryStatus.ARCHIVED)
+    if include_history:
+        wanted |= HISTORICAL_STATUSES
     return frozenset(wanted)
 
 

@@ -22,7 +22,6 @@ from kombu import Queue as KombuQueue
 from shared.queues import ROUTES, Queue
 from shared.settings import Settings
 
-
 RESTORE_INTERVAL_S = 5  # how often each worker looks for unacked messages past the visibility timeout
 RESTORE_MUTEX_S = 30  # a restore takes milliseconds; a dead holder must not block others for long
 

@@ -813,3 +813,35 @@ def test_optimize_keeps_every_answer(index: VectorIndex) -> None:
     after = index.search(TENANT, USER, query, limit=10)
     assert [h.id for h in after] == [h.id for h in before]
     assert index.count() == 39
+
+
+def test_payloads_list_one_users_points_and_set_payload_merges_keys(index: VectorIndex) -> None:
+    index.upsert([point(1, basis(0)), point(2, basis(1)), point(3, basis(2), user="bob")])
+    assert index.payloads(TENANT, USER) == {
+        pid(1): {"status": "active", "type": "fact", "tenant_id": TENANT, "user_id": USER},
+        pid(2): {"status": "active", "type": "fact", "tenant_id": TENANT, "user_id": USER},
+    }
+    # Merged into the payload; vectors and other keys stay; a missing id, another user's point and
+    # an attempt to move a point to another user are all ignored.
+    index.set_payload(
+        TENANT,
+        USER,
+        {pid(1): {"score": 1.5, "user_id": "mallory"}, pid(3): {"score": 9.0}, pid(9): {"score": 2.0}},
+    )
+    mine = index.payloads(TENANT, USER)
+    assert mine[pid(1)] == {
+        "status": "active",
+        "type": "fact",
+        "score": 1.5,
+        "tenant_id": TENANT,
+        "user_id": USER,
+    }
+    assert "score" not in mine[pid(2)] and pid(9) not in mine
+    assert "score" not in index.payloads(TENANT, "bob")[pid(3)]
+    assert [h.id for h in index.search(TENANT, USER, basis(0), limit=1)] == [pid(1)]
+    assert index.payloads(TENANT, "nobody") == {}
+
+
+def test_payloads_of_a_blank_index_are_empty(blank: VectorIndex) -> None:
+    assert blank.payloads(TENANT, USER) == {}
+    blank.set_payload(TENANT, USER, {pid(1): {"score": 1.0}})  # nothing to update, no error

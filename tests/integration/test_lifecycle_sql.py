@@ -219,8 +219,9 @@ def _cli_env(settings: Settings) -> dict[str, str]:
 
 def test_cli_maintain_then_restore_round_trip(c, settings, clean_db):
     memories = [_memory(i, days=2, user="rc") for i in range(1, 13)]
-    task = _memory(6, days=2, due_in_days=-1, user="rc")
-    _load(c.uow, memories)
+    task = _memory(99, days=2, due_in_days=-1, user="rc")  # 99 % 6: a task, due yesterday
+    assert task.type is MemoryType.TASK
+    _load(c.uow, [*memories, task])
     _index_all(c, {"rc"})
     c.close()  # the CLI opens the embedded index itself
     runner = CliRunner()
@@ -313,3 +314,80 @@ def test_a_second_scheduler_refuses_to_start_and_a_lost_lock_stops_the_first(red
     assert client.get("cuemem:beat:lock") == b"someone-else"  # it never frees another's lock
     client.delete("cuemem:beat:lock")
     client.close()
+
+
+def test_a_second_celery_beat_process_refuses_to_start(it_settings: Settings, tmp_path: Path):
+    """Two real `celery beat` processes on one broker: the second exits, naming the holder."""
+    import subprocess
+    import sys
+    import time
+
+    from workers.embedded import settings_env
+
+    env = settings_env(it_settings.model_copy(update={"beat_lock_ttl_s": 6}))
+
+    def beat(name: str) -> list[str]:
+        schedule = str(tmp_path / f"{name}-schedule")
+        return [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "workers.celery_app",
+            "beat",
+            "-s",
+            schedule,
+            "-l",
+            "INFO",
+        ]
+
+    client = redis.Redis.from_url(str(it_settings.redis_url))
+    log = (tmp_path / "first.log").open("wb")
+    first = subprocess.Popen(beat("first"), env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while client.get("cuemem:beat:lock") is None and time.monotonic() < deadline:
+            assert first.poll() is None, (tmp_path / "first.log").read_text()
+            time.sleep(0.2)
+        holder = client.get("cuemem:beat:lock")
+        assert holder is not None and str(first.pid).encode() in holder
+        second = subprocess.run(beat("second"), env=env, capture_output=True, timeout=120)
+        assert second.returncode != 0
+        assert b"another beat holds the lock" in second.stdout + second.stderr
+        assert first.poll() is None and client.get("cuemem:beat:lock") == holder
+        time.sleep(3)  # past half the TTL: the running beat renewed its lock
+        assert client.pttl("cuemem:beat:lock") > 3500
+    finally:
+        first.terminate()
+        first.wait(30)
+        log.close()
+    assert client.get("cuemem:beat:lock") is None  # released on a clean stop
+    client.close()
+
+
+def test_recall_reinforces_through_a_real_worker_without_waiting(it_settings: Settings, start_workers):
+    """recall_for answers at once; the memory.reinforce task a worker runs counts the use."""
+    from producers.publisher import Publisher
+    from tests.conftest import wait_until
+    from tests.integration.helpers import wait_processed
+    from workers.recall_api import recall_for
+
+    settings = it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 16})
+    c = build_container(settings)
+    with Publisher.from_settings(settings) as pub:
+        event = pub.publish(
+            user_id="rr", session_id="s1", role="user", content="我不吃香菜", at=NOW.isoformat()
+        )
+    workers = start_workers(settings)
+    wait_processed(c, [event.event_id], workers)
+    out = recall_for(c, "rr", "我不吃香菜", k=3, now=NOW + timedelta(days=2))
+    [item] = [i for i in out["items"] if i["content"] == "我不吃香菜"]
+    assert out["trace"]["recall_id"]
+
+    def counted() -> bool:
+        with c.uow() as uow:
+            m = uow.memories.get("default", "rr", item["id"])
+        return m is not None and m.access_count == 1 and m.last_accessed_at == NOW + timedelta(days=2)
+
+    assert wait_until(counted, timeout=60)
+    c.close()

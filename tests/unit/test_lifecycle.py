@@ -104,8 +104,9 @@ class World:
 
 
 def container_for(store, index, embedder, sent, clock_at=NOW, **settings):
+    # No conversation-turn index here: these tests are about memories only.
     return build_container(
-        Settings(**settings),
+        Settings(**{"index_turns": False, **settings}),
         uow=store.uow,
         embedder=embedder,
         index=index,
@@ -215,7 +216,9 @@ def test_recall_answers_when_the_reinforcement_cannot_be_sent_and_can_skip_it():
     def broken(_followups):
         raise ConnectionError("broker down")
 
-    c = build_container(Settings(), uow=h.store.uow, embedder=h.embedder, index=h.index, dispatch=broken)
+    c = build_container(
+        Settings(index_turns=False), uow=h.store.uow, embedder=h.embedder, index=h.index, dispatch=broken
+    )
     out = recall_for(c, "u1", "我不吃什么", k=3, now=NOW)
     assert out["items"] and out["trace"]["recall_id"] is None
     sent: list = []
