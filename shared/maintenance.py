@@ -13,7 +13,7 @@ from typing import Any
 
 from shared.consolidation import ConsolidationPolicy, Group, build_semantic, plan, semantic_id
 from shared.models import Memory, MemoryType
-from shared.pipeline import EMBEDDING_MODEL_KEY, index_payload
+from shared.pipeline import EMBEDDING_MODEL_KEY, index_payload, sync_turn_index
 from shared.ports import Embedder, IndexPoint, VectorIndex
 from shared.scoring import DecayPolicy
 from shared.sparse import sparse_document
@@ -23,6 +23,50 @@ log = logging.getLogger(__name__)
 
 
 # --- reindex ----------------------------------------------------------------------------------
+
+
+def rebuild_indexes(
+    uow_factory: Callable[[], UnitOfWork],
+    index: VectorIndex,
+    turn_index: VectorIndex | None,
+    embedder: Embedder,
+) -> dict[str, int]:
+    """`cuemem reindex`: the memory index and, when turns are indexed, the conversation log."""
+    stats = reindex(uow_factory, index, embedder)
+    if turn_index is not None:
+        stats.update(reindex_turns(uow_factory, turn_index, embedder))
+    return stats
+
+
+def reindex_turns(
+    uow_factory: Callable[[], UnitOfWork], turn_index: VectorIndex, embedder: Embedder, batch_size: int = 256
+) -> dict[str, int]:
+    """Rebuild the conversation-log index from the event log, embedding turns that have no vector
+    or one of another model. Commits batch by batch, like ``reindex``."""
+    with uow_factory() as uow:
+        uow.events.reset_turns_indexed()
+        uow.commit()
+    turn_index.reset(embedder.dim, embedder.model_name)
+    stats = {"turns_indexed": 0, "turns_embedded": 0}
+    after = ""
+    while True:
+        with uow_factory() as uow:
+            batch = uow.events.page_turns(after, batch_size)
+            if not batch:
+                break
+            after = batch[-1][0].event_id
+            stale = [t for t, vector, model in batch if vector is None or model != embedder.model_name]
+            if stale:
+                texts = [" ".join(t.content.split()) for t in stale]
+                for turn, vector in zip(stale, embedder.embed_passages(texts), strict=True):
+                    uow.events.set_turn_vector(turn.event_id, vector, embedder.model_name)
+                stats["turns_embedded"] += len(stale)
+            stats["turns_indexed"] += sync_turn_index(
+                uow, turn_index, embedder.model_name, embedder.dim, None, None
+            )
+            uow.commit()
+    log.info("turn reindex done: %s", stats)
+    return stats
 
 
 def reindex(

@@ -149,3 +149,8 @@ class Memory:
 
 def memory_id(tenant_id: str, user_id: str, event_id: str, index: int) -> str:
     return str(uuid.uuid5(MEMORY_NAMESPACE, f"{tenant_id}\x1f{user_id}\x1f{event_id}\x1f{index}"))
+
+
+def turn_point_id(tenant_id: str, user_id: str, event_id: str) -> str:
+    """The id of a turn's point in the conversation-log index (stable, like memory ids)."""
+    return str(uuid.uuid5(MEMORY_NAMESPACE, f"turn\x1f{tenant_id}\x1f{user_id}\x1f{event_id}"))

@@ -27,6 +27,7 @@ from shared.models import (
     MemoryType,
     Source,
     memory_id,
+    turn_point_id,
 )
 from shared.ports import Embedder, EmbeddingModelMismatch, IndexPoint, PublishLedger, VectorIndex
 from shared.queues import TaskName
@@ -156,7 +157,10 @@ def extract_event(
     threshold: float,
     now: datetime,
     extractor: Callable[[TurnPublished, float], Extraction] = extract,
+    keep_turns: bool = False,
 ) -> list[FollowUp]:
+    """Score the turn and write its memory drafts (pending). A turn with no memory is done here,
+    unless ``keep_turns``: then it goes on to be embedded for the conversation-log index."""
     event, stage = _load(uow, event_id)
     if stage is not EventStage.RECORDED:
         return next_step(event_id, stage) if stage is EventStage.EXTRACTED else []
@@ -186,7 +190,7 @@ def extract_event(
                 due_at=draft.due_at,
             )
         )
-    done = not extraction.drafts
+    done = not extraction.drafts and not keep_turns
     new_stage = EventStage.DONE if done else EventStage.EXTRACTED
     uow.events.set_stage(
         event_id, new_stage.value, importance=extraction.importance, reasons=extraction.reasons
@@ -244,19 +248,31 @@ def check_embedding_model(uow: UnitOfWork, embedder: Embedder) -> None:
         raise EmbeddingModelMismatch(stored, embedder.model_name)
 
 
-def embed_event(uow: UnitOfWork, embedder: Embedder, event_id: str) -> list[FollowUp]:
-    _, stage = _load(uow, event_id)
+def embed_event(
+    uow: UnitOfWork, embedder: Embedder, event_id: str, keep_turns: bool = False
+) -> list[FollowUp]:
+    """Embed the event's drafts and, with ``keep_turns``, the turn itself (one model call; a draft
+    that is the whole turn shares its vector). A turn without drafts skips ``persist``."""
+    event, stage = _load(uow, event_id)
     if stage is not EventStage.EXTRACTED:
         return next_step(event_id, stage) if stage is EventStage.EMBEDDED else []
     check_embedding_model(uow, embedder)
     drafts = [m for m in uow.memories.from_event(event_id) if m.status is MemoryStatus.PENDING]
-    vectors = embedder.embed_passages([m.content for m in drafts]) if drafts else []
-    for memory, vector in zip(drafts, vectors, strict=True):
-        memory.embedding = vector
+    texts = [m.content for m in drafts]
+    turn_text = " ".join(event.content.split())
+    if keep_turns and turn_text not in texts:
+        texts.append(turn_text)
+    vectors = embedder.embed_passages(texts) if texts else []
+    by_text = dict(zip(texts, vectors, strict=True))
+    for memory in drafts:
+        memory.embedding = by_text[memory.content]
         memory.embedding_model = embedder.model_name
         uow.memories.save(memory)
-    uow.events.set_stage(event_id, EventStage.EMBEDDED.value)
-    return next_step(event_id, EventStage.EMBEDDED.value)
+    if keep_turns:
+        uow.events.set_turn_vector(event_id, by_text[turn_text], embedder.model_name)
+    new_stage = EventStage.EMBEDDED if drafts else EventStage.PERSISTED
+    uow.events.set_stage(event_id, new_stage.value)
+    return next_step(event_id, new_stage.value)
 
 
 # --- persist ----------------------------------------------------------------------------------
@@ -369,15 +385,77 @@ def sync_index(
 
 
 def index_event(
-    uow: UnitOfWork, index: VectorIndex, embedder: Embedder, event_id: str, now: datetime
+    uow: UnitOfWork,
+    index: VectorIndex,
+    embedder: Embedder,
+    event_id: str,
+    now: datetime,
+    turn_index: VectorIndex | None = None,
 ) -> list[FollowUp]:
+    """Push the user's changed memories to the index and, given ``turn_index``, the user's turns
+    not yet in the conversation-log index. An event that made no memory is done here."""
     event, stage = _load(uow, event_id)
     if stage is not EventStage.PERSISTED:
         return []
     written = sync_index(uow, index, embedder.model_name, embedder.dim, event.tenant_id, event.user_id)
-    uow.events.set_stage(event_id, EventStage.INDEXED.value)
+    if turn_index is not None:
+        written += sync_turn_index(
+            uow, turn_index, embedder.model_name, embedder.dim, event.tenant_id, event.user_id
+        )
+    made_memories = bool(uow.memories.from_event(event_id))
+    new_stage = EventStage.INDEXED if made_memories else EventStage.DONE
+    uow.events.set_stage(event_id, new_stage.value)
     log.info("event %s indexed (%d points)", event_id, written)
-    return next_step(event_id, EventStage.INDEXED.value)
+    return next_step(event_id, new_stage.value)
+
+
+def turn_payload(event: TurnPublished) -> dict[str, Any]:
+    return {
+        "status": "active",
+        "event_id": event.event_id,
+        "session_id": event.session_id,
+        "seq": event.seq,
+        "role": event.role.value,
+        "at": event.at.isoformat(),
+    }
+
+
+def sync_turn_index(
+    uow: UnitOfWork,
+    turn_index: VectorIndex,
+    embedder_model: str,
+    dim: int,
+    tenant_id: str | None,
+    user_id: str | None,
+) -> int:
+    """Push turns with a vector not yet in the conversation-log index (one user's, or everyone's
+    when both are None, as reindex does); returns how many were written."""
+    written = 0
+    turn_index.ensure(dim, embedder_model)
+    after = ""
+    while True:
+        batch = uow.events.turns_to_index(tenant_id, user_id, INDEX_BATCH, after)
+        if not batch:
+            return written
+        foreign = [t.event_id for t, _, model in batch if model != embedder_model]
+        if foreign:
+            raise EmbeddingModelMismatch(str(batch[0][2]), embedder_model)
+        turn_index.upsert(
+            [
+                IndexPoint(
+                    turn_point_id(t.tenant_id, t.user_id, t.event_id),
+                    t.tenant_id,
+                    t.user_id,
+                    vector,
+                    turn_payload(t),
+                    sparse=sparse_document(t.content),
+                )
+                for t, vector, _ in batch
+            ]
+        )
+        uow.events.mark_turns_indexed([t.event_id for t, _, _ in batch])
+        written += len(batch)
+        after = batch[-1][0].event_id
 
 
 def sync_user_index(

@@ -30,7 +30,9 @@ DEFAULT_PROMPT_BUDGET = 1000
 
 # The order of the groups in a block: who the user is and what they like first, the current
 # conversation last (closest to the question). Types outside this list follow, sorted by name.
-TYPE_ORDER: tuple[str, ...] = ("profile", "preference", "fact", "task", "semantic", "episodic", "working")
+TYPE_ORDER: tuple[str, ...] = (
+    "profile", "preference", "fact", "task", "semantic", "episodic", "turn", "working"
+)  # fmt: skip
 
 LABELS: dict[Language, dict[str, str]] = {
     "zh": {
@@ -40,6 +42,7 @@ LABELS: dict[Language, dict[str, str]] = {
         "task": "[长期记忆 - 待办]",
         "semantic": "[长期记忆 - 总结]",
         "episodic": "[长期记忆 - 经历]",
+        "turn": "[对话记录]",
         "working": "[当前对话]",
     },
     "en": {
@@ -49,6 +52,7 @@ LABELS: dict[Language, dict[str, str]] = {
         "task": "[Long-term memory - tasks]",
         "semantic": "[Long-term memory - summaries]",
         "episodic": "[Long-term memory - episodes]",
+        "turn": "[Conversation log]",
         "working": "[Current conversation]",
     },
 }

@@ -43,6 +43,13 @@ class SearchMode(StrEnum):
     KEYWORDS = "keywords"  # query: the sparse terms as [indices, values] (a shared.ports.SparseTerms)
 
 
+class IndexKind(StrEnum):
+    """Which vector index a call means (the ``memory.search`` task's optional seventh argument)."""
+
+    MEMORIES = "memories"  # long-term memories (the default)
+    TURNS = "turns"  # the conversation log: one point per recorded turn
+
+
 ROUTES: dict[TaskName, Queue] = {
     TaskName.RECORD: Queue.INGEST,
     TaskName.EXTRACT: Queue.EXTRACT,

@@ -1,11 +1,18 @@
-"""Recall, first version: exact cue matches answer first; vector search fills in.
+"""Recall: exact keys and cue matches answer first; vector and keyword search fill in.
 
-Stage 1 (deterministic) scores the user's memories that share cue keys with the query (entities,
-lexicon tags, keywords), plus the conversation's working memory, so a turn published a moment
-ago is found before any worker ran (read-your-writes). When the best cue score reaches
-``CONFIDENT`` the deterministic stage answers alone. Otherwise stage 2 runs a user-filtered vector
-search and fuses both lists by reciprocal rank. Every list is ordered with a full tie-break
-(score, then id), so the same state, query and ``now`` give the same answer.
+An exact key (a memory id, an event id) answers alone. Stage 1 (deterministic) scores the user's
+memories that share cue keys with the query (entities, lexicon tags, keywords, weighted by rarity),
+that fall in a time range the query names, or whose type it hints at, plus the conversation's
+working memory, so a turn published a moment ago is found before any worker ran (read-your-writes).
+When the best cue score reaches ``CONFIDENT`` the deterministic stage answers alone.
+
+Otherwise stage 2 runs, all scoped to the tenant and user in the adapters: dense and BM25 keyword
+search over memories; the same two over the conversation log (every recorded turn, its own
+index), where a turn that became a memory lends its rank to that memory and any other turn is an
+item of type ``turn``; and the user's newest memories. The lists are fused by weighted reciprocal
+rank, leaned by the half-life score and a type weight, optionally reranked (``shared.rerank``),
+and cut to k without near-duplicates. Every list is ordered with a full tie-break (score, then
+id), so the same state, query and ``now`` give the same answer.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ from shared.conflicts import cosine
 from shared.cues import cues_for_memory, entities, lexicon_tags, query_cues
 from shared.events import TurnPublished
 from shared.models import RECALLABLE_STATUSES, Memory, MemoryStatus
-from shared.ports import Embedder, IndexUnavailable, VectorIndex
+from shared.ports import Embedder, IndexHit, IndexUnavailable, Reranker, SparseTerms, VectorIndex
+from shared.rerank import DEFAULT_TOP_N, rerank_order
 from shared.sparse import sparse_query
 from shared.timeexpr import resolve as resolve_times
 from shared.unit_of_work import UnitOfWork
@@ -39,6 +47,23 @@ RECENT_DAYS = 3  # the recency path: the user's newest memories ("那我现在�
 RECENT_CANDIDATES = 10
 RECENT_WEIGHT = 0.5  # newness alone is weaker evidence than a match on words or meaning
 DUPLICATE_COSINE = 0.97
+# Fusion priors. The fused rank decides; these only lean it: a memory's current half-life score
+# (shared.scoring, 0..10 and more with use) adds up to SCORE_WEIGHT, and a type weight says how
+# much a kind of item is worth in a prompt. Raw conversation turns count a little less than
+# curated memories of the same rank; profile facts and preferences a little more. Kept small on
+# purpose: adjacent reciprocal ranks differ by only 1-2 % (1/61 vs 1/62), so a larger prior would
+# override what the searches found instead of settling near-ties.
+SCORE_WEIGHT = 0.02
+TYPE_WEIGHTS: dict[str, float] = {
+    "profile": 1.01,
+    "preference": 1.01,
+    "semantic": 1.01,
+    "fact": 1.0,
+    "task": 1.0,
+    "episodic": 1.0,
+    "working": 1.0,
+    "turn": 0.99,
+}
 EXACT_KEY_SCORE = 100.0
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
@@ -107,6 +132,8 @@ class _Candidate:
     paths: list[str] = field(default_factory=list)
     memory: Memory | None = None
     keyword_score: float | None = None
+    turn_vector_score: float | None = None
+    turn_keyword_score: float | None = None
 
 
 def _memory_item(memory: Memory) -> RecallItem:
@@ -124,13 +151,15 @@ def _memory_item(memory: Memory) -> RecallItem:
     )
 
 
-def _turn_item(turn: TurnPublished) -> RecallItem:
+def _turn_item(turn: TurnPublished, kind: str = "working") -> RecallItem:
+    """A raw turn as an item: ``working`` (this conversation, maybe not processed yet) or ``turn``
+    (found in the conversation log)."""
     return RecallItem(
         id=f"event:{turn.event_id}",
         content=turn.content,
-        type="working",
+        type=kind,
         score=0.0,
-        status="working",
+        status=kind if kind == "working" else "log",
         sources=[
             {
                 "event_id": turn.event_id,
@@ -263,6 +292,9 @@ def recall(
     embedder: Embedder | None,
     index: VectorIndex | None,
     working_memory: WorkingMemory | None,
+    turn_index: VectorIndex | None = None,
+    reranker: Reranker | None = None,
+    rerank_top_n: int = DEFAULT_TOP_N,
 ) -> RecallResult:
     timings: dict[str, float] = {}
     notes: list[str] = []
@@ -349,31 +381,56 @@ def recall(
             c.item.explanation = _explain(c, rrf=None)
         stage = "deterministic"
     else:
-        # Stage 2: vector search, fused with whatever cue matches there were.
-        vector_ranked = _vector_candidates(uow, request, embedder, index, pool, timings, notes)
+        # Stage 2: vector, keyword, conversation-log and recency paths, fused with the cue list.
+        query_vector = _embed_query(request, embedder, index or turn_index, timings, notes)
+        vector_ranked = _vector_candidates(uow, request, query_vector, index, pool, timings, notes)
         candidates_per_path["vector"] = len(vector_ranked)
-        keyword_ranked = _keyword_candidates(uow, request, index, pool, timings, notes)
+        terms = sparse_query(request.query)
+        keyword_ranked = _keyword_candidates(uow, request, terms, index, pool, timings, notes)
         candidates_per_path["keyword"] = len(keyword_ranked)
+        turn_vector_ranked, turn_keyword_ranked = _turn_candidates(
+            uow, request, query_vector, terms, turn_index, pool, timings, notes
+        )
+        candidates_per_path["turn_vector"] = len(turn_vector_ranked)
+        candidates_per_path["turn_keyword"] = len(turn_keyword_ranked)
         recent_ranked = _recent_candidates(uow, request, pool)
         candidates_per_path["recent"] = len(recent_ranked)
         rrf: dict[str, float] = {}
+        # Memories and turns compete in one dense and one keyword list: a memory found both by
+        # its own vector and through its source turn is one piece of evidence, not two.
         paths = (
             (cue_ranked, 1.0),
-            (vector_ranked, 1.0),
-            (keyword_ranked, 1.0),
+            (_merged(vector_ranked, turn_vector_ranked, "vector_score", "turn_vector_score"), 1.0),
+            (_merged(keyword_ranked, turn_keyword_ranked, "keyword_score", "turn_keyword_score"), 1.0),
             (recent_ranked, RECENT_WEIGHT),
         )
         for ranking, weight in paths:
             for rank, c in enumerate(ranking):
                 rrf[c.item.id] = rrf.get(c.item.id, 0.0) + weight / (RRF_K + rank + 1)
+        fused = {i: v * _prior(pool[i]) for i, v in rrf.items()}
         # Equal fused ranks go to the more important, then the newer memory, then the id.
         ranked = sorted(
-            (pool[i] for i in rrf), key=lambda c: (-round(rrf[c.item.id], 9), *_tie(c), c.item.id)
+            (pool[i] for i in fused), key=lambda c: (-round(fused[c.item.id], 9), *_tie(c), c.item.id)
         )
+        rerank_scores: dict[str, float] = {}
+        if reranker is not None and ranked:
+            t = time.perf_counter()
+            reordered = rerank_order(
+                request.query, [(c.item.id, c.item.content) for c in ranked], reranker, top_n=rerank_top_n
+            )
+            by_id = {c.item.id: c for c in ranked}
+            ranked = [by_id[i] for i in reordered.order]
+            rerank_scores = reordered.scores
+            if reordered.note:
+                notes.append(reordered.note)
+            timings["rerank_ms"] = (time.perf_counter() - t) * 1e3
         chosen = newer_first_within_slots(diverse(ranked, request.k))
         for c in chosen:
-            c.item.score = rrf[c.item.id]
+            c.item.score = fused[c.item.id]
             c.item.explanation = _explain(c, rrf=rrf[c.item.id])
+            c.item.explanation["prior"] = round(_prior(c), 6)
+            if c.item.id in rerank_scores:
+                c.item.explanation["rerank_score"] = round(rerank_scores[c.item.id], 6)
         stage = "vector" if chosen else "none"
     timings["total_ms"] = (time.perf_counter() - started) * 1e3
 
@@ -435,21 +492,34 @@ def _working_turns(
     return [t for t in turns if stages.get(t.event_id) != "done"]
 
 
+def _embed_query(
+    request: RecallRequest,
+    embedder: Embedder | None,
+    index: VectorIndex | None,
+    timings: dict[str, float],
+    notes: list[str],
+) -> list[float] | None:
+    """The query's vector, computed once for the memory and the conversation-log searches."""
+    if embedder is None or index is None:
+        notes.append("vector search skipped: no embedder or index configured")
+        return None
+    t = time.perf_counter()
+    vector = embedder.embed_query(request.query)
+    timings["embed_ms"] = (time.perf_counter() - t) * 1e3
+    return vector
+
+
 def _vector_candidates(
     uow: UnitOfWork,
     request: RecallRequest,
-    embedder: Embedder | None,
+    vector: list[float] | None,
     index: VectorIndex | None,
     pool: dict[str, _Candidate],
     timings: dict[str, float],
     notes: list[str],
 ) -> list[_Candidate]:
-    if embedder is None or index is None:
-        notes.append("vector search skipped: no embedder or index configured")
+    if vector is None or index is None:
         return []
-    t = time.perf_counter()
-    vector = embedder.embed_query(request.query)
-    timings["embed_ms"] = (time.perf_counter() - t) * 1e3
     t = time.perf_counter()
     try:
         hits = index.search(
@@ -486,13 +556,13 @@ def _vector_candidates(
 def _keyword_candidates(
     uow: UnitOfWork,
     request: RecallRequest,
+    terms: SparseTerms,
     index: VectorIndex | None,
     pool: dict[str, _Candidate],
     timings: dict[str, float],
     notes: list[str],
 ) -> list[_Candidate]:
     """BM25-weighted keyword search inside the index (sparse vectors, IDF over the user's memories)."""
-    terms = sparse_query(request.query)
     if index is None or not terms.indices:
         return []
     t = time.perf_counter()
@@ -518,12 +588,115 @@ def _keyword_candidates(
     return sorted(out, key=lambda c: (-(c.keyword_score or 0.0), c.item.id))
 
 
+def _turn_candidates(
+    uow: UnitOfWork,
+    request: RecallRequest,
+    vector: list[float] | None,
+    terms: SparseTerms,
+    turn_index: VectorIndex | None,
+    pool: dict[str, _Candidate],
+    timings: dict[str, float],
+    notes: list[str],
+) -> tuple[list[_Candidate], list[_Candidate]]:
+    """Dense and keyword search over the conversation log (every recorded turn of the user).
+
+    A turn that a returned-status memory cites lends its rank to that memory (the memory is the
+    curated form of the same evidence); any other turn becomes an item of type ``turn``. Both
+    lists are re-read in Postgres, scoped to the user.
+    """
+    if turn_index is None:
+        return [], []
+    t = time.perf_counter()
+    searches: list[tuple[str, list[IndexHit]]] = []
+    try:
+        if vector is not None:
+            searches.append(
+                (
+                    "turn_vector",
+                    turn_index.search(request.tenant_id, request.user_id, vector, request.candidates),
+                )
+            )
+        if terms.indices:
+            searches.append(
+                (
+                    "turn_keyword",
+                    turn_index.search_keywords(request.tenant_id, request.user_id, terms, request.candidates),
+                )
+            )
+    except IndexUnavailable as exc:
+        notes.append(f"conversation-log search unavailable: {exc}")
+        return [], []
+    timings["turns_ms"] = (time.perf_counter() - t) * 1e3
+    event_ids = sorted({str(h.payload.get("event_id")) for _, hits in searches for h in hits})
+    turns = {
+        s.event.event_id: s.event for s in uow.events.of_user(request.tenant_id, request.user_id, event_ids)
+    }
+    citing: dict[str, list[Memory]] = {}
+    for memory in uow.memories.by_sources(request.tenant_id, request.user_id, event_ids, request.statuses):
+        for source in memory.sources:
+            citing.setdefault(source["event_id"], []).append(memory)
+    out: dict[str, list[_Candidate]] = {"turn_vector": [], "turn_keyword": []}
+    for path, hits in searches:
+        seen: set[str] = set()
+        for hit in sorted(hits, key=lambda h: (-h.score, h.id)):
+            event_id = str(hit.payload.get("event_id"))
+            if event_id not in turns:
+                continue  # not this user's, or gone from the log: Postgres is the truth
+            targets: list[_Candidate] = []
+            for memory in citing.get(event_id, []):
+                cand = pool.get(memory.id)
+                if cand is None:
+                    cand = pool[memory.id] = _Candidate(_memory_item(memory), memory=memory)
+                targets.append(cand)
+            if not targets:
+                key = f"event:{event_id}"
+                cand = pool.get(key)
+                if cand is None:
+                    cand = pool[key] = _Candidate(_turn_item(turns[event_id], "turn"))
+                targets.append(cand)
+            for cand in targets:
+                if cand.item.id in seen:
+                    continue
+                seen.add(cand.item.id)
+                if path not in cand.paths:
+                    cand.paths.append(path)
+                if path == "turn_vector":
+                    cand.turn_vector_score = max(cand.turn_vector_score or 0.0, hit.score)
+                else:
+                    cand.turn_keyword_score = max(cand.turn_keyword_score or 0.0, hit.score)
+                out[path].append(cand)
+    return out["turn_vector"], out["turn_keyword"]
+
+
+def _merged(own: list[_Candidate], via_turns: list[_Candidate], a: str, b: str) -> list[_Candidate]:
+    """One ranking of the candidates of both lists by the better of their two scores (cosines of
+    one model; BM25 scores of the same query), ties by id."""
+    unique = {c.item.id: c for c in [*own, *via_turns]}
+
+    def best(c: _Candidate) -> float:
+        return max(getattr(c, a) or 0.0, getattr(c, b) or 0.0)
+
+    return sorted(unique.values(), key=lambda c: (-best(c), c.item.id))
+
+
+def _prior(c: _Candidate) -> float:
+    """How fusion leans: the item type's weight times 1 + SCORE_WEIGHT x the half-life score / 10."""
+    score = c.memory.score if c.memory is not None else 0.0
+    return TYPE_WEIGHTS.get(c.item.type, 1.0) * (1.0 + SCORE_WEIGHT * min(max(score, 0.0), 10.0) / 10.0)
+
+
 def _explain(c: _Candidate, rrf: float | None) -> dict[str, Any]:
     out: dict[str, Any] = {"paths": list(c.paths), "matched_cues": list(c.matched), "cue_score": c.cue_score}
     if c.vector_score is not None:
         out["vector_score"] = round(c.vector_score, 6)
     if c.keyword_score is not None:
         out["keyword_score"] = round(c.keyword_score, 6)
+    if c.turn_vector_score is not None:
+        out["turn_vector_score"] = round(c.turn_vector_score, 6)
+    if c.turn_keyword_score is not None:
+        out["turn_keyword_score"] = round(c.turn_keyword_score, 6)
+    if c.memory is not None:
+        out["half_life_score"] = round(c.memory.score, 6)
     if rrf is not None:
         out["rrf"] = round(rrf, 6)
     return out

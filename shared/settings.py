@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     qdrant_url: str | None = None
     qdrant_api_key: SecretStr | None = None
     qdrant_collection: str = "cuemem_memories"
+    # The conversation log as a recall path: every recorded turn is embedded and indexed in its own
+    # collection (`<collection>_turns`), so a detail never judged worth a memory can still be found.
+    index_turns: bool = True
 
     tenant_id: str = "default"
 

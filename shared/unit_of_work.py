@@ -71,6 +71,28 @@ class EventRepository(Protocol):
     def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
         """(event id, stage) of events not done that reached their stage before the given time."""
 
+    def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
+        """Those of the events that belong to this user (others' ids are silently absent)."""
+
+    def set_turn_vector(self, event_id: str, vector: Sequence[float], model: str) -> None:
+        """Keep the turn's own vector (the conversation-log index is rebuilt from it)."""
+
+    def turns_to_index(
+        self, tenant_id: str | None, user_id: str | None, limit: int, after_event_id: str = ""
+    ) -> list[tuple[TurnPublished, list[float], str]]:
+        """Turns with a vector not yet in the turn index (all turns of one user, or of everyone),
+        as (turn, vector, model), in event-id order after ``after_event_id``."""
+
+    def mark_turns_indexed(self, event_ids: Sequence[str], indexed: bool = True) -> None: ...
+
+    def page_turns(
+        self, after_event_id: str, limit: int
+    ) -> list[tuple[TurnPublished, list[float] | None, str | None]]:
+        """Every recorded turn with its vector and model (None when never embedded), by event id."""
+
+    def reset_turns_indexed(self) -> None:
+        """Mark every turn as not in the turn index (reindex rebuilds it)."""
+
 
 class ReceiptRepository(Protocol):
     def add_if_absent(self, receipt: Receipt) -> bool: ...
@@ -114,6 +136,11 @@ class MemoryRepository(Protocol):
         self, tenant_id: str, user_id: str, event_id: str, statuses: Iterable[MemoryStatus]
     ) -> list[Memory]:
         """Memories citing this event among their sources, scoped to one user."""
+
+    def by_sources(
+        self, tenant_id: str, user_id: str, event_ids: Sequence[str], statuses: Iterable[MemoryStatus]
+    ) -> list[Memory]:
+        """Memories citing any of these events, scoped to one user (vectors not loaded)."""
 
     def cue_counts(
         self, tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus]

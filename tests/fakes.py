@@ -90,6 +90,42 @@ class FakeEventRepository:
     def stages(self, event_ids: Sequence[str]) -> dict[str, str]:
         return {i: self.s.events[i]["stage"] for i in event_ids if i in self.s.events}
 
+    def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
+        rows = [self.s.events[i] for i in event_ids if i in self.s.events]
+        return [
+            StoredEvent(r["event"], r["stage"], r["importance"])
+            for r in rows
+            if r["event"].tenant_id == tenant_id and r["event"].user_id == user_id
+        ]
+
+    def set_turn_vector(self, event_id: str, vector: Sequence[float], model: str) -> None:
+        row = self.s.events[event_id]
+        row.update(embedding=list(vector), embedding_model=model, turn_indexed=False)
+
+    def turns_to_index(self, tenant_id, user_id, limit, after_event_id=""):
+        rows = sorted(
+            (i, r)
+            for i, r in self.s.events.items()
+            if r.get("embedding") is not None
+            and not r.get("turn_indexed")
+            and i > after_event_id
+            and (tenant_id is None or (r["event"].tenant_id, r["event"].user_id) == (tenant_id, user_id))
+        )
+        return [(r["event"], list(r["embedding"]), r["embedding_model"]) for _, r in rows[:limit]]
+
+    def mark_turns_indexed(self, event_ids: Sequence[str], indexed: bool = True) -> None:
+        for i in event_ids:
+            if i in self.s.events:
+                self.s.events[i]["turn_indexed"] = indexed
+
+    def page_turns(self, after_event_id, limit):
+        rows = sorted((i, r) for i, r in self.s.events.items() if i > after_event_id)[:limit]
+        return [(r["event"], r.get("embedding"), r.get("embedding_model")) for _, r in rows]
+
+    def reset_turns_indexed(self) -> None:
+        for r in self.s.events.values():
+            r["turn_indexed"] = False
+
     def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
         rows = [(r["stage_at"], i, r["stage"]) for i, r in self.s.events.items() if r["stage"] != "done"]
         return [(i, stage) for at, i, stage in sorted(rows) if at < stuck_before][:limit]
@@ -198,6 +234,15 @@ class FakeMemoryRepository:
             m
             for m in self._mine(tenant_id, user_id)
             if m.status in allowed and any(s["event_id"] == event_id for s in m.sources)
+        ]
+        return [copy.deepcopy(m) for m in sorted(found, key=lambda m: ((m.valid_from or m.created_at), m.id))]
+
+    def by_sources(self, tenant_id, user_id, event_ids, statuses) -> list[Memory]:
+        wanted, allowed = set(event_ids), set(statuses)
+        found = [
+            m
+            for m in self._mine(tenant_id, user_id)
+            if m.status in allowed and any(s["event_id"] in wanted for s in m.sources)
         ]
         return [copy.deepcopy(m) for m in sorted(found, key=lambda m: ((m.valid_from or m.created_at), m.id))]
 

@@ -21,7 +21,7 @@ from shared.llm import LLM
 from shared.llm_paths import extract_with_llm, llm_judge
 from shared.models import Extraction, MemoryType
 from shared.ports import Embedder, PublishLedger, Reranker, VectorIndex
-from shared.queues import ROUTES, TaskName
+from shared.queues import ROUTES, IndexKind, TaskName
 from shared.settings import Settings, get_settings
 from shared.unit_of_work import FollowUp, UnitOfWork
 from workers.lexicon import apply_lexicon
@@ -43,6 +43,7 @@ class Container:
     clock: Callable[[], datetime] = utc_now
     _embedder: Embedder | None = None
     _index: VectorIndex | None = None
+    _turn_index: VectorIndex | None = None
     _ledger: PublishLedger | None = None
     _working_memory: Any = None
     _dispatch: Callable[[Sequence[FollowUp]], None] | None = None
@@ -69,6 +70,16 @@ class Container:
             self._index = build_index(self.settings)
             self._closers.append(self._index.close)
         return self._index
+
+    @property
+    def turn_index(self) -> VectorIndex | None:
+        """The conversation-log index (every recorded turn), or None when turns are not indexed."""
+        if not self.settings.index_turns:
+            return None
+        if self._turn_index is None:
+            self._turn_index = build_index(self.settings, IndexKind.TURNS)
+            self._closers.append(self._turn_index.close)
+        return self._turn_index
 
     @property
     def llm(self) -> LLM | None:
@@ -156,6 +167,19 @@ class Container:
         """The index for searching from a process that is not the index worker (CLI, apps)."""
         if self.settings.qdrant_url or self._index is not None:
             return self.index
+        self._index = self._local_or_remote(IndexKind.MEMORIES)
+        return self._index
+
+    def search_turn_index(self) -> VectorIndex | None:
+        """The conversation-log index for searching from any process (see ``search_index``)."""
+        if not self.settings.index_turns:
+            return None
+        if self.settings.qdrant_url or self._turn_index is not None:
+            return self.turn_index
+        self._turn_index = self._local_or_remote(IndexKind.TURNS)
+        return self._turn_index
+
+    def _local_or_remote(self, kind: IndexKind) -> VectorIndex:
         from celery import Celery
 
         from workers.index.edge import EdgeVectorIndex
@@ -169,10 +193,11 @@ class Container:
             app = Celery("cuemem-search", broker=broker, backend=broker, set_as_current=False)
             app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
             self._closers.append(app.close)
-            return RemoteSearchIndex(app)
+            return RemoteSearchIndex(app, kind=kind)
 
-        local = LocalOrRemoteIndex(EdgeVectorIndex(self.settings.resolved_data_dir / "qdrant"), remote)
-        self._index = local
+        local = LocalOrRemoteIndex(
+            EdgeVectorIndex(self.settings.resolved_data_dir / _EDGE_DIRS[kind]), remote
+        )
         self._closers.append(local.close)
         return local
 
@@ -192,19 +217,27 @@ class Container:
                 log.exception("error while closing a resource")
         self._closers.clear()
         self._index = None
+        self._turn_index = None
         self._working_memory = None
         self._ledger = None
 
 
-def build_index(settings: Settings) -> VectorIndex:
+def build_index(settings: Settings, kind: IndexKind = IndexKind.MEMORIES) -> VectorIndex:
+    """The memory index, or the conversation-log (turn) index: same engine, its own collection."""
     if settings.qdrant_url:
         from workers.index.server import QdrantServerIndex
 
         api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-        return QdrantServerIndex.from_url(settings.qdrant_url, api_key, settings.qdrant_collection)
+        collection = settings.qdrant_collection
+        if kind is IndexKind.TURNS:
+            collection += "_turns"
+        return QdrantServerIndex.from_url(settings.qdrant_url, api_key, collection)
     from workers.index.edge import EdgeVectorIndex
 
-    return EdgeVectorIndex(settings.resolved_data_dir / "qdrant")
+    return EdgeVectorIndex(settings.resolved_data_dir / _EDGE_DIRS[kind])
+
+
+_EDGE_DIRS = {IndexKind.MEMORIES: "qdrant", IndexKind.TURNS: "qdrant-turns"}
 
 
 def _broker_dispatcher(settings: Settings) -> Callable[[Sequence[FollowUp]], None]:

@@ -213,6 +213,7 @@ def run_recall(
     budget: int | None = None,
     include_archived: bool = False,
     reinforce: bool = False,
+    include_history: bool = False,
 ) -> dict[str, Any]:
     """`cuemem recall --json` output (plus "prompt"); the demo calls it too.
 
@@ -230,6 +231,7 @@ def run_recall(
         budget_tokens=budget,
         include_archived=include_archived,
         reinforce=reinforce,
+        include_history=include_history,
     )
 
 
@@ -277,6 +279,13 @@ def recall_cmd(
     reinforce: Annotated[
         bool, typer.Option("--reinforce", help="Count the returned memories as used (access count + 1)")
     ] = False,
+    include_history: Annotated[
+        bool,
+        typer.Option(
+            "--include-history",
+            help="Past statements may be returned too (superseded, archived, expired), marked by status",
+        ),
+    ] = False,
     data_dir: DataDir = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
 ) -> None:
@@ -301,6 +310,7 @@ def recall_cmd(
             budget=budget,
             include_archived=include_archived,
             reinforce=reinforce,
+            include_history=include_history,
         )
     if fmt == "prompt":
         if out["prompt"]:
@@ -322,7 +332,8 @@ def _print_recall(query: str, out: dict[str, Any]) -> None:
             why += " cues=" + ",".join(ex["matched_cues"])
         if "vector_score" in ex:
             why += f" cos={ex['vector_score']:.3f}"
-        typer.echo(f"  {i}. [{item['type']}] {item['content']}   ({why})")
+        status = "" if item["status"] in ("active", "working", "log") else f" ({item['status']})"
+        typer.echo(f"  {i}. [{item['type']}]{status} {item['content']}   ({why})")
 
 
 @app.command()
@@ -375,15 +386,16 @@ def timeline(
 def reindex(
     data_dir: DataDir = None, verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False
 ) -> None:
-    """Rebuild the vector index from Postgres (re-embedding vectors of any other model)."""
+    """Rebuild the vector indexes (memories, conversation log) from Postgres, re-embedding vectors
+    of any other model."""
     _setup_logging(verbose)
-    from shared.maintenance import reindex as rebuild
+    from shared.maintenance import rebuild_indexes
     from shared.ports import IndexOwnedElsewhere
 
     with open_runtime(_settings(data_dir)) as rt:
         c = rt.container
         try:
-            stats = rebuild(c.uow, c.index, c.embedder)
+            stats = rebuild_indexes(c.uow, c.index, c.turn_index, c.embedder)
         except IndexOwnedElsewhere:
             # A running index worker owns the embedded index: let it do the rebuild.
             from celery import Celery

@@ -55,11 +55,13 @@ def recall_for(
     budget_tokens: int | None = None,
     include_archived: bool = False,
     reinforce: bool | None = None,
+    include_history: bool = False,
 ) -> dict[str, Any]:
     """Recall for one user of the container's tenant; the public result plus ``"prompt"``.
 
-    ``include_archived`` adds archived memories to what may be returned. The memories returned
-    count as used (``reinforce``, default ``CUEMEM_REINFORCE_ON_RECALL``): the task
+    ``include_archived`` adds archived memories to what may be returned; ``include_history`` adds
+    every past statement (superseded, archived, expired), each item marked by its ``status``.
+    The memories returned count as used (``reinforce``, default ``CUEMEM_REINFORCE_ON_RECALL``): the task
     ``memory.reinforce`` is enqueued with the recall's id (``trace["recall_id"]``) and ``now``,
     and recall does not wait for it.
 
@@ -86,7 +88,7 @@ def recall_for(
         k=k,
         session_id=session_id,
         candidates=container.settings.recall_candidates,
-        statuses=statuses_for(include_archived),
+        statuses=statuses_for(include_archived, include_history),
     )
     with container.uow() as uow:
         result = recall(
@@ -95,6 +97,9 @@ def recall_for(
             embedder=container.embedder,
             index=index,
             working_memory=container.working_memory,
+            turn_index=container.search_turn_index(),
+            reranker=container.reranker(),
+            rerank_top_n=container.settings.rerank_top_n,
         )
     budget_trace: dict[str, int] | None = None
     if budget_tokens is not None:
@@ -125,7 +130,8 @@ def enqueue_reinforcement(container: Container, request: RecallRequest, items: l
     reinforcement costs a little ranking, a failed recall costs the answer). The id is fresh per
     call, so two recalls count twice and one redelivered message counts once.
     """
-    ids = sorted({item.id for item in items if item.type != WORKING})
+    # Raw turns (working memory, the conversation log) are not memories: nothing to reinforce.
+    ids = sorted({item.id for item in items if item.type not in (WORKING, "turn")})
     if not ids:
         return None
     recall_id = str(uuid.uuid4())

@@ -15,7 +15,7 @@ from celery import Task
 from shared import lifecycle, maintenance, pipeline
 from shared.llm_paths import llm_summarizer
 from shared.ports import SparseTerms
-from shared.queues import SearchMode, TaskName
+from shared.queues import IndexKind, SearchMode, TaskName
 from shared.settings import get_settings
 from shared.unit_of_work import FollowUp, UnitOfWork
 from workers.bootstrap import container
@@ -113,14 +113,20 @@ def extract(self: Task, event_id: str) -> None:
     run_unit(
         self.name,
         event_id,
-        lambda uow: pipeline.extract_event(uow, event_id, threshold, c.clock(), extractor),
+        lambda uow: pipeline.extract_event(
+            uow, event_id, threshold, c.clock(), extractor, keep_turns=c.settings.index_turns
+        ),
     )
 
 
 @app.task(name=TaskName.EMBED.value, base=PipelineTask, bind=True)
 def embed(self: Task, event_id: str) -> None:
     c = container()
-    run_unit(self.name, event_id, lambda uow: pipeline.embed_event(uow, c.embedder, event_id))
+    run_unit(
+        self.name,
+        event_id,
+        lambda uow: pipeline.embed_event(uow, c.embedder, event_id, keep_turns=c.settings.index_turns),
+    )
 
 
 @app.task(name=TaskName.PERSIST.value, base=PipelineTask, bind=True)
@@ -133,7 +139,9 @@ def persist(self: Task, event_id: str) -> None:
 def index(self: Task, event_id: str) -> None:
     c = container()
     run_unit(
-        self.name, event_id, lambda uow: pipeline.index_event(uow, c.index, c.embedder, event_id, c.clock())
+        self.name,
+        event_id,
+        lambda uow: pipeline.index_event(uow, c.index, c.embedder, event_id, c.clock(), c.turn_index),
     )
 
 
@@ -254,6 +262,7 @@ def search(
     limit: int,
     statuses: list[str],
     mode: str = SearchMode.VECTOR.value,
+    kind: str = IndexKind.MEMORIES.value,
 ) -> list[dict[str, Any]]:
     """Vector or keyword search served by the index owner for processes that cannot open the
     embedded index. ``mode`` (``SearchMode``) says what ``query`` is: the dense vector (default,
@@ -261,7 +270,12 @@ def search(
 
     Not late-acked: a search nobody waits for any more must not be redelivered.
     """
-    index = container().index
+    c = container()
+    index = c.turn_index if kind == IndexKind.TURNS else c.index if kind == IndexKind.MEMORIES else None
+    if index is None:
+        raise ValueError(
+            f"unknown or disabled index {kind!r}; expected one of {[k.value for k in IndexKind]}"
+        )
     if mode == SearchMode.KEYWORDS:
         indices, values = query
         terms = SparseTerms(tuple(indices), tuple(values))
@@ -276,4 +290,4 @@ def search(
 @app.task(name=TaskName.REINDEX.value, bind=True, ignore_result=False)
 def reindex(self: Task) -> dict[str, int]:
     c = container()
-    return maintenance.reindex(c.uow, c.index, c.embedder)
+    return maintenance.rebuild_indexes(c.uow, c.index, c.turn_index, c.embedder)

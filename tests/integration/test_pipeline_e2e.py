@@ -397,7 +397,9 @@ def test_sigkilled_worker_loses_nothing_and_duplicates_nothing(it_settings, star
     active = [m for m in all_memories if m.status is MemoryStatus.ACTIVE]
     hashes = [(m.user_id, m.content_hash) for m in active]
     assert len(hashes) == len(set(hashes)), "an exact repeat became a second memory"
-    assert wait_until(lambda: _queues_empty(it_settings.broker_url), 60), _queue_report(it_settings.broker_url)
+    assert wait_until(lambda: _queues_empty(it_settings.broker_url), 60), _queue_report(
+        it_settings.broker_url
+    )
     for w in workers:
         w.stop()
     stored = index_ids_after_stop(it_settings, list(turns))

@@ -14,6 +14,7 @@ import pytest
 
 from producers.agent_tools import MemoryTools
 from producers.publisher import Publisher
+from shared.models import MemoryStatus
 from shared.text import approx_token_count
 from tests.integration.helpers import wait_processed
 from workers.bootstrap import build_container
@@ -73,6 +74,7 @@ def test_recall_for_and_memory_tools_end_to_end(it_settings, start_workers):
             "[Long-term memory - preferences]",
             "[Long-term memory - facts]",
             "[Long-term memory - tasks]",
+            "[Conversation log]",
         ]
         assert labels == [label for label in order if label in labels]
         assert "- I live in Berlin and work as a nurse (2026-11-01)" in mixed["prompt"]
@@ -118,4 +120,33 @@ def test_recall_for_and_memory_tools_end_to_end(it_settings, start_workers):
     assert [(e.event.content, e.event.metadata) for e in timeline] == [
         ("My locker code is 4711", {"remember": True, "kind": "fact"})
     ]
+    c.close()
+
+
+def test_a_detail_only_the_conversation_log_holds_is_recalled_through_the_index_worker(
+    it_settings, start_workers
+):
+    """Chit-chat never becomes a memory, but the turn is embedded and indexed in the conversation
+    log; while the index worker owns both embedded indexes, recall searches them through it."""
+    c = build_container(it_settings)
+    chat = "lol we saw a red fox near the old mill by the river"
+    with Publisher.from_settings(it_settings) as pub:
+        ids = [
+            pub.publish(user_id="log", session_id="s1", role="user", content=text, at=AT.isoformat()).event_id
+            for text in (chat, "生产环境部署端口是8443")
+        ]
+        other = pub.publish(
+            user_id="log-other", session_id="s1", role="user", content=chat, at=AT.isoformat()
+        )
+        workers = start_workers()
+        wait_processed(c, [*ids, other.event_id], workers)
+        with c.uow() as uow:
+            assert not uow.memories.by_source("default", "log", ids[0], [MemoryStatus.ACTIVE])
+        out = recall_for(c, "log", "where did we see the red fox", k=3)
+        top = out["items"][0]
+        assert top["content"] == chat and top["type"] == "turn" and top["status"] == "log"
+        assert top["sources"][0]["event_id"] == ids[0]
+        assert {"turn_vector", "turn_keyword"} & set(top["explanation"]["paths"])
+        assert "[Conversation log]" in out["prompt"]
+        assert {s["event_id"] for i in out["items"] for s in i["sources"]} <= set(ids)  # never log-other's
     c.close()

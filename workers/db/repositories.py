@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, or_, select, text, true, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm import Session, defer, undefer
 
 from shared.events import TurnPublished
 from shared.models import Memory, MemoryStatus, MemoryType
@@ -117,6 +117,66 @@ class SqlEventRepository:
             select(EventRow.event_id, EventRow.stage).where(EventRow.event_id.in_(list(event_ids)))
         )
         return {r.event_id: r.stage for r in rows}
+
+    def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
+        if not event_ids:
+            return []
+        rows = self.session.scalars(
+            select(EventRow).where(
+                EventRow.tenant_id == tenant_id,
+                EventRow.user_id == user_id,
+                EventRow.event_id.in_(list(event_ids)),
+            )
+        )
+        return [event_from_row(r) for r in rows]
+
+    def set_turn_vector(self, event_id: str, vector: Sequence[float], model: str) -> None:
+        self.session.execute(
+            update(EventRow)
+            .where(EventRow.event_id == event_id)
+            .values(embedding=list(vector), embedding_model=model, turn_indexed=False)
+        )
+
+    def turns_to_index(
+        self, tenant_id: str | None, user_id: str | None, limit: int, after_event_id: str = ""
+    ) -> list[tuple[TurnPublished, list[float], str]]:
+        stmt = (
+            select(EventRow)
+            .options(undefer(EventRow.embedding))
+            .where(
+                EventRow.embedding.is_not(None),
+                EventRow.turn_indexed.is_(False),
+                EventRow.event_id > after_event_id,
+            )
+        )
+        if tenant_id is not None and user_id is not None:
+            stmt = stmt.where(EventRow.tenant_id == tenant_id, EventRow.user_id == user_id)
+        rows = self.session.scalars(stmt.order_by(EventRow.event_id).limit(limit))
+        return [(event_from_row(r).event, list(r.embedding or []), r.embedding_model or "") for r in rows]
+
+    def mark_turns_indexed(self, event_ids: Sequence[str], indexed: bool = True) -> None:
+        if event_ids:
+            self.session.execute(
+                update(EventRow).where(EventRow.event_id.in_(list(event_ids))).values(turn_indexed=indexed)
+            )
+
+    def page_turns(
+        self, after_event_id: str, limit: int
+    ) -> list[tuple[TurnPublished, list[float] | None, str | None]]:
+        rows = self.session.scalars(
+            select(EventRow)
+            .options(undefer(EventRow.embedding))
+            .where(EventRow.event_id > after_event_id)
+            .order_by(EventRow.event_id)
+            .limit(limit)
+        )
+        return [
+            (event_from_row(r).event, list(r.embedding) if r.embedding else None, r.embedding_model)
+            for r in rows
+        ]
+
+    def reset_turns_indexed(self) -> None:
+        self.session.execute(update(EventRow).values(turn_indexed=False))
 
     def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
         rows = self.session.execute(
@@ -300,6 +360,24 @@ class SqlMemoryRepository:
             .order_by(MemoryRow.valid_from, MemoryRow.id)
         )
         return [memory_from_row(r) for r in rows]
+
+    def by_sources(
+        self, tenant_id: str, user_id: str, event_ids: Sequence[str], statuses: Iterable[MemoryStatus]
+    ) -> list[Memory]:
+        if not event_ids:
+            return []
+        rows = self.session.scalars(
+            select(MemoryRow)
+            .options(defer(MemoryRow.embedding))
+            .where(
+                MemoryRow.tenant_id == tenant_id,
+                MemoryRow.user_id == user_id,
+                MemoryRow.status.in_([s.value for s in statuses]),
+                or_(*(MemoryRow.sources.contains([{"event_id": e}]) for e in event_ids)),
+            )
+            .order_by(MemoryRow.valid_from, MemoryRow.id)
+        )
+        return [memory_from_row(r, with_embedding=False) for r in rows]
 
     def cue_counts(
         self, tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus]

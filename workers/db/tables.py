@@ -54,7 +54,8 @@ class EventRow(Base):
     # When the event reached its current stage: the sweep re-drives events stuck there too long.
     stage_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     # The turn's own vector (conversation-log recall path), kept so the turn index can be rebuilt.
-    embedding: Mapped[list[float] | None] = mapped_column(ARRAY(REAL), nullable=True)
+    # Deferred: event reads (timeline, recall) must not decode 384 floats per row.
+    embedding: Mapped[list[float] | None] = mapped_column(ARRAY(REAL), nullable=True, deferred=True)
     embedding_model: Mapped[str | None] = mapped_column(String(200), nullable=True)
     turn_indexed: Mapped[bool] = mapped_column(Boolean, server_default=false(), default=False)
 

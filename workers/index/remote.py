@@ -7,8 +7,9 @@ runs) and otherwise sends ``memory.search`` to the owner and waits for the answe
 
 The task's arguments are ``[tenant_id, user_id, query, limit, statuses]`` plus an optional sixth,
 the ``SearchMode``: absent or ``"vector"``, ``query`` is the dense vector; ``"keywords"``, it is the
-sparse terms as ``[indices, values]`` and the owner runs ``search_keywords``. A vector search sends
-no mode, so it works with an owner of either version.
+sparse terms as ``[indices, values]`` and the owner runs ``search_keywords``. An optional seventh,
+the ``IndexKind``, names the index (absent: the memory index; ``"turns"``: the conversation log).
+A vector search of the memory index sends neither, so it works with an owner of any version.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from celery import Celery
 
 from shared.ports import IndexHit, IndexOwnedElsewhere, IndexPoint, IndexUnavailable, SparseTerms, VectorIndex
-from shared.queues import ROUTES, SearchMode, TaskName
+from shared.queues import ROUTES, IndexKind, SearchMode, TaskName
 from workers.index import check_sparse, require_scope
 
 log = logging.getLogger(__name__)
@@ -29,9 +30,10 @@ log = logging.getLogger(__name__)
 class RemoteSearchIndex:
     """Search-only proxy to the index owner. Writes go through the pipeline, never through here."""
 
-    def __init__(self, app: Celery, timeout_s: float = 10.0):
+    def __init__(self, app: Celery, timeout_s: float = 10.0, kind: IndexKind = IndexKind.MEMORIES):
         self._app = app
         self._timeout = timeout_s
+        self._kind = kind
 
     def search(
         self,
@@ -41,7 +43,10 @@ class RemoteSearchIndex:
         limit: int,
         statuses: Sequence[str] = ("active",),
     ) -> list[IndexHit]:
-        return self._call([tenant_id, user_id, list(map(float, vector)), limit, list(statuses)])
+        args: list[Any] = [tenant_id, user_id, list(map(float, vector)), limit, list(statuses)]
+        if self._kind is not IndexKind.MEMORIES:  # older owners know only the memory index
+            args += [SearchMode.VECTOR.value, self._kind.value]
+        return self._call(args)
 
     def search_keywords(
         self,
@@ -55,9 +60,17 @@ class RemoteSearchIndex:
         sparse = check_sparse(terms)
         if sparse is None or limit <= 0:
             return []  # no round trip for a question that finds nothing anywhere
-        return self._call(
-            [tenant_id, user_id, [sparse[0], sparse[1]], limit, list(statuses), SearchMode.KEYWORDS.value]
-        )
+        args: list[Any] = [
+            tenant_id,
+            user_id,
+            [sparse[0], sparse[1]],
+            limit,
+            list(statuses),
+            SearchMode.KEYWORDS.value,
+        ]
+        if self._kind is not IndexKind.MEMORIES:
+            args.append(self._kind.value)
+        return self._call(args)
 
     def _call(self, args: list[Any]) -> list[IndexHit]:
         result = self._app.send_task(
