@@ -22,8 +22,8 @@ from typing import Any
 
 from shared.consolidation import Group
 from shared.maintenance import consolidate, recompute_scores
-from shared.models import HISTORICAL_STATUSES, Memory, MemoryStatus
-from shared.pipeline import index_payload, sync_user_index
+from shared.models import HISTORICAL_STATUSES, EventStage, Memory, MemoryStatus, turn_point_id
+from shared.pipeline import index_payload, sync_user_index, turn_payload, turn_point
 from shared.ports import Embedder, IndexPoint, VectorIndex
 from shared.scoring import DecayPolicy, score
 from shared.settings import Settings
@@ -260,7 +260,7 @@ def reconcile_user(
     - foreign: vectors of another embedding model are left alone (``cuemem reindex`` owns those).
 
     Memories only: the caller passes the memory index (another index instance, for conversation
-    turns, is reconciled by its own sweep). The caller commits.
+    turns, is reconciled by its own sweep, ``reconcile_turns_user``). The caller commits.
     """
     counts = dict.fromkeys(DRIFT_KEYS, 0)
     states = {s.memory_id: s for s in uow.memories.index_states(tenant_id, user_id)}
@@ -334,9 +334,12 @@ def reconcile(
     dim: int,
     tolerance: float = 0.01,
     users_per_page: int = 500,
+    turn_index: VectorIndex | None = None,
 ) -> dict[str, int]:
     """``reconcile_user`` for every user with memories, one transaction per user. Points of a user
-    Postgres has no memory of at all are not visited (that needs a full scan: ``cuemem reindex``)."""
+    Postgres has no memory of at all are not visited (that needs a full scan: ``cuemem reindex``).
+    Given ``turn_index`` (the conversation log), ``reconcile_turns`` runs too and its ``turns_*``
+    counts join the report."""
     totals = {"users": 0, "points": 0, **dict.fromkeys(DRIFT_KEYS, 0)}
     after: tuple[str, str] | None = None
     while True:
@@ -353,7 +356,116 @@ def reconcile(
                 totals[key] += value
         after = users[-1]
     totals["points"] = index.count()
+    if turn_index is not None:
+        totals.update(reconcile_turns(uow_factory, turn_index, model_name, dim, users_per_page))
     log.info("reconciliation: %s", totals)
+    return totals
+
+
+TURN_DRIFT_KEYS = (
+    "turns_missing",
+    "turns_extra",
+    "turns_stale",
+    "turns_bookkept",
+    "turns_foreign",
+    "turns_unembedded",
+)
+
+
+def reconcile_turns_user(
+    uow: UnitOfWork, turn_index: VectorIndex, model_name: str, dim: int, tenant_id: str, user_id: str
+) -> dict[str, int]:
+    """Compare one user's recorded turns in Postgres with their points in the conversation-log
+    index (one point per turn with a vector, id ``turn_point_id``, payload ``turn_payload``) and
+    repair:
+
+    - turns_missing: a turn with a vector of the current model has no point (whether or not the
+      row says it is indexed) → upsert;
+    - turns_stale: the point's payload differs from ``turn_payload`` → upsert;
+    - turns_extra: a point with no such turn of this user, or of a turn without a vector → delete;
+    - turns_bookkept: the point is right but the row says it is not indexed → mark it indexed;
+    - turns_foreign: vectors of another embedding model are left alone (``cuemem reindex``);
+    - turns_unembedded: ``done`` turns that were never embedded (the index was turned on later,
+      say) are only counted: embedding them is ``cuemem reindex``'s job. Turns without a vector
+      that are not done yet are in the pipeline, not drift.
+
+    The caller commits.
+    """
+    states = uow.events.turn_states(tenant_id, user_id)
+    points = turn_index.payloads(tenant_id, user_id)
+    expected = {
+        turn_point_id(tenant_id, user_id, s.event.event_id): s
+        for s in states
+        if s.embedding_model == model_name
+    }
+    foreign = {
+        turn_point_id(tenant_id, user_id, s.event.event_id)
+        for s in states
+        if s.embedding_model is not None and s.embedding_model != model_name
+    }
+    unembedded = sum(1 for s in states if s.embedding_model is None and s.stage == EventStage.DONE.value)
+
+    extra = sorted(p for p in points if p not in expected and p not in foreign)
+    missing = sorted(p for p in expected if p not in points)
+    stale = sorted(
+        p
+        for p, s in expected.items()
+        if p in points and any(points[p].get(k) != v for k, v in turn_payload(s.event).items())
+    )
+    rewrite = sorted({*missing, *stale})
+    bookkept = sorted(p for p, s in expected.items() if p in points and p not in stale and not s.turn_indexed)
+
+    if extra:
+        turn_index.delete(tenant_id, user_id, extra)
+    if rewrite:
+        turn_index.ensure(dim, model_name)
+        for chunk in _chunks(rewrite, INDEX_BATCH):
+            turns = [expected[p].event for p in chunk]
+            vectors = uow.events.turn_vectors(tenant_id, user_id, [t.event_id for t in turns])
+            written = [t for t in turns if t.event_id in vectors]
+            turn_index.upsert([turn_point(t, vectors[t.event_id]) for t in written])
+            uow.events.mark_turns_indexed([t.event_id for t in written])
+    if bookkept:
+        uow.events.mark_turns_indexed([expected[p].event.event_id for p in bookkept])
+    counts = {
+        "turns_missing": len(missing),
+        "turns_extra": len(extra),
+        "turns_stale": len(stale),
+        "turns_bookkept": len(bookkept),
+        "turns_foreign": len(foreign),
+        "turns_unembedded": unembedded,
+    }
+    if missing or extra or stale:
+        log.warning("turn index drift repaired for %s/%s: %s", tenant_id, user_id, counts)
+    return counts
+
+
+def reconcile_turns(
+    uow_factory: Callable[[], UnitOfWork],
+    turn_index: VectorIndex,
+    model_name: str,
+    dim: int,
+    users_per_page: int = 500,
+) -> dict[str, int]:
+    """``reconcile_turns_user`` for every user with recorded turns, one transaction per user.
+    Returns ``turns_users``, ``turns_points`` (the index's size) and the ``TURN_DRIFT_KEYS``."""
+    totals = {"turns_users": 0, "turns_points": 0, **dict.fromkeys(TURN_DRIFT_KEYS, 0)}
+    after: tuple[str, str] | None = None
+    while True:
+        with uow_factory() as uow:
+            users = uow.events.users_page(after, users_per_page)
+        if not users:
+            break
+        for tenant_id, user_id in users:
+            with uow_factory() as uow:
+                counts = reconcile_turns_user(uow, turn_index, model_name, dim, tenant_id, user_id)
+                uow.commit()
+            totals["turns_users"] += 1
+            for key, value in counts.items():
+                totals[key] += value
+        after = users[-1]
+    totals["turns_points"] = turn_index.count()
+    log.info("turn index reconciliation: %s", totals)
     return totals
 
 
@@ -393,16 +505,25 @@ def maintain_index(
     embedder: Embedder,
     touched: Sequence[tuple[str, str]],
     policy: LifecyclePolicy,
+    turn_index: VectorIndex | None = None,
 ) -> dict[str, Any]:
     """The index half, run by whoever owns the index: sync the touched users, push drifted scores,
-    then reconcile every user so that Postgres and the index agree exactly."""
+    then reconcile every user so that Postgres and the index (and, given ``turn_index``, the
+    conversation-log index) agree exactly."""
     indexed = 0
     for tenant_id, user_id in touched:
         with uow_factory() as uow:
             indexed += sync_user_index(uow, index, embedder, tenant_id, user_id)
             uow.commit()
     scores = push_scores(uow_factory, index, policy.score_tolerance)
-    drift = reconcile(uow_factory, index, embedder.model_name, embedder.dim, policy.score_tolerance)
+    drift = reconcile(
+        uow_factory,
+        index,
+        embedder.model_name,
+        embedder.dim,
+        policy.score_tolerance,
+        turn_index=turn_index,
+    )
     return {"indexed": indexed, "scores": scores, "reconcile": drift}
 
 

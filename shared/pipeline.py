@@ -420,6 +420,18 @@ def turn_payload(event: TurnPublished) -> dict[str, Any]:
     }
 
 
+def turn_point(event: TurnPublished, vector: list[float]) -> IndexPoint:
+    """A turn's point in the conversation-log index (the pipeline, reindex and reconciliation)."""
+    return IndexPoint(
+        turn_point_id(event.tenant_id, event.user_id, event.event_id),
+        event.tenant_id,
+        event.user_id,
+        vector,
+        turn_payload(event),
+        sparse=sparse_document(event.content),
+    )
+
+
 def sync_turn_index(
     uow: UnitOfWork,
     turn_index: VectorIndex,
@@ -440,19 +452,7 @@ def sync_turn_index(
         foreign = [t.event_id for t, _, model in batch if model != embedder_model]
         if foreign:
             raise EmbeddingModelMismatch(str(batch[0][2]), embedder_model)
-        turn_index.upsert(
-            [
-                IndexPoint(
-                    turn_point_id(t.tenant_id, t.user_id, t.event_id),
-                    t.tenant_id,
-                    t.user_id,
-                    vector,
-                    turn_payload(t),
-                    sparse=sparse_document(t.content),
-                )
-                for t, vector, _ in batch
-            ]
-        )
+        turn_index.upsert([turn_point(t, vector) for t, vector, _ in batch])
         uow.events.mark_turns_indexed([t.event_id for t, _, _ in batch])
         written += len(batch)
         after = batch[-1][0].event_id

@@ -93,6 +93,16 @@ class EventRepository(Protocol):
     def reset_turns_indexed(self) -> None:
         """Mark every turn as not in the turn index (reindex rebuilds it)."""
 
+    def turn_states(self, tenant_id: str, user_id: str) -> list[TurnState]:
+        """One user's recorded turns as the turn index should reflect them, by event id (no
+        vectors loaded)."""
+
+    def turn_vectors(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored vectors of those of the user's turns that have one, by event id."""
+
+    def users_page(self, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+        """(tenant, user) pairs that have recorded turns, in order, after ``after`` (keyset paging)."""
+
 
 class ReceiptRepository(Protocol):
     def add_if_absent(self, receipt: Receipt) -> bool: ...
@@ -283,6 +293,17 @@ class IndexState:
     score: float
     embedding_model: str | None
     has_embedding: bool
+
+
+@dataclass(frozen=True)
+class TurnState:
+    """What the turn index should know of one recorded turn: the reconciliation's view of an event
+    row (``embedding_model`` is None while the turn has no vector)."""
+
+    event: TurnPublished
+    stage: str
+    embedding_model: str | None
+    turn_indexed: bool
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 from shared.events import TurnPublished
 from shared.models import Memory, MemoryStatus
-from shared.unit_of_work import DeadLetter, HistoryEntry, Receipt, StoredEvent
+from shared.unit_of_work import DeadLetter, HistoryEntry, Receipt, StoredEvent, TurnState
 
 
 class _State:
@@ -125,6 +125,36 @@ class FakeEventRepository:
     def reset_turns_indexed(self) -> None:
         for r in self.s.events.values():
             r["turn_indexed"] = False
+
+    def _user_rows(self, tenant_id: str, user_id: str) -> list[tuple[str, dict[str, Any]]]:
+        return sorted(
+            (i, r)
+            for i, r in self.s.events.items()
+            if (r["event"].tenant_id, r["event"].user_id) == (tenant_id, user_id)
+        )
+
+    def turn_states(self, tenant_id: str, user_id: str) -> list[TurnState]:
+        return [
+            TurnState(
+                r["event"],
+                r["stage"],
+                r.get("embedding_model") if r.get("embedding") is not None else None,
+                bool(r.get("turn_indexed")),
+            )
+            for _, r in self._user_rows(tenant_id, user_id)
+        ]
+
+    def turn_vectors(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> dict[str, list[float]]:
+        wanted = set(event_ids)
+        return {
+            i: list(r["embedding"])
+            for i, r in self._user_rows(tenant_id, user_id)
+            if i in wanted and r.get("embedding") is not None
+        }
+
+    def users_page(self, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+        pairs = sorted({(r["event"].tenant_id, r["event"].user_id) for r in self.s.events.values()})
+        return [p for p in pairs if after is None or p > after][:limit]
 
     def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
         rows = [(r["stage_at"], i, r["stage"]) for i, r in self.s.events.items() if r["stage"] != "done"]

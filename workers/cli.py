@@ -462,7 +462,9 @@ def maintain(
         policy = c.lifecycle
         store, touched = lifecycle.maintain_store(c.uow, c.embedder, at, policy)
         try:
-            index = lifecycle.maintain_index(c.uow, c.index, c.embedder, touched, policy)
+            index = lifecycle.maintain_index(
+                c.uow, c.index, c.embedder, touched, policy, turn_index=c.turn_index
+            )
             optimized = c.index.optimize()
         except IndexOwnedElsewhere:
             # A running index worker owns the embedded index: it syncs, pushes, reconciles, optimizes.

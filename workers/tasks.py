@@ -229,10 +229,13 @@ def push_scores(self: Task) -> None:
 
 @app.task(name=TaskName.RECONCILE.value, base=PipelineTask, bind=True)
 def reconcile(self: Task) -> None:
-    """Repair drift between Postgres and the memory index (missing, extra, stale points)."""
+    """Repair drift between Postgres and the memory index (missing, extra, stale points), and the
+    conversation-log index when turns are indexed."""
     c = container()
     model, dim = c.embedder.model_name, c.embedder.dim
-    stats = lifecycle.reconcile(c.uow, c.index, model, dim, c.lifecycle.score_tolerance)
+    stats = lifecycle.reconcile(
+        c.uow, c.index, model, dim, c.lifecycle.score_tolerance, turn_index=c.turn_index
+    )
     log.info("%s: %s", self.name, stats)
 
 

@@ -21,6 +21,7 @@ from shared.unit_of_work import (
     ScoreState,
     StatusChange,
     StoredEvent,
+    TurnState,
 )
 from workers.db.mapping import event_from_row, memory_from_row, memory_values
 from workers.db.tables import (
@@ -177,6 +178,42 @@ class SqlEventRepository:
 
     def reset_turns_indexed(self) -> None:
         self.session.execute(update(EventRow).values(turn_indexed=False))
+
+    def turn_states(self, tenant_id: str, user_id: str) -> list[TurnState]:
+        rows = self.session.execute(
+            select(EventRow, EventRow.embedding.is_not(None).label("has_embedding"))
+            .where(EventRow.tenant_id == tenant_id, EventRow.user_id == user_id)
+            .order_by(EventRow.event_id)
+        )
+        return [
+            TurnState(
+                event=event_from_row(row).event,
+                stage=row.stage,
+                embedding_model=(row.embedding_model or "") if has_embedding else None,
+                turn_indexed=bool(row.turn_indexed),
+            )
+            for row, has_embedding in rows
+        ]
+
+    def turn_vectors(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> dict[str, list[float]]:
+        if not event_ids:
+            return {}
+        rows = self.session.execute(
+            select(EventRow.event_id, EventRow.embedding).where(
+                EventRow.tenant_id == tenant_id,
+                EventRow.user_id == user_id,
+                EventRow.event_id.in_(list(event_ids)),
+                EventRow.embedding.is_not(None),
+            )
+        )
+        return {r.event_id: list(r.embedding) for r in rows}
+
+    def users_page(self, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+        stmt = select(EventRow.tenant_id, EventRow.user_id).distinct()
+        if after is not None:
+            stmt = stmt.where(tuple_(EventRow.tenant_id, EventRow.user_id) > tuple_(*after))
+        rows = self.session.execute(stmt.order_by(EventRow.tenant_id, EventRow.user_id).limit(limit))
+        return [(r.tenant_id, r.user_id) for r in rows]
 
     def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
         rows = self.session.execute(

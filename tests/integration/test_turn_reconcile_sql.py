@@ -1,0 +1,149 @@
+"""Reconciliation of the conversation-log index on real parts: the event log in Postgres against
+the embedded Qdrant engine. Drift made by hand is repaired with ``turns_*`` counts, a second run
+finds nothing, the memory index is untouched, and ``cuemem maintain`` reports the same keys."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from shared import lifecycle
+from shared.events import EventLimits, TurnPublished, validate_turn
+from shared.models import turn_point_id
+from shared.pipeline import sync_turn_index, turn_payload
+from shared.ports import IndexPoint
+from shared.settings import Settings
+from workers.bootstrap import Container, build_container
+from workers.cli import app as cli_app
+
+pytestmark = pytest.mark.integration
+
+NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
+STRAY = "00000000-0000-4000-8000-999999999999"
+
+
+@pytest.fixture
+def settings(it_settings: Settings) -> Settings:
+    return it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 16, "index_turns": True})
+
+
+@pytest.fixture
+def c(settings: Settings):
+    container = build_container(settings)
+    yield container
+    container.close()
+
+
+def _turn(user: str, seq: int, content: str) -> TurnPublished:
+    return validate_turn(
+        {
+            "event_id": f"e-{user}-{seq}",
+            "user_id": user,
+            "session_id": "s1",
+            "seq": seq,
+            "role": "user" if seq % 2 else "assistant",
+            "content": content,
+            # An offset other than UTC: the payload's time must survive the Postgres round trip.
+            "at": (NOW + timedelta(minutes=seq)).astimezone(timezone(timedelta(hours=8))).isoformat(),
+        },
+        EventLimits(),
+    )
+
+
+def _record(c: Container, turns: list[TurnPublished], *, stage: str = "done", embed: bool = True) -> None:
+    with c.uow() as uow:
+        for t in turns:
+            assert uow.events.insert_if_absent(t, stage)
+            if embed:
+                [vector] = c.embedder.embed_passages([" ".join(t.content.split())])
+                uow.events.set_turn_vector(t.event_id, vector, c.embedder.model_name)
+        uow.commit()
+
+
+def _agree(c: Container, index: Any, user: str) -> None:
+    with c.uow() as uow:
+        states = uow.events.turn_states("default", user)
+    rows = {turn_point_id("default", user, s.event.event_id): s for s in states if s.embedding_model}
+    points = index.payloads("default", user)
+    assert set(points) == set(rows)
+    for pid, payload in points.items():
+        expected = turn_payload(rows[pid].event)
+        assert {k: payload[k] for k in expected} == expected
+        assert rows[pid].turn_indexed
+
+
+def test_turn_index_drift_is_repaired_on_the_embedded_engine_and_by_cuemem_maintain(c, settings):
+    turns = {
+        u: [_turn(u, i, f"{u} said thing number {i} about port {8000 + i}") for i in range(1, 9)]
+        for u in ("ta", "tb")
+    }
+    for user_turns in turns.values():
+        _record(c, user_turns)
+    with c.uow() as uow:
+        assert sync_turn_index(uow, c.turn_index, c.embedder.model_name, c.embedder.dim, None, None) == 16
+        uow.commit()
+    index, model, dim = c.turn_index, c.embedder.model_name, c.embedder.dim
+    assert index is not None
+    memory_points = c.index.count()
+
+    clean = lifecycle.reconcile(c.uow, c.index, model, dim, turn_index=index)
+    assert {k: clean[k] for k in lifecycle.TURN_DRIFT_KEYS} == dict.fromkeys(lifecycle.TURN_DRIFT_KEYS, 0)
+    assert clean["turns_users"] == 2 and clean["turns_points"] == 16
+
+    # Drift: two points deleted by hand, a stray point, a stale payload, a point of a turn still
+    # in the pipeline (no vector), and a turn done before turns were indexed (never embedded).
+    index.delete(
+        "default", "ta", [turn_point_id("default", "ta", "e-ta-1"), turn_point_id("default", "ta", "e-ta-2")]
+    )
+    index.upsert([IndexPoint(STRAY, "default", "tb", [1.0] * dim, {"status": "active", "seq": 1})])
+    index.set_payload(
+        "default", "tb", {turn_point_id("default", "tb", "e-tb-3"): {"role": "system", "seq": 42}}
+    )
+    _record(c, [_turn("ta", 20, "in flight")], stage="extracted", embed=False)
+    index.upsert(
+        [
+            IndexPoint(
+                turn_point_id("default", "ta", "e-ta-20"), "default", "ta", [1.0] * dim, {"status": "active"}
+            )
+        ]
+    )
+    _record(c, [_turn("tb", 21, "from before the turn index")], stage="done", embed=False)
+
+    stats = lifecycle.reconcile(c.uow, c.index, model, dim, turn_index=index)
+    assert {k: stats[k] for k in lifecycle.TURN_DRIFT_KEYS} == {
+        "turns_missing": 2,
+        "turns_extra": 2,
+        "turns_stale": 1,
+        "turns_bookkept": 0,
+        "turns_foreign": 0,
+        "turns_unembedded": 1,
+    }
+    assert all(stats[k] == 0 for k in lifecycle.DRIFT_KEYS) and c.index.count() == memory_points
+    _agree(c, index, "ta")
+    _agree(c, index, "tb")
+    again = lifecycle.reconcile(c.uow, c.index, model, dim, turn_index=index)
+    assert {k: again[k] for k in lifecycle.TURN_DRIFT_KEYS} == {
+        **dict.fromkeys(lifecycle.TURN_DRIFT_KEYS, 0),
+        "turns_unembedded": 1,  # still there: embedding it is `cuemem reindex`'s job
+    }
+    assert again["turns_points"] == 16
+
+    # `cuemem maintain` reconciles the turn index too, in its own process.
+    index.delete("default", "tb", [turn_point_id("default", "tb", "e-tb-8")])
+    c.close()  # the CLI opens the embedded indexes itself
+    env = {
+        "CUEMEM_DATABASE_URL": str(settings.database_url),
+        "CUEMEM_BROKER_URL": str(settings.broker_url),
+        "CUEMEM_REDIS_URL": str(settings.redis_url),
+        "CUEMEM_EMBEDDER": "hash",
+        "CUEMEM_EMBEDDING_DIM": "16",
+        "CUEMEM_DATA_DIR": str(settings.data_dir),
+    }
+    out = CliRunner().invoke(cli_app, ["maintain", "--now", NOW.isoformat()], env=env)
+    assert out.exit_code == 0, (out.output, out.exception)
+    summary = json.loads(out.output)
+    assert summary["reconcile"]["turns_missing"] == 1 and summary["reconcile"]["turns_points"] == 16, summary
