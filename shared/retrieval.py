@@ -37,7 +37,7 @@ from shared.timeexpr import resolve as resolve_times
 from shared.unit_of_work import UnitOfWork
 
 CONFIDENT = 3.0  # one rare entity, or a rare tag plus a keyword, or three rare keywords
-RRF_K = 60
+RRF_K = 10  # sharper than the usual 60: a path's top hits should count; measured, see docs/BENCHMARKS.md
 WORKING_TURNS = 20
 MAX_QUERY_CUES = 16
 TIME_BOOST = 2.0  # the memory falls in a time range the query names ("上周", "last month")
@@ -46,13 +46,14 @@ WINDOW_CANDIDATES = 20
 RECENT_DAYS = 3  # the recency path: the user's newest memories ("那我现在该怎么办？")
 RECENT_CANDIDATES = 10
 RECENT_WEIGHT = 0.5  # newness alone is weaker evidence than a match on words or meaning
+# (and it only runs for follow-ups that name no subject of their own; see recall())
 DUPLICATE_COSINE = 0.97
 # Fusion priors. The fused rank decides; these only lean it: a memory's current half-life score
 # (shared.scoring, 0..10 and more with use) adds up to SCORE_WEIGHT, and a type weight says how
 # much a kind of item is worth in a prompt. Raw conversation turns count a little less than
 # curated memories of the same rank; profile facts and preferences a little more. Kept small on
-# purpose: adjacent reciprocal ranks differ by only 1-2 % (1/61 vs 1/62), so a larger prior would
-# override what the searches found instead of settling near-ties.
+# purpose (at most 3 %, below the 5-9 % between adjacent top ranks, 1/11 vs 1/12): a larger prior
+# would override what the searches found instead of settling near-ties.
 SCORE_WEIGHT = 0.02
 TYPE_WEIGHTS: dict[str, float] = {
     "profile": 1.01,
@@ -393,7 +394,10 @@ def recall(
         )
         candidates_per_path["turn_vector"] = len(turn_vector_ranked)
         candidates_per_path["turn_keyword"] = len(turn_keyword_ranked)
-        recent_ranked = _recent_candidates(uow, request, pool)
+        # The recency path answers follow-ups that name nothing ("那我现在该怎么办？"): a question
+        # with its own subject is about that subject, and newness would only add noise to it.
+        follow_up = len(qc.keywords) <= 1 and not qc.entities and not qc.tags and not windows
+        recent_ranked = _recent_candidates(uow, request, pool) if follow_up else []
         candidates_per_path["recent"] = len(recent_ranked)
         rrf: dict[str, float] = {}
         # Memories and turns compete in one dense and one keyword list: a memory found both by
@@ -406,7 +410,8 @@ def recall(
         )
         for ranking, weight in paths:
             for rank, c in enumerate(ranking):
-                rrf[c.item.id] = rrf.get(c.item.id, 0.0) + weight / (RRF_K + rank + 1)
+                w = weight * (_cue_strength(c) if ranking is cue_ranked else 1.0)
+                rrf[c.item.id] = rrf.get(c.item.id, 0.0) + w / (RRF_K + rank + 1)
         fused = {i: v * _prior(pool[i]) for i, v in rrf.items()}
         # Equal fused ranks go to the more important, then the newer memory, then the id.
         ranked = sorted(
@@ -666,6 +671,12 @@ def _turn_candidates(
                     cand.turn_keyword_score = max(cand.turn_keyword_score or 0.0, hit.score)
                 out[path].append(cand)
     return out["turn_vector"], out["turn_keyword"]
+
+
+def _cue_strength(c: _Candidate) -> float:
+    """How much a cue match counts in fusion: in full at the confident score, less below it. A
+    name that is on every memory (rarity near 0) must not vote like a rare order id."""
+    return min(1.0, c.cue_score / CONFIDENT)
 
 
 def _merged(own: list[_Candidate], via_turns: list[_Candidate], a: str, b: str) -> list[_Candidate]:
