@@ -221,6 +221,46 @@ def rarity(df: int, total: int) -> float:
     return max(math.log1p(total / df) / math.log1p(total), 0.05)
 
 
+def _without_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    out = list(text)
+    for start, end in spans:
+        out[start:end] = " " * (end - start)
+    return "".join(out)
+
+
+def _turns_in_windows(
+    uow: UnitOfWork,
+    request: RecallRequest,
+    windows: list[tuple[datetime, datetime]],
+    weights: dict[str, float],
+    pool: dict[str, _Candidate],
+) -> None:
+    """Turns of the conversation log in a time range the query names, when no memory cites them
+    (a cited turn is already there as its memory): "上周我去哪儿了" about chit-chat-level news."""
+    for start, end in windows:
+        events = uow.events.in_window(request.tenant_id, request.user_id, start, end, WINDOW_CANDIDATES)
+        cited = {
+            s["event_id"]
+            for m in uow.memories.by_sources(
+                request.tenant_id, request.user_id, [e.event.event_id for e in events], request.statuses
+            )
+            for s in m.sources
+        }
+        for stored in events:
+            turn = stored.event
+            key = f"event:{turn.event_id}"
+            if turn.event_id in cited or key in pool:
+                continue
+            turn_cues = cues_for_memory(turn.content, lexicon_tags(turn.content), entities(turn.content))
+            score, matched = _cue_match(weights, turn_cues)
+            cand = pool[key] = _Candidate(
+                _turn_item(turn, "turn"), score + TIME_BOOST, matched, paths=["time"]
+            )
+            cand.matched.append(
+                f"time:{start.date().isoformat()}..{(end - timedelta(days=1)).date().isoformat()}"
+            )
+
+
 def time_windows(query: str, now: datetime) -> list[tuple[datetime, datetime]]:
     """[start, end) ranges for the time expressions in the query, resolved against ``now``."""
     out = []
@@ -318,9 +358,13 @@ def recall(
             "notes": [],
         }
         return RecallResult("deterministic", [c.item for c in exact[: request.k]], trace)
-    qc = query_cues(request.query)
-    base = qc.keys()
+    refs = resolve_times(request.query, request.now)
     windows = time_windows(request.query, request.now)
+    # A time expression is a filter, not words to match: "上周"/"last week" must not pull in
+    # every memory that says "last".
+    content_query = _without_spans(request.query, [(r.start, r.end) for r in refs])
+    qc = query_cues(content_query)
+    base = qc.keys()
     timings["cues_ms"] = (time.perf_counter() - started) * 1e3
 
     # Stage 1: cue matches in long-term memory and in the working memory. A cue's weight falls
@@ -349,6 +393,8 @@ def recall(
                 cand.matched.append(
                     f"time:{start.date().isoformat()}..{(end - timedelta(days=1)).date().isoformat()}"
                 )
+    if windows and turn_index is not None:
+        _turns_in_windows(uow, request, windows, weights, pool)
     for cand in pool.values():
         if cand.item.type in qc.type_hints:
             cand.cue_score += TYPE_BOOST
@@ -386,7 +432,7 @@ def recall(
         query_vector = _embed_query(request, embedder, index or turn_index, timings, notes)
         vector_ranked = _vector_candidates(uow, request, query_vector, index, pool, timings, notes)
         candidates_per_path["vector"] = len(vector_ranked)
-        terms = sparse_query(request.query)
+        terms = sparse_query(content_query)
         keyword_ranked = _keyword_candidates(uow, request, terms, index, pool, timings, notes)
         candidates_per_path["keyword"] = len(keyword_ranked)
         turn_vector_ranked, turn_keyword_ranked = _turn_candidates(
@@ -417,6 +463,10 @@ def recall(
         ranked = sorted(
             (pool[i] for i in fused), key=lambda c: (-round(fused[c.item.id], 9), *_tie(c), c.item.id)
         )
+        if any("time" in c.paths for c in ranked):
+            # The query names a time range and something falls in it: that is a filter, so what
+            # lies inside comes first (in fused order), the rest after.
+            ranked = [c for c in ranked if "time" in c.paths] + [c for c in ranked if "time" not in c.paths]
         rerank_scores: dict[str, float] = {}
         if reranker is not None and ranked:
             t = time.perf_counter()

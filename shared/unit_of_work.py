@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from shared.api_keys import ApiKey
 from shared.events import TurnPublished
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.scoring import DecayPolicy
@@ -73,6 +74,11 @@ class EventRepository(Protocol):
 
     def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
         """Those of the events that belong to this user (others' ids are silently absent)."""
+
+    def in_window(
+        self, tenant_id: str, user_id: str, start: datetime, end: datetime, limit: int
+    ) -> list[StoredEvent]:
+        """The user's turns with event time in [start, end), newest first (then by event id)."""
 
     def set_turn_vector(self, event_id: str, vector: Sequence[float], model: str) -> None:
         """Keep the turn's own vector (the conversation-log index is rebuilt from it)."""
@@ -334,6 +340,49 @@ class LlmCallRepository(Protocol):
     def add(self, usage: Any, event_id: str | None) -> None: ...
 
 
+class ApiKeyRepository(Protocol):
+    """API keys (``shared/api_keys.py``): records and hashes, never the keys themselves."""
+
+    def add(self, key: ApiKey, key_hash: str) -> None: ...
+
+    def by_prefix(self, prefix: str) -> list[tuple[ApiKey, str]]:
+        """Keys with this lookup prefix (normally one), revoked ones included, with their hashes."""
+
+    def list(self, tenant_id: str | None) -> list[ApiKey]: ...
+
+    def revoke(self, key_id: str, at: datetime) -> ApiKey | None:
+        """Revoke (once: a second revoke keeps the first time); None for an unknown id."""
+
+
+class CurationRepository(Protocol):
+    """What the HTTP API needs beyond the pipeline's repositories: paged listing, privacy
+    deletes, and the counts the metrics endpoint reads on each scrape."""
+
+    def page(
+        self,
+        tenant_id: str,
+        user_id: str,
+        statuses: Iterable[MemoryStatus],
+        memory_type: MemoryType | None,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[Memory], int]:
+        """One page of a user's memories (newest first, vectors not loaded) and the total."""
+
+    def derived_from(self, tenant_id: str, user_id: str, memory_ids: Sequence[str]) -> set[str]:
+        """Ids of the user's memories made from any of these (merged or consolidated from them)."""
+
+    def purge(self, tenant_id: str, user_id: str, memory_ids: Sequence[str]) -> list[str]:
+        """Delete these memories and their history rows for good; returns the ids deleted."""
+
+    def status_counts(self) -> dict[str, int]: ...
+
+    def stage_counts(self) -> dict[str, int]: ...
+
+    def llm_totals(self) -> list[tuple[str, bool, int, int, int]]:
+        """(operation, ok, calls, prompt tokens, completion tokens) over every recorded LLM call."""
+
+
 class DeadLetterRepository(Protocol):
     def add(self, letter: DeadLetter) -> None: ...
 
@@ -369,6 +418,12 @@ class UnitOfWork(Protocol):
 
     @property
     def llm_calls(self) -> LlmCallRepository: ...
+
+    @property
+    def api_keys(self) -> ApiKeyRepository: ...
+
+    @property
+    def curation(self) -> CurationRepository: ...
 
     def __enter__(self) -> UnitOfWork: ...
 

@@ -98,6 +98,16 @@ class FakeEventRepository:
             if r["event"].tenant_id == tenant_id and r["event"].user_id == user_id
         ]
 
+    def in_window(self, tenant_id, user_id, start, end, limit) -> list[StoredEvent]:
+        rows = [
+            r
+            for r in self.s.events.values()
+            if (r["event"].tenant_id, r["event"].user_id) == (tenant_id, user_id)
+            and start <= r["event"].at < end
+        ]
+        rows.sort(key=lambda r: (-r["event"].at.timestamp(), r["event"].event_id))
+        return [StoredEvent(r["event"], r["stage"], r["importance"]) for r in rows[:limit]]
+
     def set_turn_vector(self, event_id: str, vector: Sequence[float], model: str) -> None:
         row = self.s.events[event_id]
         row.update(embedding=list(vector), embedding_model=model, turn_indexed=False)

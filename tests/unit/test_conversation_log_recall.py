@@ -221,3 +221,36 @@ def test_the_prior_leans_by_type_and_half_life_score_and_stays_small():
     )
     # Never more than adjacent reciprocal ranks differ by (1/61 vs 1/62 is 1.6 %) plus the type's lean.
     assert top / bottom - 1 <= SCORE_WEIGHT + 1e-9 <= 0.02 + 1e-9
+
+
+def test_a_time_range_finds_a_turn_that_never_became_a_memory_and_comes_first():
+    h = TurnHarness()
+    now = NOW + timedelta(days=1)
+    h.drain({**turn(1, "我去杭州出差了三天"), "at": (now - timedelta(days=6)).isoformat()})
+    h.drain(
+        {
+            **turn(2, "Last month I went to Lisbon, I live in Berlin"),
+            "at": (now - timedelta(days=40)).isoformat(),
+        }
+    )
+    assert all("杭州" not in m.content for m in h.state.memories.values())  # chit-chat level
+    with h.store.uow() as uow:
+        out = recall(
+            uow,
+            RecallRequest("default", "u1", "上周我去哪儿了", now=now),
+            embedder=h.embedder,
+            index=h.index,
+            working_memory=None,
+            turn_index=h.turns,
+        )
+    top = out.items[0]
+    assert top.content == "我去杭州出差了三天" and top.type == "turn"
+    assert "time" in top.explanation["paths"]
+    assert any(c.startswith("time:") for c in top.explanation["matched_cues"])
+
+
+def test_time_words_are_a_filter_not_keywords():
+    h = TurnHarness()
+    h.drain(turn(1, "the last train leaves at midnight"))
+    out = ask(h, "what did I do last week")
+    assert "k:last" not in out.trace["cues"]["keywords"] and "last" not in out.trace["cues"]["keywords"]

@@ -145,6 +145,15 @@ def test_query_cues_english_type_hints() -> None:
     assert qc.entities == ()
 
 
+def test_dietary_restrictions_is_the_english_for_ji_kou() -> None:
+    """English "Any dietary restrictions?" asks what "我有什么忌口？" asks: the diet tag, a preference."""
+    for query in ("我有什么忌口？", "Any dietary restrictions I have?", "what are my dietary needs"):
+        qc = query_cues(query)
+        assert "diet" in qc.tags and MemoryType.PREFERENCE in qc.type_hints, query
+    stored = cues_for_memory("I'm allergic to peanuts", lexicon_tags("I'm allergic to peanuts"), ())
+    assert "t:diet" in set(query_cues("Any dietary restrictions I have?").keys()) & set(stored)
+
+
 def test_query_cues_meet_memory_cues() -> None:
     stored = cues_for_memory("生产环境部署端口是8443", ("deployment",), entities("生产环境部署端口是8443"))
     matched = set(query_cues("部署端口 8443 还在用吗").keys()) & set(stored)

@@ -1,0 +1,246 @@
+"""The seed cases of recall (issue 5, item 9), in Chinese and in English, on real parts.
+
+Each case publishes a few turns of one user (its own user per case and language, so that cases
+cannot interfere) through the producer at explicit times, lets real worker processes (the real
+bundled E5 embedder, Postgres, the embedded Qdrant engine owned by the index worker) process them,
+and recalls with ``recall_for`` at a fixed ``now``. Every recall is asked twice: the same state,
+query and ``now`` must give identical items, and every item must explain itself (non-empty
+``paths``). Recalls are made with ``reinforce=False`` so that a recall does not change the state
+(access counts, half-life scores) that the next recall reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from producers.publisher import Publisher
+from shared.events import Role, TurnPublished
+from shared.extraction import extract
+from shared.settings import Settings
+from tests.integration.helpers import wait_processed
+from workers.bootstrap import Container, build_container
+from workers.recall_api import recall_for
+
+pytestmark = pytest.mark.integration
+
+NOW = datetime(2026, 11, 16, 10, 0, tzinfo=UTC)  # a Monday: "last week" is 2026-11-09 .. 2026-11-15
+LANGS = ("zh", "en")
+VECTOR_PATHS = {"vector", "turn_vector"}
+
+
+@dataclass(frozen=True)
+class Turn:
+    content: str
+    at: datetime
+
+
+@dataclass
+class World:
+    container: Container
+    user_id: str
+    event_ids: list[str]
+
+
+Ingest = Callable[[str, list[Turn]], World]
+
+
+@pytest.fixture
+def ingest(it_settings: Settings, start_workers: Callable[..., list[Any]]) -> Iterator[Ingest]:
+    """Publish turns (one conversation of one user) and wait until real workers processed them."""
+    containers: list[Container] = []
+
+    def run(user_id: str, turns: list[Turn]) -> World:
+        container = build_container(it_settings)
+        containers.append(container)
+        with Publisher.from_settings(it_settings) as pub:
+            ids = [
+                pub.publish(
+                    user_id=user_id, session_id="s1", role="user", content=t.content, at=t.at.isoformat()
+                ).event_id
+                for t in turns
+            ]
+        wait_processed(container, ids, start_workers())
+        return World(container, user_id, ids)
+
+    yield run
+    for container in containers:
+        container.close()
+
+
+def _ask(world: World, query: str, k: int = 5) -> dict[str, Any]:
+    """Recall twice at ``NOW``: the answers must agree, and every item must carry its paths."""
+    first = recall_for(world.container, world.user_id, query, k=k, now=NOW, reinforce=False)
+    again = recall_for(world.container, world.user_id, query, k=k, now=NOW, reinforce=False)
+    assert again["stage"] == first["stage"]
+    assert again["items"] == first["items"], "the same state, query and now gave different items"
+    for item in first["items"]:
+        assert item["explanation"] and item["explanation"]["paths"], item
+    return first
+
+
+def _trace(out: dict[str, Any]) -> str:
+    """What to print when an assertion fails: the ranked items and the recall trace."""
+    lines = [f"stage={out['stage']}"]
+    lines += [f"  {i['content']!r} {i['type']} {i['score']} {i['explanation']}" for i in out["items"]]
+    lines.append(f"trace={out['trace']}")
+    return "\n".join(lines)
+
+
+def _top(out: dict[str, Any]) -> dict[str, Any]:
+    assert out["items"], _trace(out)
+    item: dict[str, Any] = out["items"][0]
+    return item
+
+
+# -- 1 and 2: the dietary restriction, found by its cue and, for dinner advice, by meaning ---------
+
+DIET = {"zh": "我不吃香菜，对花生过敏", "en": "I'm allergic to peanuts and I don't eat cilantro"}
+DIET_OTHERS = {
+    "zh": ["我在一家游戏公司做产品经理", "我养了一只猫，叫团子", "我喜欢周末去爬山"],
+    "en": [
+        "I work as a product manager at a game studio",
+        "I have a cat named Mochi",
+        "I love hiking on weekends",
+    ],
+}
+RESTRICTIONS_QUERY = {"zh": "我有什么忌口？", "en": "Any dietary restrictions I have?"}
+DINNER_QUERY = {"zh": "今晚吃什么好？", "en": "What should I cook for dinner tonight?"}
+
+
+def _diet_world(lang: str, ingest: Ingest) -> World:
+    texts = [DIET_OTHERS[lang][0], DIET[lang], *DIET_OTHERS[lang][1:]]
+    turns = [Turn(t, NOW - timedelta(days=10 - i)) for i, t in enumerate(texts)]
+    return ingest(f"diet-{lang}", turns)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_dietary_restriction_is_found_by_its_cue(lang: str, ingest: Ingest) -> None:
+    world = _diet_world(lang, ingest)
+    out = _ask(world, RESTRICTIONS_QUERY[lang])
+    top = _top(out)
+    assert top["content"] == DIET[lang], _trace(out)
+    assert "cue" in top["explanation"]["paths"], _trace(out)
+    assert top["explanation"]["matched_cues"], _trace(out)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_dinner_advice_finds_the_diet_by_meaning(lang: str, ingest: Ingest) -> None:
+    world = _diet_world(lang, ingest)
+    out = _ask(world, DINNER_QUERY[lang])
+    diet = [i for i in out["items"] if i["content"] == DIET[lang]]
+    assert diet, _trace(out)
+    assert VECTOR_PATHS & set(diet[0]["explanation"]["paths"]), _trace(out)
+
+
+# -- 3 and 4: the port number and the order id -----------------------------------------------------
+
+PORT = {"zh": "生产环境部署端口是8443", "en": "The production deploy port is 8443"}
+ORDER = {"zh": "我的订单号是 ORD-7781-XK，还没到", "en": "My order ORD-7781-XK hasn't arrived"}
+OPS_OTHERS = {
+    "zh": ["测试环境的数据库是 PostgreSQL 15", "我的另一个订单 ORD-5120-QA 昨天已经签收了", "我住在苏州"],
+    "en": ["Our staging database is PostgreSQL 15", "My other order ORD-5120-QA was delivered yesterday",
+           "I live in Suzhou"],
+}  # fmt: skip
+PORT_QUERY = {"zh": "部署端口是多少", "en": "which port do we deploy on"}
+ORDER_QUERY = {"zh": "ORD-7781-XK 到哪了", "en": "where is ORD-7781-XK"}
+
+
+def _ops_world(lang: str, ingest: Ingest) -> World:
+    texts = [PORT[lang], OPS_OTHERS[lang][0], ORDER[lang], *OPS_OTHERS[lang][1:]]
+    turns = [Turn(t, NOW - timedelta(days=12 - 2 * i)) for i, t in enumerate(texts)]
+    return ingest(f"ops-{lang}", turns)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_port_number_and_order_id(lang: str, ingest: Ingest) -> None:
+    world = _ops_world(lang, ingest)
+
+    port = _ask(world, PORT_QUERY[lang])
+    assert "8443" in _top(port)["content"], _trace(port)
+
+    order = _ask(world, ORDER_QUERY[lang])
+    top = _top(order)
+    assert "ORD-7781-XK" in top["content"], _trace(order)
+    assert {"cue", "keyword"} & set(top["explanation"]["paths"]), _trace(order)
+
+
+# -- 5: last week's trip, found by the time range the query names ----------------------------------
+
+TRIP = {"zh": "我去杭州出差了三天", "en": "I was in Hangzhou on a business trip for three days"}
+TRIP_TURNS = {  # the trip 6 days before NOW (last week); the others before last week, and today
+    "zh": [(timedelta(days=30), "上个月我去成都参加了朋友的婚礼"), (timedelta(days=25), "我住在苏州"),
+           (timedelta(days=6), TRIP["zh"]), (timedelta(hours=2), "我明天上午要去看牙医")],
+    "en": [(timedelta(days=30), "Last month I went to Lisbon for a friend's wedding"),
+           (timedelta(days=25), "I live in Suzhou"), (timedelta(days=6), TRIP["en"]),
+           (timedelta(hours=2), "I have a dentist appointment tomorrow at 9")],
+}  # fmt: skip
+TRIP_QUERY = {"zh": "上周我去哪儿了", "en": "where did I go last week"}
+@pytest.mark.parametrize("lang", LANGS)
+def test_last_weeks_trip_is_found_by_time(lang: str, ingest: Ingest) -> None:
+    world = ingest(f"trip-{lang}", [Turn(text, NOW - ago) for ago, text in TRIP_TURNS[lang]])
+    out = _ask(world, TRIP_QUERY[lang])
+    top = _top(out)
+    assert top["content"] == TRIP[lang], _trace(out)
+    explanation = top["explanation"]
+    assert "time" in explanation["paths"] or any(
+        c.startswith("time:") for c in explanation["matched_cues"]
+    ), _trace(out)
+
+
+# -- 6: the fragments of one event all come back for its id ----------------------------------------
+
+SPLIT = {
+    "zh": "我住杭州，不吃香菜，下周三要去上海开会",
+    "en": "I live in Berlin, I don't eat pork, and I have a meeting in Paris next Wednesday",
+}
+SPLIT_OTHER = {"zh": "我喜欢喝咖啡", "en": "I drink coffee every morning"}
+
+
+def _fragments(content: str, at: datetime) -> set[str]:
+    event = TurnPublished("e", "default", "u", "s1", 1, Role.USER, content, at, {})
+    return {d.content for d in extract(event).drafts}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_fragments_of_one_event_all_come_back_for_its_id(lang: str, ingest: Ingest) -> None:
+    at = NOW - timedelta(days=2)
+    fragments = _fragments(SPLIT[lang], at)
+    assert len(fragments) >= 2  # the rules split this turn (both languages do)
+    turns = [Turn(SPLIT_OTHER[lang], at - timedelta(days=1)), Turn(SPLIT[lang], at)]
+    world = ingest(f"frag-{lang}", turns)
+    event_id = world.event_ids[1]
+    for query in (f"event:{event_id}", event_id):
+        out = _ask(world, query)
+        assert out["stage"] == "deterministic", _trace(out)
+        assert {i["content"] for i in out["items"]} == fragments, _trace(out)
+        assert len(out["items"]) == len(fragments), _trace(out)
+        for item in out["items"]:
+            assert [s["event_id"] for s in item["sources"]] == [event_id]
+            assert item["explanation"]["paths"] == ["key"]
+
+
+# -- 7: the newer statement comes first ------------------------------------------------------------
+
+OLD_DRINK = {"zh": "我喜欢喝咖啡", "en": "I drink coffee every morning"}
+NEW_DRINK = {"zh": "我现在改喝拿铁了", "en": "I switched to green tea, no more coffee"}
+DRINK_OTHER = {"zh": "我不吃香菜", "en": "I live in Suzhou"}
+DRINK_QUERY = {"zh": "我喜欢喝什么", "en": "what do I like to drink"}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_newer_statement_comes_first(lang: str, ingest: Ingest) -> None:
+    turns = [
+        Turn(OLD_DRINK[lang], NOW - timedelta(days=20)),
+        Turn(DRINK_OTHER[lang], NOW - timedelta(days=15)),
+        Turn(NEW_DRINK[lang], NOW - timedelta(days=5)),
+    ]
+    world = ingest(f"drink-{lang}", turns)
+    out = _ask(world, DRINK_QUERY[lang])
+    contents = [i["content"] for i in out["items"]]
+    assert contents[:1] == [NEW_DRINK[lang]], _trace(out)
+    assert OLD_DRINK[lang] in contents[1:], _trace(out)  # still there, after the newer statement
