@@ -131,6 +131,22 @@ class SqlEventRepository:
         )
         return [event_from_row(r) for r in rows]
 
+    def in_window(
+        self, tenant_id: str, user_id: str, start: datetime, end: datetime, limit: int
+    ) -> list[StoredEvent]:
+        rows = self.session.scalars(
+            select(EventRow)
+            .where(
+                EventRow.tenant_id == tenant_id,
+                EventRow.user_id == user_id,
+                EventRow.at >= start,
+                EventRow.at < end,
+            )
+            .order_by(EventRow.at.desc(), EventRow.event_id)
+            .limit(limit)
+        )  # ix_events_user_at
+        return [event_from_row(r) for r in rows]
+
     def set_turn_vector(self, event_id: str, vector: Sequence[float], model: str) -> None:
         self.session.execute(
             update(EventRow)
