@@ -28,6 +28,9 @@ class MemoryStatus(StrEnum):
     SUPERSEDED = "superseded"
     ARCHIVED = "archived"
     EXPIRED = "expired"
+    # Soft-deleted on request (the API's DELETE): kept with its history for the audit, never
+    # recalled and never listed unless asked for by name.
+    FORGOTTEN = "forgotten"
 
 
 # What recall returns unless asked otherwise; what `memories --all` adds.

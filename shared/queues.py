@@ -34,6 +34,7 @@ class TaskName(StrEnum):
     ARCHIVE = "memory.archive"  # long-unused, low-score memories (beat)
     PUSH_SCORES = "memory.push_scores"  # payload scores after a recompute (the index owner)
     RECONCILE = "memory.reconcile"  # Postgres vs index drift repair (beat, the index owner)
+    DELETE_POINTS = "memory.delete_points"  # privacy delete: drop named points (the index owner)
 
 
 class SearchMode(StrEnum):
@@ -69,6 +70,7 @@ ROUTES: dict[TaskName, Queue] = {
     TaskName.ARCHIVE: Queue.MAINTENANCE,
     TaskName.PUSH_SCORES: Queue.INDEX,
     TaskName.RECONCILE: Queue.INDEX,
+    TaskName.DELETE_POINTS: Queue.INDEX,
 }
 
 # Queues that a general worker consumes; INDEX is consumed by the index owner (see ARCHITECTURE).

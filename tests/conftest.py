@@ -21,7 +21,7 @@ PG_ADMIN = os.environ.get("CUEMEM_TEST_PG_ADMIN", "postgresql+psycopg://postgres
 REDIS_URL = os.environ.get("CUEMEM_TEST_REDIS", "redis://127.0.0.1:6379/13")
 TABLES = [
     "events", "event_receipts", "memories", "dead_letters", "cuemem_meta", "memory_history", "llm_calls",
-    "recall_claims",
+    "recall_claims", "api_keys",
 ]  # fmt: skip
 
 

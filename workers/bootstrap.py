@@ -280,6 +280,7 @@ def build_container(
     clock: Callable[[], datetime] = utc_now,
     llm: Any = _UNSET,
     reranker: Any = _UNSET,
+    turn_index: VectorIndex | None = None,
 ) -> Container:
     settings = settings or get_settings()
     # The user cue lexicon first: extraction and recall read it, and a bad file must fail here,
@@ -297,6 +298,7 @@ def build_container(
         clock=clock,
         _embedder=embedder,
         _index=index,
+        _turn_index=turn_index,
         _working_memory=working_memory,
         _dispatch=dispatch,
         _closers=closers,

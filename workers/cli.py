@@ -633,6 +633,95 @@ def _refuse_second_beat(settings: Settings) -> None:
 
 
 @app.command()
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Address to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to bind")] = 8080,
+    no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--no-auth", help="Serve CUEMEM_TENANT_ID without API keys (only on a loopback address)"
+        ),
+    ] = False,
+    log_format: Annotated[str, typer.Option("--log-format", help="json or text")] = "json",
+    data_dir: DataDir = None,
+) -> None:
+    """Run the HTTP API (OpenAPI at /docs). On the embedded default it runs the workers too."""
+    from service.serve import ServeRefused, check_options
+    from service.serve import serve as run_server
+
+    if log_format not in ("json", "text"):
+        raise CliError(f"--log-format: {log_format!r} is not one of json, text")
+    try:
+        check_options(host, not no_auth)  # before any service starts
+        run_server(
+            _settings(data_dir),
+            host,
+            port,
+            auth=not no_auth,
+            echo=lambda line: typer.echo(line, err=True),
+            log_json=log_format == "json",
+        )
+    except ServeRefused as exc:
+        raise CliError(str(exc)) from None
+
+
+keys_app = typer.Typer(help="API keys of the HTTP API: one tenant each, stored hashed.", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option("--tenant", help="The tenant the key acts for (required)")],
+    name: Annotated[str, typer.Option("--name", help="What the key is for (required)")],
+    data_dir: DataDir = None,
+) -> None:
+    """Create a key and print it once, as JSON {id, tenant_id, name, key}: only its hash is kept."""
+    from shared.api_keys import MAX_NAME_CHARS
+    from shared.curation import InvalidInput
+    from workers.curation_api import create_key
+
+    _setup_logging(False)
+    if not name.strip() or len(name) > MAX_NAME_CHARS:
+        raise CliError(f"--name: must be 1 to {MAX_NAME_CHARS} characters")
+    with open_runtime(_settings(data_dir)) as rt:
+        try:
+            created = create_key(rt.container, tenant, name.strip())
+        except InvalidInput as exc:
+            raise CliError(f"--tenant: {exc.errors[0].problem}") from None
+    typer.echo(json.dumps(created))
+
+
+@keys_app.command("list")
+def keys_list(
+    tenant: Annotated[str | None, typer.Option("--tenant", help="Only this tenant's keys")] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """List keys as JSON (id, tenant, name, prefix, created, revoked); never the keys themselves."""
+    from workers.curation_api import list_keys
+
+    _setup_logging(False)
+    with open_runtime(_settings(data_dir)) as rt:
+        keys = list_keys(rt.container, tenant)
+    _echo_json([k.to_public() for k in keys])
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(help="The key's id (from `cuemem keys list`)", metavar="KEY_ID")],
+    data_dir: DataDir = None,
+) -> None:
+    """Revoke a key: every request with it is refused from now on."""
+    from workers.curation_api import revoke_key
+
+    _setup_logging(False)
+    with open_runtime(_settings(data_dir)) as rt:
+        key = revoke_key(rt.container, key_id)
+    if key is None:
+        raise CliError(f"KEY_ID: no key {key_id!r}")
+    typer.echo(json.dumps(key.to_public()))
+
+
+@app.command()
 def demo(
     data_dir: DataDir = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
@@ -642,6 +731,50 @@ def demo(
 
     _setup_logging(verbose)
     run_demo(_settings(data_dir), wait_for=wait_for, recall=run_recall, echo=typer.echo)
+
+
+@app.command("mcp")
+def mcp_cmd(
+    user: Annotated[str, typer.Option("--user", help="Whose memory the tools act on (required)")],
+    tenant: Annotated[
+        str | None,
+        typer.Option("--tenant", help="The user's tenant, library only [default: CUEMEM_TENANT_ID]"),
+    ] = None,
+    api_url: Annotated[
+        str | None,
+        typer.Option(
+            "--api-url",
+            envvar="CUEMEM_API_URL",
+            help="Use the HTTP API there (key from CUEMEM_API_KEY) instead of the library",
+        ),
+    ] = None,
+    session: Annotated[
+        str, typer.Option("--session", help="The conversation remembered turns belong to")
+    ] = "mcp",
+    data_dir: DataDir = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
+) -> None:
+    """Serve search_memory, remember and forget for one user as an MCP server over stdio."""
+    _setup_logging(verbose)
+    _check_user(user)
+    from shared.events import SAFE_ID, SAFE_ID_TEXT
+
+    for option, value in (("--tenant", tenant), ("--session", session)):
+        if value is not None and (not value or not SAFE_ID.match(value)):
+            raise CliError(f"{option}: {value!r} must be non-empty and use only {SAFE_ID_TEXT}")
+    if api_url and tenant is not None:
+        raise CliError("--tenant: with --api-url the tenant is the API key's (CUEMEM_API_KEY)")
+    try:
+        from workers import mcp_serve
+    except ImportError as exc:  # the SDK is the optional `mcp` extra
+        raise CliError(f"the MCP server needs the mcp package: pip install 'cuemem[mcp]' ({exc})") from None
+    if api_url:
+        mcp_serve.serve_api(api_url, user, session)
+        return
+    settings = _settings(data_dir)
+    if tenant is not None:
+        settings = settings.model_copy(update={"tenant_id": tenant})
+    mcp_serve.serve_library(settings, user, session)
 
 
 def _exit_on_sigterm(signum: int, _frame: object) -> None:

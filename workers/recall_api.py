@@ -56,8 +56,10 @@ def recall_for(
     include_archived: bool = False,
     reinforce: bool | None = None,
     include_history: bool = False,
+    tenant_id: str | None = None,
 ) -> dict[str, Any]:
-    """Recall for one user of the container's tenant; the public result plus ``"prompt"``.
+    """Recall for one user of ``tenant_id`` (default: the container's tenant, ``CUEMEM_TENANT_ID``);
+    the public result plus ``"prompt"``. The HTTP API passes the tenant of the request's key.
 
     ``include_archived`` adds archived memories to what may be returned; ``include_history`` adds
     every past statement (superseded, archived, expired), each item marked by its ``status``.
@@ -81,7 +83,7 @@ def recall_for(
     check_embedding_model(container)
     index = container.search_index()
     request = RecallRequest(
-        tenant_id=container.settings.tenant_id,
+        tenant_id=tenant_id or container.settings.tenant_id,
         user_id=user_id,
         query=query,
         now=now or container.clock(),

@@ -166,6 +166,15 @@ def sync_index(self: Task, tenant_id: str, user_id: str) -> None:
     run_unit(self.name, f"{tenant_id}/{user_id}", work)
 
 
+@app.task(name=TaskName.DELETE_POINTS.value, base=PipelineTask, bind=True)
+def delete_points(self: Task, tenant_id: str, user_id: str, memory_ids: list[str]) -> None:
+    """Drop the points of hard-deleted memories (their rows are already gone: a redelivery
+    deletes nothing twice, and reconciliation would remove them too, only later)."""
+    c = container()
+    c.index.delete(tenant_id, user_id, list(memory_ids))
+    log.info("%s %s/%s: %d points", self.name, tenant_id, user_id, len(memory_ids))
+
+
 @app.task(name=TaskName.RESUME_STALLED.value, base=PipelineTask, bind=True)
 def resume_stalled(self: Task, older_than_s: int = 300) -> None:
     """Re-drive events stuck at one stage, and re-send published turns never recorded, for longer

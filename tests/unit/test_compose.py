@@ -34,7 +34,7 @@ ENV_EXAMPLE = ROOT / ".env.example"
 PYPROJECT = ROOT / "pyproject.toml"
 
 INFRA_SERVICES = ("postgres", "redis", "qdrant")
-CUEMEM_SERVICES = ("migrate", "worker", "beat", "flower")
+CUEMEM_SERVICES = ("migrate", "worker", "beat", "flower", "cuemem-api")
 PREFIX = "CUEMEM_"
 
 # ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:?message}, ${NAME?message}, ${NAME:+alt}
@@ -372,7 +372,8 @@ def test_dockerignore_keeps_state_out_and_the_package_in() -> None:
     ]
     for excluded in (".venv", ".git", ".cuemem", ".env"):
         assert excluded in patterns, f".dockerignore must exclude {excluded}"
-    for needed in ("pyproject.toml", "shared", "workers", "producers", "beat_schedule.py", "README.md"):
+    packages = ("shared", "workers", "producers", "service")
+    for needed in ("pyproject.toml", *packages, "beat_schedule.py", "README.md"):
         hits = [p for p in patterns if not p.startswith("!") and fnmatch.fnmatch(needed, p)]
         assert not hits, f"{needed} is excluded by {hits}, but `pip install .` needs it"
 
@@ -418,3 +419,16 @@ def test_env_example_holds_placeholders_with_one_comment_each() -> None:
         )
         if SECRET_NAME.search(name):
             assert value == "" or "change-me" in value, f"{name} must hold a placeholder, not a secret"
+
+
+def test_api_serves_with_auth_behind_a_healthcheck(services: dict[str, Any]) -> None:
+    api = services["cuemem-api"]
+    argv = _command(api)
+    assert argv[:2] == ["cuemem", "serve"] and "--no-auth" not in argv
+    assert argv[argv.index("--host") + 1] == "0.0.0.0"
+    assert "/v1/health" in str(api["healthcheck"]["test"])
+    depends = api["depends_on"]
+    assert depends["migrate"]["condition"] == "service_completed_successfully"
+    for dependency in ("postgres", "redis"):
+        assert depends[dependency]["condition"] == "service_healthy"
+    assert any(str(p).split(":")[-1] == "8080" for p in api["ports"])

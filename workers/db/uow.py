@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from workers.db.curation import SqlApiKeyRepository, SqlCurationRepository
 from workers.db.repositories import (
     SqlDeadLetterRepository,
     SqlEventRepository,
@@ -28,6 +29,8 @@ class SqlUnitOfWork:
         self.meta = SqlMetaRepository(self.session)
         self.history = SqlHistoryRepository(self.session)
         self.llm_calls = SqlLlmCallRepository(self.session)
+        self.api_keys = SqlApiKeyRepository(self.session)
+        self.curation = SqlCurationRepository(self.session)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,0 +1,1 @@
+"""cuemem's HTTP API (FastAPI): ``service.app.create_app(container)``, run by ``cuemem serve``."""

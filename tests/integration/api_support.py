@@ -1,0 +1,120 @@
+"""Building the HTTP API on the test services: real Postgres and Redis, the hashing embedder, and
+in-memory vector indexes (no worker: the contract tests seed memories directly)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from shared.cues import cues_for_memory, entities, lexicon_tags
+from shared.models import Memory, MemoryStatus, MemoryType, memory_id
+from shared.pipeline import _memory_hash, sync_user_index
+from shared.settings import Settings
+from shared.unit_of_work import FollowUp, HistoryEntry
+from tests.fake_index import FakeVectorIndex
+from workers.bootstrap import Container, build_container
+from workers.curation_api import create_key
+
+AT = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
+
+
+@dataclass
+class ApiEnv:
+    container: Container
+    client: TestClient
+    keys: dict[str, str]  # tenant -> key
+    key_ids: dict[str, str]
+    sent: list[FollowUp] = field(default_factory=list)
+
+    def auth(self, tenant: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.keys[tenant]}"}
+
+
+def api_settings(it_settings: Settings) -> Settings:
+    return it_settings.model_copy(update={"embedder": "hash", "index_turns": True})
+
+
+def build_env(settings: Settings, tenants: Sequence[str] = ("tenant-a", "tenant-b")) -> ApiEnv:
+    from service.app import create_app
+
+    sent: list[FollowUp] = []
+    container = build_container(
+        settings,
+        index=FakeVectorIndex(),
+        turn_index=FakeVectorIndex(),
+        dispatch=lambda followups: sent.extend(followups),
+    )
+    container.index.ensure(container.embedder.dim, container.embedder.model_name)
+    keys, key_ids = {}, {}
+    for tenant in tenants:
+        created = create_key(container, tenant, f"tests of {tenant}")
+        keys[tenant], key_ids[tenant] = created["key"], created["id"]
+    client = TestClient(create_app(container), raise_server_exceptions=False)
+    return ApiEnv(container, client, keys, key_ids, sent)
+
+
+def seed_memory(
+    c: Container,
+    tenant: str,
+    user: str,
+    content: str,
+    *,
+    kind: MemoryType = MemoryType.PREFERENCE,
+    status: MemoryStatus = MemoryStatus.ACTIVE,
+    n: int = 0,
+    derived_from: Sequence[str] = (),
+) -> Memory:
+    """A persisted, indexed memory, as the pipeline would leave it (``derived_from``: a merge)."""
+    at = AT + timedelta(minutes=n)
+    tags = lexicon_tags(content)
+    ents = entities(content)
+    event = f"ev-{tenant}-{user}-{n}"
+    memory = Memory(
+        id=memory_id(tenant, user, event, 0),
+        tenant_id=tenant,
+        user_id=user,
+        type=kind,
+        content=content,
+        importance=7.0,
+        status=status,
+        created_at=at,
+        updated_at=at,
+        last_accessed_at=at,
+        score=7.0,
+        tags=list(tags),
+        entities=list(ents),
+        cues=list(cues_for_memory(content, tags, ents)),
+        sources=[{"event_id": event, "session_id": "s1", "seq": n + 1, "at": at.isoformat()}],
+        content_hash=_memory_hash(kind.value, content),
+        embedding=c.embedder.embed_passages([content])[0],
+        embedding_model=c.embedder.model_name,
+        version=1,
+    )
+    with c.uow() as uow:
+        uow.memories.add(memory)
+        uow.history.add(HistoryEntry(memory.id, tenant, user, "created", "seeded", "pipeline", at))
+        for original in derived_from:
+            uow.history.add(
+                HistoryEntry(memory.id, tenant, user, "merged", "seeded merge", "rules", at, original)
+            )
+        sync_user_index(uow, c.index, c.embedder, tenant, user)
+        uow.commit()
+    return memory
+
+
+def error_of(response: Any) -> dict[str, Any]:
+    """The error object, checking the one shape every error has."""
+    body = response.json()
+    assert set(body) >= {"error"}, body
+    error = body["error"]
+    assert isinstance(error["code"], str) and isinstance(error["message"], str), error
+    assert all(set(f) == {"field", "problem"} for f in error["fields"]), error
+    return error
+
+
+def fields_of(response: Any) -> set[str]:
+    return {f["field"] for f in error_of(response)["fields"]}

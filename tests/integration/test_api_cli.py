@@ -1,0 +1,140 @@
+"""`cuemem keys` and `cuemem serve`, as the real command; and the API end to end on real workers,
+with the embedded index owned by the index worker (the API process only ever asks it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.serve import is_loopback
+from shared.settings import Settings
+from tests.integration.helpers import wait_processed
+from workers.curation_api import api_container, create_key
+
+pytestmark = pytest.mark.integration
+
+CUEMEM = str(Path(sys.executable).with_name("cuemem"))
+
+
+def _run(settings: Settings, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "CUEMEM_DATABASE_URL": str(settings.database_url),
+        "CUEMEM_BROKER_URL": str(settings.broker_url),
+        "CUEMEM_DATA_DIR": str(settings.data_dir),
+    }
+    return subprocess.run([CUEMEM, *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_keys_create_list_revoke(it_settings: Settings) -> None:
+    made = _run(it_settings, "keys", "create", "--tenant", "acme", "--name", "backend")
+    assert made.returncode == 0, made.stderr
+    created = json.loads(made.stdout)
+    assert set(created) == {"id", "tenant_id", "name", "key"} and created["tenant_id"] == "acme"
+    assert created["key"].startswith("cm_")
+    _run(it_settings, "keys", "create", "--tenant", "other", "--name", "x").check_returncode()
+
+    listed = _run(it_settings, "keys", "list", "--tenant", "acme")
+    assert listed.returncode == 0, listed.stderr
+    keys = json.loads(listed.stdout)
+    assert [k["id"] for k in keys] == [created["id"]] and keys[0]["revoked_at"] is None
+    assert created["key"] not in listed.stdout and created["key"][3:11] == keys[0]["prefix"]
+    everyone = json.loads(_run(it_settings, "keys", "list").stdout)
+    assert {k["tenant_id"] for k in everyone} == {"acme", "other"}
+    assert all("key" not in k and "key_hash" not in k for k in everyone)
+
+    revoked = _run(it_settings, "keys", "revoke", created["id"])
+    assert revoked.returncode == 0 and json.loads(revoked.stdout)["revoked_at"]
+    assert json.loads(_run(it_settings, "keys", "list", "--tenant", "acme").stdout)[0]["revoked_at"]
+
+    unknown = _run(it_settings, "keys", "revoke", "nope")
+    assert unknown.returncode == 2 and "KEY_ID" in unknown.stderr
+    bad = _run(it_settings, "keys", "create", "--tenant", "a b", "--name", "x")
+    assert bad.returncode == 2 and "--tenant" in bad.stderr
+
+
+def test_serve_refuses_no_auth_off_loopback(it_settings: Settings) -> None:
+    for host in ("0.0.0.0", "192.168.1.10", "example.org", "::"):
+        out = _run(it_settings, "serve", "--no-auth", "--host", host, timeout=60)
+        assert out.returncode == 2, (host, out.stderr)
+        assert "--no-auth" in out.stderr and "loopback" in out.stderr
+    assert all(is_loopback(h) for h in ("127.0.0.1", "127.8.0.1", "::1", "[::1]", "localhost"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "local"))
+
+
+def test_publish_recall_edit_and_purge_through_real_workers(
+    it_settings: Settings, start_workers: Any
+) -> None:
+    from service.app import create_app
+
+    settings = it_settings.model_copy(update={"embedder": "hash"})
+    container = api_container(settings)
+    key = create_key(container, "acme", "e2e")["key"]
+    client = TestClient(create_app(container), raise_server_exceptions=False)
+    h = {"Authorization": f"Bearer {key}"}
+    try:
+        workers = start_workers(settings)
+        turns = ["我不吃香菜，点餐时记得提醒", "生产环境部署端口是8443", "好的，谢谢"]
+        r = client.post(
+            "/v1/events/batch",
+            json={
+                "events": [{"user_id": "u1", "session_id": "s1", "role": "user", "content": t} for t in turns]
+            },
+            headers=h,
+        )
+        assert r.status_code == 200 and not r.json()["errors"], r.text
+        wait_processed(container, [p["event_id"] for p in r.json()["published"]], workers)
+        assert client.get("/v1/ready").json() == {"postgres": "ok", "redis": "ok", "index": "ok"}
+
+        found = client.post(
+            "/v1/recall", json={"user_id": "u1", "query": "部署端口是多少", "k": 3}, headers=h
+        ).json()
+        port = next(i for i in found["items"] if "8443" in i["content"])
+
+        r = client.patch(
+            f"/v1/users/u1/memories/{port['id']}", json={"content": "生产环境部署端口是9443"}, headers=h
+        )
+        assert r.status_code == 200 and r.json()["content"] == "生产环境部署端口是9443"
+
+        def indexed() -> bool:
+            with container.uow() as uow:
+                m = uow.memories.get("acme", "u1", port["id"])
+            return m is not None and m.indexed_version == m.version
+
+        from tests.conftest import wait_until
+
+        assert wait_until(indexed, 60), "the index worker never synced the edit"
+        again = client.post(
+            "/v1/recall", json={"user_id": "u1", "query": "9443", "reinforce": False}, headers=h
+        )
+        assert any(i["id"] == port["id"] and "9443" in i["content"] for i in again.json()["items"])
+
+        r = client.delete(f"/v1/users/u1/memories/{port['id']}", params={"hard": "true"}, headers=h)
+        assert r.status_code == 200 and port["id"] in r.json()["deleted"]
+        gone = client.post(
+            "/v1/recall", json={"user_id": "u1", "query": "9443", "reinforce": False}, headers=h
+        ).json()
+        assert all(i["id"] != port["id"] for i in gone["items"])
+        from workers.bootstrap import build_container
+
+        # The point itself is gone from the embedded index (the index worker's memory.delete_points).
+        from workers.cli import broker_idle
+
+        assert wait_until(lambda: broker_idle(settings), 60)
+        for w in workers:
+            w.stop()
+        local = build_container(settings)
+        try:
+            assert port["id"] not in local.index.ids("acme", "u1")
+        finally:
+            local.close()
+    finally:
+        client.app.state.close()  # type: ignore[attr-defined]
+        container.close()
