@@ -1,30 +1,40 @@
 """Memory as agent tools: function-calling schemas and their handler.
 
     from producers.agent_tools import TOOL_SCHEMAS, MemoryTools
-    from workers.recall_api import recall_for           # or an HTTP client with the same shape
+    from producers.backends import ApiBackend
+    from producers.client import CuememClient
 
-    tools = MemoryTools(
-        recall=lambda query, k, session_id: recall_for(container, "u42", query, k=k, session_id=session_id),
-        publisher=publisher,
-        user_id="u42",
-        session_id="chat-7",
-    )
+    tools = MemoryTools.over(ApiBackend(CuememClient()), user_id="u42", session_id="chat-7")
+    # in-process instead: MemoryTools.over(LibraryBackend(container, publisher), "u42", "chat-7"),
+    # or the original form: MemoryTools(recall, publisher, "u42", "chat-7") with
+    # recall = lambda query, k, session_id: recall_for(container, "u42", query, k=k, session_id=session_id)
     client.chat.completions.create(..., tools=TOOL_SCHEMAS)
     # for each tool call in the reply:
     reply = tools.handle(call.function.name, call.function.arguments)   # JSON text for the tool message
 
 ``handle`` never raises: bad arguments, an unknown tool, or a failing recall or publish come back
 as ``{"error": "..."}`` JSON naming the problem, so the model can correct itself and the agent
-loop goes on. This module imports nothing from ``workers``: recall is a callable the app injects.
+loop goes on. This module imports nothing from ``workers``: memory is reached through a backend
+(:mod:`producers.backends`: the HTTP API, the library, or a recall callable and a publisher).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
+# PublishedLike, PublisherLike and RecallFn moved to producers.backends; still importable from
+# here for code written against the first version of this module.
+from producers.backends import (
+    CallableBackend,
+    ForgetUnsupported,
+    MemoryBackend,
+    PublisherLike,
+    RecallFn,
+)
+from producers.backends import PublishedLike as PublishedLike
 from shared.events import SAFE_ID, SAFE_ID_TEXT, InvalidEvent
 from shared.prompt import DEFAULT_PROMPT_BUDGET, prompt_block
 
@@ -116,31 +126,6 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
 ]
 
 _PARAMETERS = {s["function"]["name"]: s["function"]["parameters"] for s in TOOL_SCHEMAS}
-
-RecallFn = Callable[[str, int, str | None], Mapping[str, Any]]
-
-
-class PublishedLike(Protocol):
-    @property
-    def event_id(self) -> str: ...
-
-    @property
-    def seq(self) -> int: ...
-
-
-class PublisherLike(Protocol):
-    """What ``remember`` needs of :class:`producers.publisher.Publisher`."""
-
-    def publish(
-        self,
-        *,
-        user_id: str,
-        session_id: str,
-        role: str,
-        content: str,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> PublishedLike: ...
-
 
 class ToolArgumentError(ValueError):
     """A tool call's arguments do not match its schema; the message names the argument."""
@@ -234,7 +219,12 @@ def _session(tool: str, data: Mapping[str, Any], default: str) -> str:
 
 
 class MemoryTools:
-    """Handles ``search_memory`` and ``remember`` calls for one user in one conversation."""
+    """Handles ``search_memory`` and ``remember`` calls for one user in one conversation.
+
+    ``MemoryTools(recall, publisher, user_id, session_id)`` is the original form (a recall
+    callable bound to the user, and a publisher); :meth:`over` takes any
+    :class:`producers.backends.MemoryBackend` (the HTTP API or the library).
+    """
 
     def __init__(
         self,
@@ -245,8 +235,25 @@ class MemoryTools:
         *,
         prompt_budget_tokens: int = DEFAULT_PROMPT_BUDGET,
     ):
-        self.recall = recall
-        self.publisher = publisher
+        self._setup(CallableBackend(recall, publisher), user_id, session_id, prompt_budget_tokens)
+
+    @classmethod
+    def over(
+        cls,
+        backend: MemoryBackend,
+        user_id: str,
+        session_id: str,
+        *,
+        prompt_budget_tokens: int = DEFAULT_PROMPT_BUDGET,
+    ) -> MemoryTools:
+        tools = cls.__new__(cls)
+        tools._setup(backend, user_id, session_id, prompt_budget_tokens)
+        return tools
+
+    def _setup(
+        self, backend: MemoryBackend, user_id: str, session_id: str, prompt_budget_tokens: int
+    ) -> None:
+        self.backend = backend
         self.user_id = user_id
         self.session_id = session_id
         self.prompt_budget_tokens = prompt_budget_tokens
@@ -279,7 +286,7 @@ class MemoryTools:
         k = _k(tool, data)
         session = _session(tool, data, self.session_id)
         fmt = _choice(tool, data, "format", FORMATS) or "items"
-        result = self.recall(query, k, session)
+        result = self.backend.search(self.user_id, query, k, session)
         items = list(result.get("items") or [])[:k]
         if fmt == "prompt":
             return _dumps(
@@ -293,11 +300,22 @@ class MemoryTools:
         assert content is not None
         kind = _choice(tool, data, "kind", KINDS)
         session = _session(tool, data, self.session_id)
-        published = self.publisher.publish(
-            user_id=self.user_id,
-            session_id=session,
-            role="user",
-            content=content,
-            metadata={"remember": True, "kind": kind},
-        )
+        published = self.backend.remember(self.user_id, session, content, {"remember": True, "kind": kind})
         return _dumps({"event_id": published.event_id, "seq": published.seq})
+
+    def forget(self, memory_id: str) -> str:
+        """Forget one of the user's memories (a soft delete, kept for the audit); JSON text like
+        :meth:`handle`, never raising. Not one of :data:`TOOL_SCHEMAS`: an app offers it to a
+        model deliberately (the MCP server does)."""
+        tool = "forget"
+        try:
+            memory = _string(tool, {"memory_id": memory_id}, "memory_id", required=True)
+            assert memory is not None
+            return _dumps(dict(self.backend.forget(self.user_id, memory)))
+        except ToolArgumentError as exc:
+            return _error(str(exc))
+        except (ForgetUnsupported, LookupError) as exc:  # LookupError: no such memory for this user
+            return _error(f"{tool}: {exc}")
+        except Exception as exc:  # never raise into the agent loop
+            log.exception("memory tool %s failed", tool)
+            return _error(f"{tool} failed: {type(exc).__name__}: {exc}")

@@ -1,0 +1,162 @@
+"""Where the agent tools and the MCP server read and write memory: the library or the HTTP API.
+
+A backend is three calls for one tenant (the library's configured tenant, or the API key's):
+
+- ``search(user_id, query, k, session_id)`` -> the recall result (``{"stage", "items", ...}``)
+- ``remember(user_id, session_id, content, metadata)`` -> what was published (``event_id``, ``seq``)
+- ``forget(user_id, memory_id)`` -> ``{"deleted": [ids], "hard": False}`` (a soft delete)
+
+Three implementations:
+
+- :class:`ApiBackend` over :class:`producers.client.CuememClient` (an app in another process or
+  on another machine; nothing but ``httpx`` needed);
+- :class:`LibraryBackend` over a ``workers.bootstrap.Container`` and a ``Publisher`` (in-process);
+- :class:`CallableBackend`, the original shape of :class:`producers.agent_tools.MemoryTools`: a
+  recall callable and a publisher the app wires itself.
+
+``producers`` imports nothing from ``workers`` at import time (an app that only publishes, or only
+uses the API, must not pull in Celery workers, SQLAlchemy or the embedder). The library backend is
+the one exception, and it imports ``workers.recall_api`` lazily inside ``search``: whoever builds a
+``LibraryBackend`` already holds a workers ``Container``, so the import costs nothing new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # types only: importing workers here would break the rule above
+    from producers.client import CuememClient
+    from workers.bootstrap import Container
+
+RecallFn = Callable[[str, int, str | None], Mapping[str, Any]]
+# (user_id, memory_id) -> {"deleted": [...], "hard": False}
+ForgetFn = Callable[[str, str], Mapping[str, Any]]
+
+
+class PublishedLike(Protocol):
+    @property
+    def event_id(self) -> str: ...
+
+    @property
+    def seq(self) -> int: ...
+
+
+class PublisherLike(Protocol):
+    """What ``remember`` needs of :class:`producers.publisher.Publisher` (or ``CuememClient``)."""
+
+    def publish(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        role: str,
+        content: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> PublishedLike: ...
+
+
+class ForgetUnsupported(NotImplementedError):
+    """The backend was built without a way to forget."""
+
+
+class MemoryBackend(Protocol):
+    def search(self, user_id: str, query: str, k: int, session_id: str | None) -> Mapping[str, Any]: ...
+
+    def remember(
+        self, user_id: str, session_id: str, content: str, metadata: Mapping[str, Any]
+    ) -> PublishedLike: ...
+
+    def forget(self, user_id: str, memory_id: str) -> Mapping[str, Any]: ...
+
+
+def _publish(
+    publisher: PublisherLike, user_id: str, session_id: str, content: str, metadata: Mapping[str, Any]
+) -> PublishedLike:
+    # A remembered statement is the user's own turn: it goes through the same pipeline as any
+    # other (sequenced, visible in working memory at once), flagged so extraction keeps it.
+    return publisher.publish(
+        user_id=user_id, session_id=session_id, role="user", content=content, metadata=dict(metadata)
+    )
+
+
+class CallableBackend:
+    """A recall callable and a publisher (and optionally a forget callable), wired by the app."""
+
+    def __init__(self, recall: RecallFn, publisher: PublisherLike, forget: ForgetFn | None = None):
+        self.recall = recall
+        self.publisher = publisher
+        self._forget = forget
+
+    def search(self, user_id: str, query: str, k: int, session_id: str | None) -> Mapping[str, Any]:
+        # The callable is already bound to its user (the original MemoryTools contract).
+        return self.recall(query, k, session_id)
+
+    def remember(
+        self, user_id: str, session_id: str, content: str, metadata: Mapping[str, Any]
+    ) -> PublishedLike:
+        return _publish(self.publisher, user_id, session_id, content, metadata)
+
+    def forget(self, user_id: str, memory_id: str) -> Mapping[str, Any]:
+        if self._forget is None:
+            raise ForgetUnsupported("forget is not available: this backend was built without it")
+        return self._forget(user_id, memory_id)
+
+
+class ApiBackend:
+    """The HTTP API through :class:`producers.client.CuememClient`; the tenant is the key's."""
+
+    def __init__(self, client: CuememClient):
+        self.client = client
+
+    def search(self, user_id: str, query: str, k: int, session_id: str | None) -> Mapping[str, Any]:
+        return self.client.recall(user_id, query, k=k, session_id=session_id)
+
+    def remember(
+        self, user_id: str, session_id: str, content: str, metadata: Mapping[str, Any]
+    ) -> PublishedLike:
+        return _publish(self.client, user_id, session_id, content, metadata)
+
+    def forget(self, user_id: str, memory_id: str) -> Mapping[str, Any]:
+        # Soft only: an agent may let a memory go, a privacy erasure is an operator's call.
+        return self.client.forget(user_id, memory_id, hard=False)
+
+
+class LibraryBackend:
+    """In-process: ``recall_for`` on a container, publishing through a ``Publisher``.
+
+    ``forget`` is injected (``(user_id, memory_id) -> {"deleted", "hard"}``) because forgetting
+    in-process needs a unit of work and the index, which the composition root owns; ``cuemem mcp``
+    passes one (see ``workers/cli.py``).
+    """
+
+    def __init__(
+        self,
+        container: Container,
+        publisher: PublisherLike,
+        *,
+        forget: ForgetFn | None = None,
+        reinforce: bool | None = None,
+    ):
+        self.container = container
+        self.publisher = publisher
+        self._forget = forget
+        self.reinforce = reinforce
+
+    def search(self, user_id: str, query: str, k: int, session_id: str | None) -> Mapping[str, Any]:
+        # Lazy on purpose (see the module doc): producers never imports workers at import time.
+        from workers.recall_api import recall_for
+
+        return recall_for(
+            self.container, user_id, query, k=k, session_id=session_id, reinforce=self.reinforce
+        )
+
+    def remember(
+        self, user_id: str, session_id: str, content: str, metadata: Mapping[str, Any]
+    ) -> PublishedLike:
+        return _publish(self.publisher, user_id, session_id, content, metadata)
+
+    def forget(self, user_id: str, memory_id: str) -> Mapping[str, Any]:
+        if self._forget is None:
+            raise ForgetUnsupported("forget is not available: this backend was built without it")
+        return self._forget(user_id, memory_id)

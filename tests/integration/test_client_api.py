@@ -1,0 +1,152 @@
+"""CuememClient and AsyncCuememClient against the real HTTP API app (service.app.create_app).
+
+The app runs in-process on the test services (real Postgres and Redis, in-memory vector indexes,
+as tests/integration/test_api.py builds it): the sync client through the app's TestClient, the
+async one through httpx.ASGITransport. What the client types say is what the app answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from producers.agent_tools import MemoryTools
+from producers.backends import ApiBackend
+from producers.client import AsyncCuememClient, CuememAPIError, CuememClient
+from producers.publisher import Published
+from shared.models import MemoryType
+from tests.integration.api_support import ApiEnv, api_settings, build_env, seed_memory
+
+pytestmark = pytest.mark.integration
+
+A, B = "tenant-a", "tenant-b"
+
+
+class AppTransport(httpx.BaseTransport):
+    """Send the client's requests through the app's TestClient (httpx.ASGITransport is async only)."""
+
+    def __init__(self, client: TestClient):
+        self.client = client
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        answer = self.client.request(
+            request.method, str(request.url), headers=dict(request.headers), content=request.content
+        )
+        return httpx.Response(answer.status_code, headers=answer.headers, content=answer.content)
+
+
+@pytest.fixture
+def env(it_settings) -> Iterator[ApiEnv]:
+    env = build_env(api_settings(it_settings))
+    yield env
+    env.client.app.state.close()  # type: ignore[attr-defined]
+    env.container.close()
+
+
+def client_for(env: ApiEnv, tenant: str = A, key: str | None = None) -> CuememClient:
+    return CuememClient(
+        "http://testserver",
+        key or env.keys[tenant],
+        transport=AppTransport(env.client),
+        max_attempts=1,
+    )
+
+
+def test_sync_client_against_the_real_app(env: ApiEnv) -> None:
+    cm = client_for(env)
+    assert cm.health() == {"status": "ok"}
+    ready = cm.ready()
+    assert ready.ready and ready.detail == {"postgres": "ok", "redis": "ok", "index": "ok"}
+
+    # publish: recallable at once (working memory), in the key's tenant only
+    published = cm.publish(user_id="u1", session_id="s1", role="user", content="我不吃香菜")
+    assert isinstance(published, Published) and published.seq == 1 and len(published.event_id) == 32
+    batch = cm.publish_batch(
+        [
+            {"user_id": "u1", "session_id": "s1", "role": "user", "content": "hello"},
+            {"user_id": "u1", "session_id": "s1", "role": "robot", "content": "x"},
+        ]
+    )
+    assert [p.seq for p in batch.published] == [2]
+    [(index, invalid)] = batch.errors
+    assert index == 1 and [e.field for e in invalid.errors] == ["role"]
+    found = cm.recall("u1", "香菜", session_id="s1")
+    assert any(i["content"] == "我不吃香菜" for i in found["items"])
+    assert client_for(env, B).recall("u1", "香菜", session_id="s1")["items"] == []
+
+    # memories: list, get, edit, invalidate, restore, forget, history, hard delete
+    m1 = seed_memory(env.container, A, "u1", "我不吃香菜", n=0)
+    m2 = seed_memory(env.container, A, "u1", "生产环境部署端口是8443", kind=MemoryType.FACT, n=1)
+    page = cm.memories("u1")
+    assert page["total"] == 2 and {m["id"] for m in page["items"]} == {m1.id, m2.id}
+    assert cm.memories("u1", type="fact")["items"][0]["id"] == m2.id
+    assert cm.memory("u1", m1.id)["content"] == "我不吃香菜"
+    out = cm.recall("u1", "部署端口", k=3)
+    assert out["items"][0]["id"] == m2.id and out["items"][0]["explanation"]["paths"]
+    assert "8443" in cm.recall_prompt("u1", "部署端口")
+
+    edited = cm.edit("u1", m2.id, content="生产环境部署端口是9443")
+    assert edited["content"] == "生产环境部署端口是9443"
+    assert cm.invalidate("u1", m2.id, "moved to another host")["status"] == "superseded"
+    assert cm.restore("u1", m2.id)["status"] == "active"
+    assert cm.forget("u1", m1.id) == {"deleted": [m1.id], "hard": False}
+    assert cm.memory("u1", m1.id)["status"] == "forgotten"
+    actions = [h["action"] for h in cm.history("u1", m2.id)["history"]]
+    assert {"edited", "invalidated", "restored"} <= set(actions)
+    assert cm.forget("u1", m2.id, hard=True) == {"deleted": [m2.id], "hard": True}
+    with pytest.raises(CuememAPIError) as gone:
+        cm.memory("u1", m2.id)
+    assert gone.value.status == 404
+
+
+def test_errors_from_the_real_app_name_the_fields(env: ApiEnv) -> None:
+    cm = client_for(env)
+    with pytest.raises(CuememAPIError) as info:
+        cm.recall("u1", "x", k=0, now="yesterday")
+    assert info.value.status == 422 and info.value.code == "invalid_input"
+    assert {f["field"] for f in info.value.fields} == {"k", "now"}
+    assert "k: " in str(info.value) and "now: " in str(info.value)
+    with pytest.raises(CuememAPIError) as info:
+        cm.publish(user_id="u1", session_id="s 1", role="robot", content="x")
+    assert {f["field"] for f in info.value.fields} == {"session_id", "role"}
+    with pytest.raises(CuememAPIError) as info:
+        client_for(env, key="ck_not_a_key").memories("u1")
+    assert info.value.status == 401
+    # Another tenant's memory is simply not found.
+    theirs = seed_memory(env.container, B, "u1", "我不吃香菜", n=0)
+    with pytest.raises(CuememAPIError) as info:
+        cm.forget("u1", theirs.id)
+    assert info.value.status == 404
+
+
+def test_agent_tools_over_the_real_api(env: ApiEnv) -> None:
+    tools = MemoryTools.over(ApiBackend(client_for(env)), "u1", "chat-1")
+    remembered = json.loads(tools.handle("remember", {"content": "我对花生过敏", "kind": "profile"}))
+    assert remembered["seq"] == 1
+    found = json.loads(tools.handle("search_memory", {"query": "我对什么过敏"}))
+    assert any("花生" in i["content"] for i in found["items"])  # read-your-writes through the API
+
+
+def test_async_client_against_the_real_app(env: ApiEnv) -> None:
+    m1 = seed_memory(env.container, A, "u1", "我不吃香菜", n=0)
+    app = env.client.app
+
+    async def go() -> None:
+        async with AsyncCuememClient(
+            "http://testserver", env.keys[A], transport=httpx.ASGITransport(app=app), max_attempts=1
+        ) as cm:
+            assert await cm.health() == {"status": "ok"}
+            out = await cm.recall("u1", "我不吃香菜", k=3)
+            assert out["items"][0]["id"] == m1.id
+            assert (await cm.memories("u1"))["total"] == 1
+            assert await cm.forget("u1", m1.id) == {"deleted": [m1.id], "hard": False}
+            with pytest.raises(CuememAPIError) as info:
+                await cm.recall("u1", " ")
+            assert [f["field"] for f in info.value.fields] == ["query"]
+
+    asyncio.run(go())
