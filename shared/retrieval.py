@@ -66,6 +66,7 @@ TYPE_WEIGHTS: dict[str, float] = {
     "turn": 0.99,
 }
 EXACT_KEY_SCORE = 100.0
+EVERY_STATUS = frozenset(MemoryStatus)
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
@@ -239,10 +240,12 @@ def _turns_in_windows(
     (a cited turn is already there as its memory): "上周我去哪儿了" about chit-chat-level news."""
     for start, end in windows:
         events = uow.events.in_window(request.tenant_id, request.user_id, start, end, WINDOW_CANDIDATES)
+        # Cited by a memory of any status: a returnable memory stands for the turn; an unreturnable
+        # one (superseded, forgotten...) means the turn's content must not come back either.
         cited = {
             s["event_id"]
             for m in uow.memories.by_sources(
-                request.tenant_id, request.user_id, [e.event.event_id for e in events], request.statuses
+                request.tenant_id, request.user_id, [e.event.event_id for e in events], EVERY_STATUS
             )
             for s in m.sources
         }
@@ -686,10 +689,17 @@ def _turn_candidates(
     turns = {
         s.event.event_id: s.event for s in uow.events.of_user(request.tenant_id, request.user_id, event_ids)
     }
+    # Memories of every status: a turn that a returnable memory cites lends its rank to it; a turn
+    # cited only by memories recall must not return (superseded, archived, forgotten...) is
+    # skipped, or the conversation log would bring back what governance retired.
     citing: dict[str, list[Memory]] = {}
-    for memory in uow.memories.by_sources(request.tenant_id, request.user_id, event_ids, request.statuses):
+    retired: set[str] = set()
+    for memory in uow.memories.by_sources(request.tenant_id, request.user_id, event_ids, EVERY_STATUS):
         for source in memory.sources:
-            citing.setdefault(source["event_id"], []).append(memory)
+            if memory.status in request.statuses:
+                citing.setdefault(source["event_id"], []).append(memory)
+            else:
+                retired.add(source["event_id"])
     out: dict[str, list[_Candidate]] = {"turn_vector": [], "turn_keyword": []}
     for path, hits in searches:
         seen: set[str] = set()
@@ -704,6 +714,8 @@ def _turn_candidates(
                     cand = pool[memory.id] = _Candidate(_memory_item(memory), memory=memory)
                 targets.append(cand)
             if not targets:
+                if event_id in retired:
+                    continue
                 key = f"event:{event_id}"
                 cand = pool.get(key)
                 if cand is None:

@@ -254,3 +254,22 @@ def test_time_words_are_a_filter_not_keywords():
     h.drain(turn(1, "the last train leaves at midnight"))
     out = ask(h, "what did I do last week")
     assert "k:last" not in out.trace["cues"]["keywords"] and "last" not in out.trace["cues"]["keywords"]
+
+
+def test_the_conversation_log_never_brings_back_a_superseded_or_forgotten_statement():
+    from shared import curation
+
+    h = TurnHarness()
+    h.drain(turn(1, "I live in Berlin"))
+    h.drain(turn(2, "I moved, I live in Munich now"))
+    h.drain(turn(3, "my locker code is 4711", event_id="e-locker") | {"metadata": {"remember": True}})
+    berlin = [m for m in h.state.memories.values() if "Berlin" in m.content]
+    assert berlin and all(m.status is MemoryStatus.SUPERSEDED for m in berlin)
+    out = ask(h, "Berlin", k=10)
+    assert all("Berlin" not in i.content for i in out.items), out.items
+    [locker] = [m for m in h.state.memories.values() if "4711" in m.content]
+    with h.store.uow() as uow:
+        curation.forget(uow, "default", "u1", locker.id, NOW)
+        uow.commit()
+    out = ask(h, "what is my locker code", k=10)
+    assert all("4711" not in i.content for i in out.items), out.items
