@@ -351,11 +351,21 @@ def forget(uow: UnitOfWork, tenant_id: str, user_id: str, memory_id: str, now: d
     return memory
 
 
-def purge(uow: UnitOfWork, tenant_id: str, user_id: str, memory_id: str, now: datetime) -> list[str]:
+@dataclass(frozen=True)
+class Purged:
+    """What a privacy delete removed: memory ids (their index points are the caller's to delete,
+    after commit) and the source turns blanked in the event log (their conversation-log points
+    and working-memory entries likewise)."""
+
+    memories: list[str]
+    turns: list[tuple[str, str]]  # (event id, session id)
+
+
+def purge(uow: UnitOfWork, tenant_id: str, user_id: str, memory_id: str, now: datetime) -> Purged:
     """Privacy delete: the memory and every memory made from it (merges, consolidations, and what
-    was made from those) are removed with their history rows; one audit row per removed id says
-    when and why, without any content. Returns the removed ids; their index points are the
-    caller's to delete (after commit)."""
+    was made from those) are removed with their history rows, and the turns they came from are
+    blanked in the event log (content, metadata, vector), or the conversation log would still
+    return the words; one audit row per removed id says when and why, without any content."""
     root = _load(uow, tenant_id, user_id, memory_id)
     ids = {root.id}
     frontier = [root.id]
@@ -363,7 +373,11 @@ def purge(uow: UnitOfWork, tenant_id: str, user_id: str, memory_id: str, now: da
         found = uow.curation.derived_from(tenant_id, user_id, frontier) - ids
         ids |= found
         frontier = sorted(found)
+    sources = sorted(
+        {s["event_id"] for m in uow.memories.get_many(tenant_id, user_id, sorted(ids)) for s in m.sources}
+    )
     deleted = uow.curation.purge(tenant_id, user_id, sorted(ids))
+    turns = uow.events.redact(tenant_id, user_id, sources)
     for gone in deleted:
         uow.history.add(
             HistoryEntry(
@@ -371,11 +385,13 @@ def purge(uow: UnitOfWork, tenant_id: str, user_id: str, memory_id: str, now: da
                 tenant_id,
                 user_id,
                 "purged",
-                "deleted on request (privacy): content, vectors and history removed",
+                "deleted on request (privacy): content, vectors, history and source turns removed",
                 JUDGE,
                 now,
                 related_id=None if gone == root.id else root.id,
-                details={"derived_from": root.id} if gone != root.id else {},
+                details={"derived_from": root.id, "turns_redacted": len(turns)}
+                if gone != root.id
+                else {"turns_redacted": len(turns)},
             )
         )
-    return deleted
+    return Purged(deleted, turns)

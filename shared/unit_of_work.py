@@ -80,6 +80,10 @@ class EventRepository(Protocol):
     ) -> list[StoredEvent]:
         """The user's turns with event time in [start, end), newest first (then by event id)."""
 
+    def redact(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[tuple[str, str]]:
+        """Privacy: blank these turns of the user (content, metadata, vector); the row stays so the
+        sequence keeps its slot. Returns (event id, session id) of the turns redacted."""
+
     def set_turn_vector(self, event_id: str, vector: Sequence[float], model: str) -> None:
         """Keep the turn's own vector (the conversation-log index is rebuilt from it)."""
 
@@ -368,6 +372,10 @@ class CurationRepository(Protocol):
         offset: int,
     ) -> tuple[list[Memory], int]:
         """One page of a user's memories (newest first, vectors not loaded) and the total."""
+
+    def users(self, tenant_id: str, limit: int, offset: int) -> tuple[list[tuple[str, int, int]], int]:
+        """One page of the tenant's users that have memories, by user id: (user id, memories of
+        any status, active memories), and the number of such users."""
 
     def derived_from(self, tenant_id: str, user_id: str, memory_ids: Sequence[str]) -> set[str]:
         """Ids of the user's memories made from any of these (merged or consolidated from them)."""

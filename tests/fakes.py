@@ -108,6 +108,19 @@ class FakeEventRepository:
         rows.sort(key=lambda r: (-r["event"].at.timestamp(), r["event"].event_id))
         return [StoredEvent(r["event"], r["stage"], r["importance"]) for r in rows[:limit]]
 
+    def redact(self, tenant_id, user_id, event_ids) -> list[tuple[str, str]]:
+        import dataclasses
+
+        out = []
+        for i in event_ids:
+            row = self.s.events.get(i)
+            if row is None or (row["event"].tenant_id, row["event"].user_id) != (tenant_id, user_id):
+                continue
+            row["event"] = dataclasses.replace(row["event"], content="", metadata={"redacted": True})
+            row.update(embedding=None, embedding_model=None, turn_indexed=True)
+            out.append((i, row["event"].session_id))
+        return sorted(out)
+
     def set_turn_vector(self, event_id: str, vector: Sequence[float], model: str) -> None:
         row = self.s.events[event_id]
         row.update(embedding=list(vector), embedding_model=model, turn_indexed=False)

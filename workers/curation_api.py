@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from shared import curation
 from shared.api_keys import ApiKey, issue_key, key_prefix, matches
-from shared.models import Memory, MemoryStatus, MemoryType
+from shared.models import Memory, MemoryStatus, MemoryType, turn_point_id
 from shared.pipeline import sync_user_index
 from shared.queues import IndexKind, Queue, TaskName
 from shared.settings import Settings
@@ -109,6 +109,14 @@ def list_memories(
         return uow.curation.page(tenant_id, user_id, statuses, memory_type, limit, offset)
 
 
+def list_users(container: Container, tenant_id: str, limit: int, offset: int) -> dict[str, Any]:
+    """The tenant's users that have memories: ``{"items": [{user_id, memories, active}], "total"}``."""
+    with container.uow() as uow:
+        rows, total = uow.curation.users(tenant_id, limit, offset)
+    items = [{"user_id": user, "memories": n, "active": active} for user, n, active in rows]
+    return {"items": items, "total": total}
+
+
 def get_memory(container: Container, tenant_id: str, user_id: str, memory_id: str) -> Memory:
     with container.uow() as uow:
         memory = uow.memories.get(tenant_id, user_id, memory_id)
@@ -188,14 +196,22 @@ def forget(container: Container, tenant_id: str, user_id: str, memory_id: str) -
 def purge(container: Container, tenant_id: str, user_id: str, memory_id: str) -> list[str]:
     now = container.clock()
     with container.uow() as uow:
-        deleted = curation.purge(uow, tenant_id, user_id, memory_id, now)
+        purged = curation.purge(uow, tenant_id, user_id, memory_id, now)
         uow.commit()
     # After the commit: a point deleted for a row that then stayed would be missed by recall
     # until reconciliation; a point left for a deleted row is never returned (recall re-reads
     # every hit in Postgres) and the index worker's task or reconciliation removes it.
-    delete_points(container, tenant_id, user_id, deleted)
-    log.info("memory %s of %s/%s purged with %d derived", memory_id, tenant_id, user_id, len(deleted) - 1)
-    return deleted
+    delete_points(container, tenant_id, user_id, purged.memories)
+    turn_points = [turn_point_id(tenant_id, user_id, event_id) for event_id, _ in purged.turns]
+    delete_points(container, tenant_id, user_id, turn_points, IndexKind.TURNS)
+    wm = container.working_memory
+    if wm is not None and purged.turns:
+        wm.forget(tenant_id, user_id, purged.turns)
+    log.info(
+        "memory %s of %s/%s purged with %d derived, %d source turns redacted",
+        memory_id, tenant_id, user_id, len(purged.memories) - 1, len(purged.turns),
+    )  # fmt: skip
+    return purged.memories
 
 
 # --- the index --------------------------------------------------------------------------------
@@ -216,20 +232,28 @@ def sync_index(container: Container, tenant_id: str, user_id: str) -> str:
         return "sent to the index worker"
 
 
-def delete_points(container: Container, tenant_id: str, user_id: str, memory_ids: list[str]) -> str:
+def delete_points(
+    container: Container,
+    tenant_id: str,
+    user_id: str,
+    point_ids: list[str],
+    kind: IndexKind = IndexKind.MEMORIES,
+) -> str:
     from shared.ports import IndexUnavailable
 
-    if not memory_ids:
+    if not point_ids:
         return "nothing to delete"
+    index = container.turn_index if kind is IndexKind.TURNS else container.index
+    if index is None:
+        return "no such index"
     try:
-        container.index.delete(tenant_id, user_id, memory_ids)
+        index.delete(tenant_id, user_id, point_ids)
         return "deleted"
     except IndexUnavailable:
-        container.dispatch([FollowUp(TaskName.DELETE_POINTS.value, (tenant_id, user_id, list(memory_ids)))])
+        container.dispatch(
+            [FollowUp(TaskName.DELETE_POINTS.value, (tenant_id, user_id, list(point_ids), kind.value))]
+        )
         return "sent to the index worker"
-
-
-# --- health and metrics -----------------------------------------------------------------------
 
 
 def readiness(container: Container) -> dict[str, str]:

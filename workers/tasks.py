@@ -167,11 +167,17 @@ def sync_index(self: Task, tenant_id: str, user_id: str) -> None:
 
 
 @app.task(name=TaskName.DELETE_POINTS.value, base=PipelineTask, bind=True)
-def delete_points(self: Task, tenant_id: str, user_id: str, memory_ids: list[str]) -> None:
-    """Drop the points of hard-deleted memories (their rows are already gone: a redelivery
-    deletes nothing twice, and reconciliation would remove them too, only later)."""
+def delete_points(
+    self: Task, tenant_id: str, user_id: str, memory_ids: list[str], kind: str = IndexKind.MEMORIES.value
+) -> None:
+    """Drop the points of hard-deleted memories, or (``kind`` "turns") of redacted turns: their
+    rows are already gone or blank, so a redelivery deletes nothing twice, and reconciliation
+    would remove them too, only later."""
     c = container()
-    c.index.delete(tenant_id, user_id, list(memory_ids))
+    index = c.turn_index if kind == IndexKind.TURNS else c.index
+    if index is None:
+        return
+    index.delete(tenant_id, user_id, list(memory_ids))
     log.info("%s %s/%s: %d points", self.name, tenant_id, user_id, len(memory_ids))
 
 

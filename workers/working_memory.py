@@ -50,3 +50,20 @@ class RedisWorkingMemory:
                     log.warning("skipping a malformed working-memory entry for %s/%s", user_id, session)
         turns.sort(key=lambda t: (t.at, t.session_id, t.seq), reverse=True)
         return turns[:limit]
+
+    def forget(self, tenant_id: str, user_id: str, turns: list[tuple[str, str]]) -> int:
+        """Drop these turns ((event id, session id)) from the working memory (a privacy delete);
+        returns how many entries went."""
+        removed = 0
+        for session in sorted({session for _, session in turns}):
+            wanted = {event_id for event_id, s in turns if s == session}
+            key = keys.working_memory_key(tenant_id, user_id, session)
+            members: list[bytes] = self._redis.zrange(key, 0, -1)  # type: ignore[assignment]
+            for member in members:
+                try:
+                    event_id = json.loads(member)["event_id"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+                if event_id in wanted:
+                    removed += int(self._redis.zrem(key, member))  # type: ignore[arg-type]
+        return removed

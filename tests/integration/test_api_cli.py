@@ -73,6 +73,7 @@ def test_publish_recall_edit_and_purge_through_real_workers(
     it_settings: Settings, start_workers: Any
 ) -> None:
     from service.app import create_app
+    from shared.models import turn_point_id
 
     settings = it_settings.model_copy(update={"embedder": "hash"})
     container = api_container(settings)
@@ -122,6 +123,21 @@ def test_publish_recall_edit_and_purge_through_real_workers(
             "/v1/recall", json={"user_id": "u1", "query": "9443", "reinforce": False}, headers=h
         ).json()
         assert all(i["id"] != port["id"] for i in gone["items"])
+        # The words never come back: not as a raw turn of the conversation log, the time path or
+        # the working memory (the source turn is blanked in the event log, its point deleted).
+        source = port["sources"][0]["event_id"]
+        for query in ("部署端口是多少", "8443", "生产环境"):
+            again = client.post(
+                "/v1/recall", json={"user_id": "u1", "query": query, "k": 10, "reinforce": False}, headers=h
+            ).json()
+            assert all("8443" not in i["content"] and "9443" not in i["content"] for i in again["items"]), (
+                again
+            )
+        with container.uow() as uow:
+            stored = uow.events.get(source)
+        assert (
+            stored is not None and stored.event.content == "" and stored.event.metadata == {"redacted": True}
+        )
         from workers.bootstrap import build_container
 
         # The point itself is gone from the embedded index (the index worker's memory.delete_points).
@@ -133,6 +149,9 @@ def test_publish_recall_edit_and_purge_through_real_workers(
         local = build_container(settings)
         try:
             assert port["id"] not in local.index.ids("acme", "u1")
+            assert local.turn_index is not None
+            turn_ids = local.turn_index.ids("acme", "u1")
+            assert turn_point_id("acme", "u1", source) not in turn_ids and len(turn_ids) == 2
         finally:
             local.close()
     finally:

@@ -35,6 +35,8 @@ from workers.db.tables import (
     ReceiptRow,
 )
 
+REDACTED_HASH = "redacted"  # not a hash of anything: a replay of the original is refused, not merged
+
 
 class SqlEventRepository:
     def __init__(self, session: Session):
@@ -146,6 +148,28 @@ class SqlEventRepository:
             .limit(limit)
         )  # ix_events_user_at
         return [event_from_row(r) for r in rows]
+
+    def redact(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[tuple[str, str]]:
+        if not event_ids:
+            return []
+        rows = self.session.execute(
+            update(EventRow)
+            .where(
+                EventRow.tenant_id == tenant_id,
+                EventRow.user_id == user_id,
+                EventRow.event_id.in_(list(event_ids)),
+            )
+            .values(
+                content="",
+                content_hash=REDACTED_HASH,
+                metadata_={"redacted": True},
+                embedding=None,
+                embedding_model=None,
+                turn_indexed=True,  # nothing to index: reconciliation must not look for a point
+            )
+            .returning(EventRow.event_id, EventRow.session_id)
+        )
+        return sorted((r.event_id, r.session_id) for r in rows)
 
     def set_turn_vector(self, event_id: str, vector: Sequence[float], model: str) -> None:
         self.session.execute(
