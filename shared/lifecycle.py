@@ -22,7 +22,7 @@ from typing import Any
 
 from shared.consolidation import Group
 from shared.maintenance import consolidate, recompute_scores
-from shared.models import HISTORICAL_STATUSES, EventStage, Memory, MemoryStatus, turn_point_id
+from shared.models import HISTORICAL_STATUSES, EventStage, Memory, MemoryStatus, is_redacted, turn_point_id
 from shared.pipeline import index_payload, sync_user_index, turn_payload, turn_point
 from shared.ports import Embedder, IndexPoint, VectorIndex
 from shared.scoring import DecayPolicy, score
@@ -403,7 +403,11 @@ def reconcile_turns_user(
         for s in states
         if s.embedding_model is not None and s.embedding_model != model_name
     }
-    unembedded = sum(1 for s in states if s.embedding_model is None and s.stage == EventStage.DONE.value)
+    unembedded = sum(
+        1
+        for s in states
+        if s.embedding_model is None and s.stage == EventStage.DONE.value and not is_redacted(s.event)
+    )
 
     extra = sorted(p for p in points if p not in expected and p not in foreign)
     missing = sorted(p for p in expected if p not in points)

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from shared.consolidation import ConsolidationPolicy, Group, build_semantic, plan, semantic_id
-from shared.models import Memory, MemoryType
+from shared.models import Memory, MemoryType, is_redacted
 from shared.pipeline import EMBEDDING_MODEL_KEY, index_payload, sync_turn_index
 from shared.ports import Embedder, IndexPoint, VectorIndex
 from shared.scoring import DecayPolicy
@@ -55,7 +55,11 @@ def reindex_turns(
             if not batch:
                 break
             after = batch[-1][0].event_id
-            stale = [t for t, vector, model in batch if vector is None or model != embedder.model_name]
+            stale = [
+                t
+                for t, vector, model in batch
+                if (vector is None or model != embedder.model_name) and not is_redacted(t)
+            ]
             if stale:
                 texts = [" ".join(t.content.split()) for t in stale]
                 for turn, vector in zip(stale, embedder.embed_passages(texts), strict=True):

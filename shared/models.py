@@ -157,3 +157,8 @@ def memory_id(tenant_id: str, user_id: str, event_id: str, index: int) -> str:
 def turn_point_id(tenant_id: str, user_id: str, event_id: str) -> str:
     """The id of a turn's point in the conversation-log index (stable, like memory ids)."""
     return str(uuid.uuid5(MEMORY_NAMESPACE, f"turn\x1f{tenant_id}\x1f{user_id}\x1f{event_id}"))
+
+
+def is_redacted(event: Any) -> bool:
+    """A turn blanked by a privacy delete: it is never embedded or indexed again."""
+    return bool(getattr(event, "metadata", {}).get("redacted") is True and not getattr(event, "content", ""))

@@ -273,3 +273,17 @@ def test_the_conversation_log_never_brings_back_a_superseded_or_forgotten_statem
         uow.commit()
     out = ask(h, "what is my locker code", k=10)
     assert all("4711" not in i.content for i in out.items), out.items
+
+
+def test_a_redacted_turn_is_never_embedded_or_indexed_again():
+    h = TurnHarness()
+    h.drain(turn(1, CHAT))
+    h.drain(turn(2, "生产环境部署端口是8443"))
+    with h.store.uow() as uow:
+        assert uow.events.redact("default", "u1", ["e-u1-s1-1"]) == [("e-u1-s1-1", "s1")]
+        assert uow.events.redact("default", "someone-else", ["e-u1-s1-2"]) == []  # scoped to the user
+        uow.commit()
+    stats = maintenance.rebuild_indexes(h.store.uow, h.index, h.turns, h.embedder)
+    assert stats["turns_embedded"] == 0 and stats["turns_indexed"] == 1
+    assert h.turns.ids("default", "u1") == {turn_point_id("default", "u1", "e-u1-s1-2")}
+    assert all("fox" not in i.content for i in ask(h, "red fox old mill").items)
