@@ -26,7 +26,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.routing import Match
 
 from producers.publisher import Publisher
-from service import logs
+from service import inspector, logs
 from service.errors import ApiError, error_body, install
 from service.metrics import ApiMetrics
 from service.schemas import (
@@ -41,6 +41,7 @@ from service.schemas import (
     MemoryPage,
     PublishedOut,
     RecallIn,
+    UserPage,
 )
 from shared import curation
 from shared.events import SAFE_ID, FieldError, InvalidEvent
@@ -220,6 +221,15 @@ def create_app(container: Container, *, auth: bool = True, publisher: Publisher 
 
     # --- memories -----------------------------------------------------------------------------
 
+    @app.get("/v1/users", response_model=UserPage, tags=["memories"])
+    def list_users(
+        tenant: Tenant,
+        limit: Annotated[int, Query(ge=1, le=500)] = 100,
+        offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    ) -> dict[str, Any]:
+        """The key's tenant's users that have memories, by user id, with their memory counts."""
+        return api.list_users(container, tenant, limit, offset)
+
     base = "/v1/users/{user_id}/memories"
 
     @app.get(base, response_model=MemoryPage, tags=["memories"])
@@ -299,6 +309,8 @@ def create_app(container: Container, *, auth: bool = True, publisher: Publisher 
     @app.get("/metrics", include_in_schema=False)
     def prometheus() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    inspector.install(app)
 
     app.add_middleware(RequestMiddleware, api=app, metrics=metrics)  # type: ignore[arg-type]
     return app

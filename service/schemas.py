@@ -108,6 +108,17 @@ class MemoryPage(BaseModel):
     total: int
 
 
+class UserOut(BaseModel):
+    user_id: str
+    memories: int = Field(description="the user's memories of any status")
+    active: int = Field(description="the user's active memories")
+
+
+class UserPage(BaseModel):
+    items: list[UserOut]
+    total: int
+
+
 class EditIn(Strict):
     content: str | None = None
     type: str | None = Field(None, json_schema_extra={"enum": _TYPES})

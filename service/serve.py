@@ -66,7 +66,7 @@ def serve(
         where = (
             f"embedded default under {rt.settings.resolved_data_dir}" if embedded else "configured services"
         )
-        echo(f"cuemem API on http://{host}:{port} ({where}); docs at /docs")
+        echo(f"cuemem API on http://{host}:{port} ({where}); docs at /docs, inspector at /inspector/")
         try:
             uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
         finally:

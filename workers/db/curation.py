@@ -94,6 +94,20 @@ class SqlCurationRepository:
         )
         return [memory_from_row(r, with_embedding=False) for r in rows], int(total)
 
+    def users(self, tenant_id: str, limit: int, offset: int) -> tuple[list[tuple[str, int, int]], int]:
+        scoped = MemoryRow.tenant_id == tenant_id
+        total = self.session.scalar(select(func.count(func.distinct(MemoryRow.user_id))).where(scoped)) or 0
+        active = func.count().filter(MemoryRow.status == MemoryStatus.ACTIVE.value)
+        rows = self.session.execute(
+            select(MemoryRow.user_id, func.count(), active)
+            .where(scoped)
+            .group_by(MemoryRow.user_id)
+            .order_by(MemoryRow.user_id)
+            .limit(limit)
+            .offset(offset)
+        )
+        return [(user, int(n), int(a)) for user, n, a in rows], int(total)
+
     def derived_from(self, tenant_id: str, user_id: str, memory_ids: Sequence[str]) -> set[str]:
         if not memory_ids:
             return set()
