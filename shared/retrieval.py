@@ -424,12 +424,13 @@ def recall(
     # (the current truth) can come first even when the older one matched more words.
     slots = {c.item.slot for c in confident if c.item.slot}
     confident += [c for c in cue_ranked if c not in confident and c.item.slot in slots]
-    if confident:
-        chosen = newer_first_within_slots(diverse(confident, request.k))
-        for c in chosen:
-            c.item.score = c.cue_score
-            c.item.explanation = _explain(c, rrf=None)
-        stage = "deterministic"
+    answer = newer_first_within_slots(diverse(confident, request.k)) if confident else []
+    for c in answer:
+        c.item.score = c.cue_score
+        c.item.explanation = _explain(c, rrf=None)
+    fill = 0
+    if len(answer) >= request.k:
+        chosen, stage = answer, "deterministic"  # confident hits fill every slot: no search at all
     else:
         # Stage 2: vector, keyword, conversation-log and recency paths, fused with the cue list.
         query_vector = _embed_query(request, embedder, index or turn_index, timings, notes)
@@ -482,14 +483,18 @@ def recall(
             if reordered.note:
                 notes.append(reordered.note)
             timings["rerank_ms"] = (time.perf_counter() - t) * 1e3
-        chosen = newer_first_within_slots(diverse(ranked, request.k))
-        for c in chosen:
+        # Confident cue hits answer first; the fused search fills the slots they leave.
+        taken = {c.item.id for c in answer}
+        filled = diverse(answer + [c for c in ranked if c.item.id not in taken], request.k)
+        fillers = newer_first_within_slots([c for c in filled if c.item.id not in taken])
+        for c in fillers:
             c.item.score = fused[c.item.id]
             c.item.explanation = _explain(c, rrf=rrf[c.item.id])
             c.item.explanation["prior"] = round(_prior(c), 6)
             if c.item.id in rerank_scores:
                 c.item.explanation["rerank_score"] = round(rerank_scores[c.item.id], 6)
-        stage = "vector" if chosen else "none"
+        chosen, fill = answer + fillers, len(fillers)
+        stage = "deterministic" if answer else "vector" if chosen else "none"
     timings["total_ms"] = (time.perf_counter() - started) * 1e3
 
     trace = {
@@ -507,6 +512,8 @@ def recall(
         },
         "candidates": candidates_per_path,
         "confident_threshold": CONFIDENT,
+        "deterministic_items": len(answer),
+        "filled_by_search": fill,
         "timings_ms": {k: round(v, 3) for k, v in timings.items()},
         "notes": notes,
     }
