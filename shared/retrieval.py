@@ -525,7 +525,11 @@ def recall(
                 if not cue_ranked
                 else "cue matches were too weak"
             )
-            + ("; vector search found nothing" if stage == "none" else "")
+            + (
+                "; vector search found nothing"
+                if stage == "none" and not any("unavailable" in n for n in notes)
+                else ""
+            )
         )
     return RecallResult(stage, [c.item for c in chosen], trace)
 

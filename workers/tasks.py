@@ -60,6 +60,15 @@ class PipelineTask(Task):
         return super().__call__(*args, **kwargs)
 
     def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        if isinstance(exc, TRANSIENT_ERRORS) and not isinstance(exc, PERMANENT_ERRORS):
+            # Retries ran out on an outage, not on a bad message: parking it would make a passing
+            # failure permanent (and drop a turn from the publish ledger). The event stays at its
+            # stage, or the turn in the ledger, and the stalled sweep sends it again later.
+            log.error(
+                "%s %s gave up after %d retries (%s: %s); left to the stalled sweep",
+                self.name, task_id, self.request.retries, type(exc).__name__, exc,
+            )  # fmt: skip
+            return
         dead_letter(container(), self.name, task_id, list(args), f"{type(exc).__name__}: {exc}")
 
 

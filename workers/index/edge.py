@@ -190,7 +190,7 @@ class EdgeVectorIndex:
         if limit <= 0 or not wanted:
             return []
         with self._mutex:
-            shard = self._current_shard()
+            shard = self._searchable_shard()
             if shard is None:
                 return []
             query = QueryRequest(
@@ -219,7 +219,7 @@ class EdgeVectorIndex:
         if limit <= 0 or not wanted or sparse is None:
             return []
         with self._mutex:
-            shard = self._current_shard()
+            shard = self._searchable_shard()
             if shard is None:
                 return []
             self._require_keyword_search()
@@ -418,6 +418,23 @@ class EdgeVectorIndex:
             self._dim = int(meta["dim"]) if meta is not None else None
         self._open_shard()
         return self._shard
+
+    def _searchable_shard(self) -> EdgeShard | None:
+        """The shard for a search: None while no index was ever created here (nothing to find yet).
+
+        A meta file without its shard means the index existed and its directory is gone (deleted,
+        lost with a volume): answering "no hits" would read as "this user has no such memory", so
+        raise and let recall say in its trace that the vector search was unavailable. Reads that
+        feed a repair (``ids``, ``payloads``) still see an empty index, so reconciliation can
+        rebuild it from Postgres."""
+        shard = self._current_shard()
+        if shard is None and self._meta_path.is_file():
+            raise IndexUnavailable(
+                f"vector index {self._path} is missing although {self._meta_path.name} records it "
+                "(deleted?); rebuild it from Postgres with `cuemem reindex` or `cuemem maintain` "
+                "(reconciliation)"
+            )
+        return shard
 
     def _require_shard(self) -> EdgeShard:
         shard = self._current_shard()
