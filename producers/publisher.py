@@ -220,30 +220,46 @@ class Publisher:
                 return int(self._assign(keys=keys_, args=args))
         raise AssertionError("unreachable")  # Retrying re-raises on the last attempt
 
-    def _note_unrecorded(self, event_id: str, message: dict[str, Any]) -> None:
+    def _note_unrecorded(self, member: str, message: dict[str, Any]) -> None:
         pipe = self._redis.pipeline(transaction=True)
-        pipe.zadd(keys.UNRECORDED, {event_id: int(time.time() * 1000)})
-        pipe.hset(keys.UNRECORDED_MESSAGES, event_id, json.dumps(message, ensure_ascii=False))
+        pipe.zadd(keys.UNRECORDED, {member: int(time.time() * 1000)})
+        pipe.hset(keys.UNRECORDED_MESSAGES, member, json.dumps(message, ensure_ascii=False))
         pipe.execute()
+
+    def _forget_unrecorded(self, member: str) -> None:
+        try:
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.zrem(keys.UNRECORDED, member)
+            pipe.hdel(keys.UNRECORDED_MESSAGES, member)
+            pipe.execute()
+        except _BROKER_ERRORS:
+            log.warning("could not drop %s from the publish ledger; the sweep may record it", member)
 
     def _send(self, event: TurnPublished) -> None:
         started = time.perf_counter()
-        for attempt in Retrying(
-            retry=retry_if_exception_type(_BROKER_ERRORS),
-            stop=stop_after_attempt(self._attempts),
-            wait=wait_exponential_jitter(multiplier=0.1, max=5),
-            reraise=True,
-        ):
-            with attempt:
-                message = event.to_message()
-                self._note_unrecorded(event.event_id, message)
-                # Celery's own publish retry is off so that tenacity is the one retry policy.
-                self._app.send_task(
-                    TaskName.RECORD.value,
-                    args=[message],
-                    queue=ROUTES[TaskName.RECORD].value,
-                    retry=False,
-                )
+        member = keys.ledger_member(event.tenant_id, event.event_id)
+        try:
+            for attempt in Retrying(
+                retry=retry_if_exception_type(_BROKER_ERRORS),
+                stop=stop_after_attempt(self._attempts),
+                wait=wait_exponential_jitter(multiplier=0.1, max=5),
+                reraise=True,
+            ):
+                with attempt:
+                    message = event.to_message()
+                    self._note_unrecorded(member, message)
+                    # Celery's own publish retry is off so that tenacity is the one retry policy.
+                    self._app.send_task(
+                        TaskName.RECORD.value,
+                        args=[message],
+                        queue=ROUTES[TaskName.RECORD].value,
+                        retry=False,
+                    )
+        except BaseException:
+            # The caller is told the publish failed: the sweep must not record it behind its back
+            # (a caller retrying under a new id would then get the turn twice).
+            self._forget_unrecorded(member)
+            raise
         log.debug(
             "published %s seq %d in %.1f ms", event.event_id, event.seq, (time.perf_counter() - started) * 1e3
         )

@@ -33,3 +33,9 @@ def deliveries_key(task_id: str, attempt: int) -> str:
 # A zset (event id -> publish time, ms) and a hash (event id -> the record message as JSON).
 UNRECORDED = f"{PREFIX}:unrecorded"
 UNRECORDED_MESSAGES = f"{PREFIX}:unrecorded:messages"
+
+
+def ledger_member(tenant_id: str, event_id: str) -> str:
+    """A turn's key in the publish ledger: producers choose event ids, so two tenants may pick the
+    same one; neither may overwrite or settle the other's entry."""
+    return f"{tenant_id}\x1f{event_id}"

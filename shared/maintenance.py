@@ -12,8 +12,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from shared.consolidation import ConsolidationPolicy, Group, build_semantic, plan, semantic_id
+from shared.events import TurnPublished
 from shared.models import Memory, MemoryType, is_redacted
-from shared.pipeline import EMBEDDING_MODEL_KEY, index_payload, sync_turn_index
+from shared.pipeline import EMBEDDING_MODEL_KEY, index_payload, turn_point
 from shared.ports import Embedder, IndexPoint, VectorIndex
 from shared.scoring import DecayPolicy
 from shared.sparse import sparse_document
@@ -55,19 +56,26 @@ def reindex_turns(
             if not batch:
                 break
             after = batch[-1][0].event_id
-            stale = [
-                t
-                for t, vector, model in batch
-                if (vector is None or model != embedder.model_name) and not is_redacted(t)
-            ]
+            vectors: dict[str, list[float]] = {}
+            stale: list[TurnPublished] = []
+            for turn, vector, model in batch:
+                if is_redacted(turn):
+                    continue  # blanked by a privacy delete: never embedded or indexed again
+                if vector is None or model != embedder.model_name:
+                    stale.append(turn)
+                else:
+                    vectors[turn.event_id] = vector
             if stale:
                 texts = [" ".join(t.content.split()) for t in stale]
                 for turn, vector in zip(stale, embedder.embed_passages(texts), strict=True):
                     uow.events.set_turn_vector(turn.event_id, vector, embedder.model_name)
+                    vectors[turn.event_id] = vector
                 stats["turns_embedded"] += len(stale)
-            stats["turns_indexed"] += sync_turn_index(
-                uow, turn_index, embedder.model_name, embedder.dim, None, None
-            )
+            # This page only: later pages may still hold the old model's vectors.
+            points = [turn_point(t, vectors[t.event_id]) for t, _, _ in batch if t.event_id in vectors]
+            turn_index.upsert(points)
+            uow.events.mark_turns_indexed([p_.payload["event_id"] for p_ in points])
+            stats["turns_indexed"] += len(points)
             uow.commit()
     log.info("turn reindex done: %s", stats)
     return stats

@@ -16,7 +16,7 @@ from typing import Any
 
 from shared.conflicts import NEAR_DUPLICATE, SIMILAR, Judge, Strategy, apply, compatible, cosine, order_key
 from shared.cues import cues_for_memory, entities, lexicon_tags
-from shared.events import EventLimits, InvalidEvent, TurnPublished, validate_turn
+from shared.events import EventLimits, FieldError, InvalidEvent, TurnPublished, validate_turn
 from shared.extraction import extract
 from shared.models import (
     EventStage,
@@ -26,6 +26,7 @@ from shared.models import (
     MemoryStatus,
     MemoryType,
     Source,
+    is_redacted,
     memory_id,
     turn_point_id,
 )
@@ -74,16 +75,20 @@ def record_event(uow: UnitOfWork, message: Mapping[str, Any], limits: EventLimit
     try:
         event = validate_turn(message, limits)
     except InvalidEvent as exc:
-        if not isinstance(raw_id, str) or not raw_id or len(raw_id) > 512:
-            # No usable key to hang a receipt on: the caller dead-letters the message instead.
+        if not isinstance(raw_id, str) or not raw_id or len(raw_id) > 512 or _storable(raw_id) != raw_id:
+            # No usable key to hang a receipt on (Postgres cannot store a NUL or a lone surrogate,
+            # and a cleaned id would not be the producer's): the caller dead-letters the message.
             raise
+        # Every text of the receipt is cleaned: a NUL in a raw user id or an unknown field's name
+        # made the insert itself fail, so the turn ended "failed" with a database error instead of
+        # "rejected" with its reason (found by tests/integration/test_bad_input_e2e.py).
         uow.receipts.add_if_absent(
             Receipt(
                 event_id=raw_id,
-                tenant_id=str(message.get("tenant_id") or "default")[:512],
-                user_id=str(message.get("user_id") or "")[:512],
+                tenant_id=_storable(str(message.get("tenant_id") or "default")[:512]),
+                user_id=_storable(str(message.get("user_id") or "")[:512]),
                 outcome="rejected",
-                reason=str(exc),
+                reason=_storable(str(exc)),
                 payload=_safe_payload(message),
             )
         )
@@ -93,6 +98,12 @@ def record_event(uow: UnitOfWork, message: Mapping[str, Any], limits: EventLimit
     receipts = uow.receipts.get_many([event.event_id])
     if event.event_id in receipts:
         seen = receipts[event.event_id]
+        if (seen.tenant_id, seen.user_id) != (event.tenant_id, event.user_id):
+            # Event ids are the producer's: another tenant or user already holds this one. Its
+            # receipt and stage are not this turn's; refuse loudly (dead letter with the reason).
+            raise InvalidEvent(
+                [FieldError("event_id", "is already used by another user or tenant; choose another id")]
+            )
         if seen.outcome != "accepted":
             return []
         stored = uow.events.get(event.event_id)
@@ -144,8 +155,13 @@ def _safe_payload(message: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in list(message.items())[:20]:
         text = repr(value) if not isinstance(value, str) else value
-        out[str(key)[:64]] = text[:2000].replace("\x00", "\\0").encode("utf-8", "replace").decode("utf-8")
+        out[_storable(str(key)[:64])] = _storable(text[:2000])
     return out
+
+
+def _storable(text: str) -> str:
+    """``text`` as Postgres can store it: NUL written as ``\\0``, lone surrogates replaced."""
+    return text.replace("\x00", "\\0").encode("utf-8", "replace").decode("utf-8")
 
 
 # --- extract ----------------------------------------------------------------------------------
@@ -255,11 +271,14 @@ def embed_event(
     that is the whole turn shares its vector). A turn without drafts skips ``persist``."""
     event, stage = _load(uow, event_id)
     if stage is not EventStage.EXTRACTED:
-        return next_step(event_id, stage) if stage is EventStage.EMBEDDED else []
+        # A redelivery re-sends the step after this one: persist, or index for a turn without
+        # drafts (it skips persist).
+        return next_step(event_id, stage) if stage in (EventStage.EMBEDDED, EventStage.PERSISTED) else []
     check_embedding_model(uow, embedder)
     drafts = [m for m in uow.memories.from_event(event_id) if m.status is MemoryStatus.PENDING]
     texts = [m.content for m in drafts]
     turn_text = " ".join(event.content.split())
+    keep_turns = keep_turns and not is_redacted(event)  # blanked by a privacy delete meanwhile
     if keep_turns and turn_text not in texts:
         texts.append(turn_text)
     vectors = embedder.embed_passages(texts) if texts else []
@@ -396,7 +415,7 @@ def index_event(
     not yet in the conversation-log index. An event that made no memory is done here."""
     event, stage = _load(uow, event_id)
     if stage is not EventStage.PERSISTED:
-        return []
+        return next_step(event_id, stage) if stage is EventStage.INDEXED else []
     written = sync_index(uow, index, embedder.model_name, embedder.dim, event.tenant_id, event.user_id)
     if turn_index is not None:
         written += sync_turn_index(

@@ -91,8 +91,9 @@ class PublishLedger(Protocol):
     committed, so the stalled sweep can send it again (recording is idempotent by event id).
     """
 
-    def settle(self, event_ids: Sequence[str]) -> None:
-        """Forget turns whose record committed (accepted, duplicate or rejected)."""
+    def settle(self, members: Sequence[str]) -> None:
+        """Forget turns whose record committed (accepted, duplicate or rejected); ``members`` are
+        ``shared.keys.ledger_member(tenant, event id)``."""
 
     def overdue(self, published_before_ms: int, limit: int) -> list[dict[str, Any]]:
         """Record messages of turns published before the given time and still not recorded; each

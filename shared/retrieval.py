@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from shared.conflicts import cosine
 from shared.cues import cues_for_memory, entities, lexicon_tags, query_cues
 from shared.events import TurnPublished
-from shared.models import RECALLABLE_STATUSES, Memory, MemoryStatus
+from shared.models import RECALLABLE_STATUSES, Memory, MemoryStatus, is_redacted
 from shared.ports import Embedder, IndexHit, IndexUnavailable, Reranker, SparseTerms, VectorIndex
 from shared.rerank import DEFAULT_TOP_N, rerank_order
 from shared.sparse import sparse_query
@@ -252,7 +252,7 @@ def _turns_in_windows(
         for stored in events:
             turn = stored.event
             key = f"event:{turn.event_id}"
-            if turn.event_id in cited or key in pool:
+            if turn.event_id in cited or key in pool or is_redacted(turn):
                 continue
             turn_cues = cues_for_memory(turn.content, lexicon_tags(turn.content), entities(turn.content))
             score, matched = _cue_match(weights, turn_cues)
@@ -698,7 +698,9 @@ def _turn_candidates(
     timings["turns_ms"] = (time.perf_counter() - t) * 1e3
     event_ids = sorted({str(h.payload.get("event_id")) for _, hits in searches for h in hits})
     turns = {
-        s.event.event_id: s.event for s in uow.events.of_user(request.tenant_id, request.user_id, event_ids)
+        s.event.event_id: s.event
+        for s in uow.events.of_user(request.tenant_id, request.user_id, event_ids)
+        if not is_redacted(s.event)  # a point that outlived a privacy delete: never shown
     }
     # Memories of every status: a turn that a returnable memory cites lends its rank to it; a turn
     # cited only by memories recall must not return (superseded, archived, forgotten...) is

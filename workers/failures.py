@@ -85,12 +85,15 @@ def dead_letter(container: Any, task_name: str, task_id: str | None, args: list[
     event_id = _event_id_of(args)
     try:
         with container.uow() as uow:
-            uow.dead_letters.add(DeadLetter(task_name, task_id, event_id, _json_safe(args), reason[:4000], 0))
+            letter = DeadLetter(task_name, task_id, event_id, _json_safe(args), _json_safe(reason[:4000]), 0)
+            uow.dead_letters.add(letter)
             uow.commit()
         log.error("dead-lettered %s %s (event %s): %s", task_name, task_id, event_id, reason)
         ledger = container.ledger
         if task_name == "memory.record" and event_id and ledger is not None:
-            ledger.settle([event_id])  # parked with its reason: the sweep must not send it again
+            tenant = args[0].get("tenant_id") if args and isinstance(args[0], dict) else None
+            # Parked with its reason: the sweep must not send it again.
+            ledger.settle([keys.ledger_member(str(tenant or "default"), event_id)])
     except (DBAPIError, OSError):
         # The database is the place of record; when it is down the log must carry the message.
         log.critical(
@@ -102,10 +105,11 @@ def _event_id_of(args: list[Any]) -> str | None:
     if not args:
         return None
     first = args[0]
+    # Cleaned like the args: an id holding a NUL made the dead letter's own insert fail.
     if isinstance(first, dict):
         value = first.get("event_id")
-        return value[:512] if isinstance(value, str) else None
-    return first[:512] if isinstance(first, str) else None
+        return _json_safe(value[:512]) if isinstance(value, str) else None
+    return _json_safe(first[:512]) if isinstance(first, str) else None
 
 
 def _json_safe(value: Any) -> Any:

@@ -43,12 +43,12 @@ class RedisPublishLedger:
         self._broker = broker  # None: the broker is not Redis; its queue depth is not known
         self._claim = client.register_script(_CLAIM)
 
-    def settle(self, event_ids: Sequence[str]) -> None:
-        if not event_ids:
+    def settle(self, members: Sequence[str]) -> None:
+        if not members:
             return
         pipe = self._client.pipeline(transaction=True)
-        pipe.zrem(keys.UNRECORDED, *event_ids)
-        pipe.hdel(keys.UNRECORDED_MESSAGES, *event_ids)
+        pipe.zrem(keys.UNRECORDED, *members)
+        pipe.hdel(keys.UNRECORDED_MESSAGES, *members)
         pipe.execute()
 
     def overdue(self, published_before_ms: int, limit: int) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from celery import Task
 
-from shared import lifecycle, maintenance, pipeline
+from shared import keys, lifecycle, maintenance, pipeline
 from shared.llm_paths import llm_summarizer
 from shared.ports import SparseTerms
 from shared.queues import IndexKind, SearchMode, TaskName
@@ -111,7 +111,8 @@ def settle_published(c: Any, message: Any) -> None:
     event_id = message.get("event_id") if isinstance(message, dict) else None
     ledger = c.ledger
     if isinstance(event_id, str) and ledger is not None:
-        ledger.settle([event_id])
+        tenant = message.get("tenant_id") or "default"
+        ledger.settle([keys.ledger_member(str(tenant), event_id)])
 
 
 @app.task(name=TaskName.EXTRACT.value, base=PipelineTask, bind=True)

@@ -287,3 +287,61 @@ def test_a_redacted_turn_is_never_embedded_or_indexed_again():
     assert stats["turns_embedded"] == 0 and stats["turns_indexed"] == 1
     assert h.turns.ids("default", "u1") == {turn_point_id("default", "u1", "e-u1-s1-2")}
     assert all("fox" not in i.content for i in ask(h, "red fox old mill").items)
+
+
+def test_reindex_after_a_model_change_re_embeds_page_by_page_without_tripping_on_later_pages():
+    h = TurnHarness()
+    for i in range(1, 6):
+        h.drain(turn(i, f"{CHAT} number {i}"))
+    for row in h.state.events.values():
+        row["embedding_model"] = "some-older-model"  # as if indexed under another model
+    stats = maintenance.reindex_turns(h.store.uow, h.turns, h.embedder, batch_size=2)
+    assert stats == {"turns_indexed": 5, "turns_embedded": 5}
+    assert all(
+        r["embedding_model"] == h.embedder.model_name and r["turn_indexed"] for r in h.state.events.values()
+    )
+    assert len(h.turns.ids("default", "u1")) == 5
+
+
+def test_a_redacted_turn_never_shows_up_blank_by_time_or_by_a_point_that_outlived_it():
+    h = TurnHarness()
+    now = NOW + timedelta(days=1)
+    h.drain({**turn(1, "我去杭州出差了三天"), "at": (now - timedelta(days=6)).isoformat()})
+    with h.store.uow() as uow:
+        uow.events.redact("default", "u1", ["e-u1-s1-1"])  # its point is still in the index
+        uow.commit()
+    assert h.turns.ids("default", "u1")
+    with h.store.uow() as uow:
+        for query in ("上周我去哪儿了", "杭州出差"):
+            out = recall(
+                uow,
+                RecallRequest("default", "u1", query, now=now),
+                embedder=h.embedder,
+                index=h.index,
+                working_memory=None,
+                turn_index=h.turns,
+            )
+            assert out.items == [], (query, out.items)
+
+
+def test_redelivered_embed_and_index_messages_resend_the_next_step():
+    h = TurnHarness()
+    h.drain(turn(1, CHAT))  # no memory: extract -> embed -> index (persist skipped)
+    h.state.events["e-u1-s1-1"]["stage"] = "persisted"  # as if the index message was lost
+    assert [f.task for f in h.run(TaskName.EMBED, ("e-u1-s1-1",))] == ["memory.index"]
+    h.drain(turn(2, "生产环境部署端口是8443"))
+    h.state.events["e-u1-s1-2"]["stage"] = "indexed"  # as if the resolve message was lost
+    assert [f.task for f in h.run(TaskName.INDEX, ("e-u1-s1-2",))] == ["memory.resolve"]
+
+
+def test_an_event_id_held_by_another_tenant_is_refused_naming_the_field():
+    import pytest
+
+    from shared.events import InvalidEvent
+
+    h = TurnHarness()
+    h.drain(turn(1, "我不吃香菜", event_id="shared-id"))
+    other = {**turn(1, "生产环境部署端口是8443", event_id="shared-id", user="u2"), "tenant_id": "acme"}
+    with h.store.uow() as uow, pytest.raises(InvalidEvent, match="event_id"):
+        pipeline.record_event(uow, other, LIMITS)
+    assert h.state.events["shared-id"]["event"].content == "我不吃香菜"
