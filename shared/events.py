@@ -136,12 +136,23 @@ def parse_at(value: Any) -> datetime:
     return parsed
 
 
-def _metadata_depth(value: Any, depth: int = 0) -> int:
-    if isinstance(value, dict):
-        return max([_metadata_depth(v, depth + 1) for v in value.values()] or [depth + 1])
-    if isinstance(value, list):
-        return max([_metadata_depth(v, depth + 1) for v in value] or [depth + 1])
-    return depth
+def _metadata_depth(value: Any, limit: int = MAX_METADATA_DEPTH) -> int:
+    """Nesting depth of dicts and lists, counted up to ``limit + 1`` and no further.
+
+    Iterative and cut off past the limit: a recursive walk raised RecursionError (not a reason
+    naming the field) on metadata nested a few thousand levels deep (issue 8, bad input)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list | tuple):
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                return deepest
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth) for child in children)
+    return deepest
 
 
 def _check_text(value: str) -> str | None:

@@ -721,6 +721,66 @@ def keys_revoke(
     typer.echo(json.dumps(key.to_public()))
 
 
+dead_letters_app = typer.Typer(
+    help="Messages the pipeline gave up on, with the reason: list them, replay them.", no_args_is_help=True
+)
+app.add_typer(dead_letters_app, name="dead-letters")
+
+
+@dead_letters_app.command("list")
+def dead_letters_list(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (with the stored arguments)")] = False,
+    pending: Annotated[bool, typer.Option("--pending", help="Only those not replayed yet")] = False,
+    data_dir: DataDir = None,
+) -> None:
+    """List dead letters, oldest first: id, task, event, reason, when parked and when replayed."""
+    from workers.dead_letters import list_dead_letters
+
+    _setup_logging(False)
+    with open_runtime(_settings(data_dir)) as rt:
+        letters = list_dead_letters(rt.container, include_replayed=not pending)
+    if as_json:
+        _echo_json([d.to_public() for d in letters])
+        return
+    for d in letters:
+        replayed = f"replayed {d.replayed_at.isoformat()}" if d.replayed_at else "not replayed"
+        typer.echo(f"{d.id:>6}  {d.task_name:<16} {d.event_id or '-'}  {replayed}  {d.reason[:200]}")
+
+
+@dead_letters_app.command("replay")
+def dead_letters_replay(
+    ids: Annotated[list[int] | None, typer.Argument(help="Dead letter ids", metavar="ID...")] = None,
+    replay_all: Annotated[bool, typer.Option("--all", help="Every dead letter not replayed yet")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait on the embedded default")] = 600.0,
+    data_dir: DataDir = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
+) -> None:
+    """Send dead letters again through the broker (a new task id each) and mark them replayed.
+
+    Handlers are idempotent, so replaying twice changes nothing more. On the embedded default the
+    command runs its own workers and waits for the replayed events, as `ingest` does."""
+    from workers.dead_letters import NotReplayable, UnknownDeadLetter, replay
+
+    _setup_logging(verbose)
+    if bool(ids) == replay_all:
+        raise CliError("ID: give dead letter ids or --all (not both)")
+    settings = _settings(data_dir)
+    embedded_broker = not settings.broker_url
+    with open_runtime(settings, start_workers=embedded_broker) as rt:
+        try:
+            done = replay(rt.container, None if replay_all else ids)
+        except UnknownDeadLetter as exc:
+            raise CliError(f"ID: {exc}") from None
+        except NotReplayable as exc:
+            raise CliError(str(exc)) from None
+        summary: dict[str, Any] = {"replayed": [d.id for d in done]}
+        events = sorted({d.event_id for d in done if d.event_id})
+        if embedded_broker and events:
+            state = wait_for(rt, events, timeout, show=sys.stderr.isatty() or verbose)
+            summary["states"] = {e: state.states[e] for e in events}
+    typer.echo(json.dumps(summary))
+
+
 @app.command()
 def demo(
     data_dir: DataDir = None,

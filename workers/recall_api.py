@@ -20,6 +20,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from shared.events import SAFE_ID, SAFE_ID_TEXT
 from shared.lifecycle import statuses_for
 from shared.pipeline import EMBEDDING_MODEL_KEY
 from shared.ports import EmbeddingModelMismatch
@@ -73,17 +74,24 @@ def recall_for(
     items); without, the items are the top ``k`` and the block has the default budget
     (:data:`shared.prompt.DEFAULT_PROMPT_BUDGET`). The block's language follows the query.
 
-    Raises ``ValueError`` for an empty query or a ``k`` under 1, and
+    Raises ``ValueError`` for an empty query, a ``k`` under 1 or an id outside the safe alphabet, and
     :class:`shared.ports.EmbeddingModelMismatch` when the stored vectors are of another model.
     """
     if not query.strip():
         raise ValueError("query: must not be empty")
     if k < 1:
         raise ValueError(f"k: must be at least 1, got {k}")
+    tenant_id = tenant_id or container.settings.tenant_id
+    for name, value in (("user_id", user_id), ("tenant_id", tenant_id)):
+        # No stored turn or memory can have another id (shared.events validates them on the way
+        # in); refusing here names the field instead of failing in Postgres (a NUL in a look-alike
+        # id raised DataError, found by tests/integration/test_isolation.py).
+        if not isinstance(value, str) or not SAFE_ID.match(value):
+            raise ValueError(f"{name}: {str(value)[:40]!r} must be non-empty and use only {SAFE_ID_TEXT}")
     check_embedding_model(container)
     index = container.search_index()
     request = RecallRequest(
-        tenant_id=tenant_id or container.settings.tenant_id,
+        tenant_id=tenant_id,
         user_id=user_id,
         query=query,
         now=now or container.clock(),

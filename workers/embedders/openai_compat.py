@@ -30,6 +30,7 @@ from tenacity import (
 )
 
 from workers.embedders import EmbeddingError
+from workers.redact import scrub
 
 log = logging.getLogger(__name__)
 
@@ -153,12 +154,14 @@ class OpenAIEmbedder:
             content = retrying(self._post, texts)
         except openai.APIError as exc:
             attempts = retrying.statistics.get("attempt_number", 1)
-            what = describe(exc, self._timeout_s)
+            what = scrub(describe(exc, self._timeout_s), self._api_key)
+            # `from None`: the openai error's own text holds the server's whole body, which may
+            # quote the key (OpenAI's 401 does); chained, it reached the worker log's traceback.
             if is_transient(exc):
                 raise EmbeddingError(
                     f"{self._where} failed after {attempts} attempt(s): {what}", transient=True
-                ) from exc
-            raise EmbeddingError(f"{self._where} refused the request: {what}") from exc
+                ) from None
+            raise EmbeddingError(f"{self._where} refused the request: {what}") from None
         try:
             return parse_embeddings(content, expected=len(texts), dim=self._dim)
         except EmbeddingError as exc:
@@ -171,7 +174,7 @@ class OpenAIEmbedder:
             self._where,
             state.attempt_number,
             self._max_attempts,
-            describe(exc, self._timeout_s) if exc else "unknown",
+            scrub(describe(exc, self._timeout_s), self._api_key) if exc else "unknown",
             state.next_action.sleep if state.next_action else 0.0,
         )
 

@@ -38,6 +38,7 @@ from tenacity import (
     wait_random,
 )
 
+from workers.redact import scrub
 from workers.rerankers import RerankError
 
 log = logging.getLogger(__name__)
@@ -192,7 +193,8 @@ class HttpReranker:
         if isinstance(exc, httpx.TransportError):
             return f"connection failed ({type(exc).__name__})"
         if isinstance(exc, _StatusError):
-            excerpt = exc.body[:200].decode("utf-8", "replace").strip()
+            # Scrubbed: a refusing server may quote the key, and this text reaches recall traces.
+            excerpt = scrub(exc.body[:2000].decode("utf-8", "replace"), self._api_key)[:200].strip()
             return f"HTTP {exc.status}" + (f": {excerpt}" if excerpt else "")
         return type(exc).__name__
 
