@@ -211,18 +211,18 @@ def what_this_means(results: dict[str, Any]) -> str:
     ]
     if ceiling["fraction"] is not None:
         parts.append(
-            f"Only turns that became a long-term memory can be covered: had cuemem returned every memory "
-            f"of the user, it would still cover only {_pct(ceiling['fraction'])} of the evidence turns "
-            f"(all the evidence of {_pct(ceiling['recall_all'])} of the questions), so extraction's "
-            f"importance threshold ({results['settings']['importance_threshold']}) bounds recall before "
-            f"ranking does."
+            f"Long-term memories alone cover {_pct(ceiling['fraction'])} of the evidence turns (all the "
+            f"evidence of {_pct(ceiling['recall_all'])} of the questions): extraction keeps a turn only "
+            f"when its importance reaches {results['settings']['importance_threshold']}. The "
+            f"conversation-log path (every turn, when `CUEMEM_INDEX_TURNS` is on) is what lets recall "
+            f"reach the rest."
         )
     det = cm["stages"].get("deterministic", 0)
     if det:
         parts.append(
-            f"{det} of {results['questions']} questions were answered by the deterministic cue stage alone "
-            f"(no vector search), and {cm['items_returned']['fewer_than_k']} got fewer than "
-            f"{results['settings']['k_max']} items."
+            f"{det} of {results['questions']} questions had confident cue hits, which answered first "
+            f"(the fused search filled the remaining slots), and {cm['items_returned']['fewer_than_k']} "
+            f"got fewer than {results['settings']['k_max']} items."
         )
     parts.append(
         "The targets ask for much more than a plain retriever over single turns gives; multi-hop and "
