@@ -23,11 +23,10 @@ from typing import Any
 from shared.consolidation import Group
 from shared.maintenance import consolidate, recompute_scores
 from shared.models import HISTORICAL_STATUSES, EventStage, Memory, MemoryStatus, is_redacted, turn_point_id
-from shared.pipeline import index_payload, sync_user_index, turn_payload, turn_point
-from shared.ports import Embedder, IndexPoint, VectorIndex
+from shared.pipeline import memory_point, sync_user_index, turn_payload, turn_point
+from shared.ports import Embedder, VectorIndex
 from shared.scoring import DecayPolicy, score
 from shared.settings import Settings
-from shared.sparse import sparse_document
 from shared.unit_of_work import HistoryEntry, StatusChange, UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -295,19 +294,7 @@ def reconcile_user(
         index.ensure(dim, model_name)
         for chunk in _chunks(sorted(rewrite), INDEX_BATCH):
             memories = [m for m in (uow.memories.get(tenant_id, user_id, i) for i in chunk) if m]
-            index.upsert(
-                [
-                    IndexPoint(
-                        m.id,
-                        m.tenant_id,
-                        m.user_id,
-                        m.embedding or [],
-                        index_payload(m),
-                        sparse=sparse_document(m.content),
-                    )
-                    for m in memories
-                ]
-            )
+            index.upsert([memory_point(m) for m in memories])
             uow.memories.mark_indexed([(m.id, m.version) for m in memories])
             uow.memories.mark_scores_indexed([(m.id, m.score) for m in memories])
     if rescored:

@@ -14,10 +14,9 @@ from typing import Any
 from shared.consolidation import ConsolidationPolicy, Group, build_semantic, plan, semantic_id
 from shared.events import TurnPublished
 from shared.models import Memory, MemoryType, is_redacted
-from shared.pipeline import EMBEDDING_MODEL_KEY, index_payload, turn_point
-from shared.ports import Embedder, IndexPoint, VectorIndex
+from shared.pipeline import EMBEDDING_MODEL_KEY, memory_point, turn_point
+from shared.ports import Embedder, VectorIndex
 from shared.scoring import DecayPolicy
-from shared.sparse import sparse_document
 from shared.unit_of_work import HistoryEntry, UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -110,19 +109,7 @@ def reindex(
                     memory.embedding_model = embedder.model_name
                     uow.memories.save(memory)
                 stats["reembedded"] += len(stale)
-            index.upsert(
-                [
-                    IndexPoint(
-                        m.id,
-                        m.tenant_id,
-                        m.user_id,
-                        m.embedding or [],
-                        index_payload(m),
-                        sparse=sparse_document(m.content),
-                    )
-                    for m in batch
-                ]
-            )
+            index.upsert([memory_point(m) for m in batch])
             uow.memories.mark_indexed([(m.id, m.version) for m in batch])
             uow.commit()
             stats["indexed"] += len(batch)

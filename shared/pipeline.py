@@ -378,6 +378,18 @@ def index_payload(memory: Memory) -> dict[str, Any]:
     }
 
 
+def memory_point(memory: Memory) -> IndexPoint:
+    """A memory's point in the memory index (the pipeline, reindex and reconciliation)."""
+    return IndexPoint(
+        memory.id,
+        memory.tenant_id,
+        memory.user_id,
+        memory.embedding or [],
+        index_payload(memory),
+        sparse=sparse_document(memory.content),
+    )
+
+
 def sync_index(
     uow: UnitOfWork, index: VectorIndex, embedder_model: str, dim: int, tenant_id: str, user_id: str
 ) -> int:
@@ -388,13 +400,7 @@ def sync_index(
         batch = uow.memories.unindexed(tenant_id, user_id, INDEX_BATCH)
         if not batch:
             return written
-        points = [
-            IndexPoint(
-                m.id, m.tenant_id, m.user_id, m.embedding, index_payload(m), sparse=sparse_document(m.content)
-            )
-            for m in batch
-            if m.embedding is not None
-        ]
+        points = [memory_point(m) for m in batch if m.embedding is not None]
         foreign = [m.id for m in batch if m.embedding_model not in (None, embedder_model)]
         if foreign:
             raise EmbeddingModelMismatch(str(batch[0].embedding_model), embedder_model)

@@ -6,11 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from shared import maintenance, pipeline
-from shared.conflicts import judge_by_rules
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES, MemoryStatus, turn_point_id
 from shared.queues import TaskName
 from shared.retrieval import RecallRequest, recall
-from tests.fake_index import FakeVectorIndex
 from tests.unit.test_pipeline import LIMITS, NOW, Harness, turn
 
 CHAT = "lol we saw a red fox near the old mill by the river"  # chit-chat: below the threshold
@@ -20,31 +18,8 @@ class TurnHarness(Harness):
     """The pipeline with the conversation log indexed, as the workers run it by default."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.turns = FakeVectorIndex()
-
-    def run(self, task, args):
-        with self.store.uow() as uow:
-            if task == TaskName.EXTRACT:
-                out = pipeline.extract_event(uow, args[0], 5.0, NOW, keep_turns=True)
-            elif task == TaskName.EMBED:
-                out = pipeline.embed_event(uow, self.embedder, args[0], keep_turns=True)
-            elif task == TaskName.INDEX:
-                out = pipeline.index_event(uow, self.index, self.embedder, args[0], NOW, self.turns)
-            elif task == TaskName.RECORD:
-                out = pipeline.record_event(uow, args[0], LIMITS)
-            elif task == TaskName.PERSIST:
-                out = pipeline.persist_event(uow, args[0], NOW)
-            elif task == TaskName.RESOLVE:
-                out = pipeline.resolve_event(uow, args[0], judge_by_rules, self.embedder, NOW)
-            elif task == TaskName.SYNC_INDEX:
-                pipeline.sync_user_index(uow, self.index, self.embedder, *args)
-                out = []
-            else:
-                raise AssertionError(task)
-            uow.commit()
-        self.sent.extend((f.task, f.args) for f in out)
-        return out
+        super().__init__(turns=True)
+        assert self.turns is not None
 
 
 def ask(h, query, *, user="u1", k=5, statuses=RECALLABLE_STATUSES, reranker=None):

@@ -33,24 +33,27 @@ def turn(seq, content, *, event_id=None, user="u1", session="s1", minutes=0):
 class Harness:
     """Runs each follow-up like the task layer: one unit of work, commit, then the next step."""
 
-    def __init__(self):
+    def __init__(self, *, turns: bool = False):
         self.store = FakeStore()
         self.embedder = HashingEmbedder(dim=16)
         self.index = FakeVectorIndex()
+        # The conversation log (every turn embedded and indexed), as the workers run by default.
+        self.turns = FakeVectorIndex() if turns else None
         self.sent: list[tuple[str, tuple]] = []
 
     def run(self, task, args):
+        keep = self.turns is not None
         with self.store.uow() as uow:
             if task == TaskName.RECORD:
                 out = pipeline.record_event(uow, args[0], LIMITS)
             elif task == TaskName.EXTRACT:
-                out = pipeline.extract_event(uow, args[0], 5.0, NOW)
+                out = pipeline.extract_event(uow, args[0], 5.0, NOW, keep_turns=keep)
             elif task == TaskName.EMBED:
-                out = pipeline.embed_event(uow, self.embedder, args[0])
+                out = pipeline.embed_event(uow, self.embedder, args[0], keep_turns=keep)
             elif task == TaskName.PERSIST:
                 out = pipeline.persist_event(uow, args[0], NOW)
             elif task == TaskName.INDEX:
-                out = pipeline.index_event(uow, self.index, self.embedder, args[0], NOW)
+                out = pipeline.index_event(uow, self.index, self.embedder, args[0], NOW, self.turns)
             elif task == TaskName.RESOLVE:
                 out = pipeline.resolve_event(uow, args[0], judge_by_rules, self.embedder, NOW)
             elif task == TaskName.SYNC_INDEX:
