@@ -119,7 +119,11 @@ def create_app(container: Container, *, auth: bool = True, publisher: Publisher 
         "Every request is scoped to the tenant of its API key.",
     )
     install(app)
-    metrics = ApiMetrics(lambda: api.store_counts(container), lambda: api.queue_depths(settings))
+    metrics = ApiMetrics(
+        lambda: api.store_counts(container),
+        lambda: api.queue_depths(settings),
+        lambda: api.task_runs(settings),
+    )
     app.state.container = container
     app.state.metrics = metrics
     app.state.auth = auth

@@ -4,8 +4,8 @@ Counted here: HTTP requests by route and status, events published through the AP
 their latency per stage (from the recall trace's timings). Read at scrape time, so they hold for
 the whole deployment whatever process did the work: memories by status, events by pipeline stage
 (what was processed), LLM calls and tokens per operation (from ``llm_calls``), and the depth of
-each broker queue. Task latency per task lives in the workers' processes: Flower exports it
-(``flower_task_runtime_seconds`` on its own ``/metrics``), see README.
+each broker queue, and the run time per task, which every worker records into Redis after each
+task (``workers/task_metrics.py``); Flower's own ``/metrics`` has the same per worker.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 log = logging.getLogger(__name__)
@@ -27,9 +27,15 @@ class StoreCollector(Collector):
     """Runs the counting queries when Prometheus scrapes (one GROUP BY each); a store that cannot
     be read yields ``cuemem_scrape_ok 0`` instead of failing the scrape."""
 
-    def __init__(self, counts: Callable[[], dict[str, Any]], depths: Callable[[], dict[str, int]]):
+    def __init__(
+        self,
+        counts: Callable[[], dict[str, Any]],
+        depths: Callable[[], dict[str, int]],
+        task_runs: Callable[[], dict[str, dict[str, Any]]] | None = None,
+    ):
         self._counts = counts
         self._depths = depths
+        self._task_runs = task_runs
 
     def collect(self) -> Iterator[Metric]:
         ok = 1.0
@@ -70,6 +76,20 @@ class StoreCollector(Collector):
             log.warning("metrics: could not read queue depths", exc_info=True)
             ok = 0.0
         yield depth
+        runs = HistogramMetricFamily(
+            "cuemem_task_duration_seconds", "Run time per Celery task, all workers", labels=["task"]
+        )
+        states = CounterMetricFamily("cuemem_task_runs", "Task runs by final state", labels=["task", "state"])
+        try:
+            for task, data in sorted((self._task_runs() if self._task_runs else {}).items()):
+                runs.add_metric([task], data["buckets"], data["sum"])
+                for state, n in sorted(data["states"].items()):
+                    states.add_metric([task, state], n)
+        except Exception:
+            log.warning("metrics: could not read task run times", exc_info=True)
+            ok = 0.0
+        yield runs
+        yield states
         scrape = GaugeMetricFamily("cuemem_scrape_ok", "1 when the store and broker could be read")
         scrape.add_metric([], ok)
         yield scrape
@@ -78,7 +98,12 @@ class StoreCollector(Collector):
 class ApiMetrics:
     """One registry per app, so that several apps in one process (tests) never clash."""
 
-    def __init__(self, counts: Callable[[], dict[str, Any]], depths: Callable[[], dict[str, int]]):
+    def __init__(
+        self,
+        counts: Callable[[], dict[str, Any]],
+        depths: Callable[[], dict[str, int]],
+        task_runs: Callable[[], dict[str, dict[str, Any]]] | None = None,
+    ):
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "cuemem_http_requests", "HTTP requests", ["method", "route", "status"], registry=self.registry
@@ -109,7 +134,7 @@ class ApiMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(StoreCollector(counts, depths))
+        self.registry.register(StoreCollector(counts, depths, task_runs))
 
     def observe_recall(self, result: dict[str, Any]) -> None:
         self.recalls.labels(str(result.get("stage", "none"))).inc()

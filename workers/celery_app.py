@@ -7,9 +7,11 @@ CUEMEM_BROKER_URL: `cuemem worker` sets it when it runs on the embedded default.
 from __future__ import annotations
 
 import logging
+import time
+from typing import Any
 
 from celery import Celery
-from celery.signals import worker_process_init, worker_process_shutdown
+from celery.signals import task_postrun, task_prerun, worker_process_init, worker_process_shutdown
 
 from shared.settings import get_settings
 from workers.lexicon import apply_lexicon
@@ -53,3 +55,31 @@ def _close_process(**_: object) -> None:
     from workers.bootstrap import reset_container
 
     reset_container()
+
+
+_started: dict[str, float] = {}
+
+
+@task_prerun.connect
+def _task_started(task_id: str | None = None, **_: object) -> None:
+    if task_id:
+        _started[task_id] = time.perf_counter()
+
+
+@task_postrun.connect
+def _task_finished(
+    task_id: str | None = None, task: Any = None, state: str | None = None, **_: object
+) -> None:
+    """Run time per task into Redis, where the API's /metrics reads it (workers/task_metrics.py).
+    A metrics write must never fail a task: errors are logged and dropped."""
+    started = _started.pop(task_id or "", None)
+    url = _settings.effective_redis_url
+    if started is None or task is None or url is None:
+        return
+    try:
+        from workers.failures import _redis
+        from workers.task_metrics import record_task_run
+
+        record_task_run(_redis(url), str(task.name), time.perf_counter() - started, state or "UNKNOWN")
+    except Exception:
+        log.warning("could not record the run time of %s", getattr(task, "name", "?"), exc_info=True)

@@ -315,6 +315,22 @@ def queue_depths(settings: Settings) -> dict[str, int]:
     return {name: int(v) for name, v in zip(names, values, strict=True)}
 
 
+def task_runs(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Run times per task recorded by every worker (workers/task_metrics.py); empty without Redis."""
+    import redis
+
+    from workers.task_metrics import read_task_runs
+
+    url = settings.effective_redis_url
+    if url is None:
+        return {}
+    client = redis.Redis.from_url(url.replace("redis+socket://", "unix://", 1), socket_timeout=2)
+    try:
+        return read_task_runs(client)
+    finally:
+        client.close()
+
+
 def store_counts(container: Container) -> dict[str, Any]:
     """Memories by status, events by stage, LLM calls and tokens: one GROUP BY each."""
     with container.uow() as uow:

@@ -93,6 +93,17 @@ def test_publish_recall_edit_and_purge_through_real_workers(
         assert r.status_code == 200 and not r.json()["errors"], r.text
         wait_processed(container, [p["event_id"] for p in r.json()["published"]], workers)
         assert client.get("/v1/ready").json() == {"postgres": "ok", "redis": "ok", "index": "ok"}
+        # Run times recorded by the worker processes reach the API's /metrics through Redis.
+        metrics = client.get("/metrics").text
+        counts = {
+            line.split("{")[1].split("}")[0]: float(line.rsplit(" ", 1)[1])
+            for line in metrics.splitlines()
+            if line.startswith("cuemem_task_duration_seconds_count{")
+        }
+        assert counts.get('task="memory.record"', 0) >= 3 and counts.get('task="memory.extract"', 0) >= 3, (
+            counts
+        )
+        assert 'cuemem_task_runs_total{state="SUCCESS",task="memory.record"}' in metrics
 
         found = client.post(
             "/v1/recall", json={"user_id": "u1", "query": "部署端口是多少", "k": 3}, headers=h
