@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from shared.conflicts import NEAR_DUPLICATE, SIMILAR, Judge, Strategy, apply, compatible, cosine, order_key
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 EMBEDDING_MODEL_KEY = "embedding_model"
 INDEX_BATCH = 256
+BACKLOG_GRACE = timedelta(minutes=30)
 CONFLICT_CANDIDATES = 50
 
 _NEXT: dict[EventStage, TaskName] = {
@@ -569,8 +570,10 @@ def resume_stalled(
     if ledger is not None:
         waiting = ledger.backlog()
         if waiting:
-            log.info("stalled sweep deferred: %d messages still queued", waiting)
-            return []
+            # Queued messages are late, not lost: only what is stuck far longer than any queue
+            # should hold it is re-sent, so steady load cannot postpone recovery for ever.
+            stuck_before -= BACKLOG_GRACE
+            log.info("stalled sweep: %d messages queued, re-sending only before %s", waiting, stuck_before)
     followups: list[FollowUp] = []
     if ledger is not None:
         cutoff_ms = int(stuck_before.timestamp() * 1000)

@@ -256,13 +256,21 @@ def test_resume_stalled_resends_turns_published_but_never_recorded():
     assert ledger.claimed == ["lost"]
 
 
-def test_resume_stalled_waits_while_the_queues_hold_a_backlog():
-    ledger = FakeLedger({"late": (0, turn(1, "我不吃香菜"))}, backlog=3)
+def test_resume_stalled_waits_while_the_queues_hold_a_backlog_unless_far_overdue():
+    now = datetime.now(UTC)
+    late_ms = int((now - timedelta(minutes=10)).timestamp() * 1000)
+    lost_ms = int((now - timedelta(hours=2)).timestamp() * 1000)
+    ledger = FakeLedger(
+        {"late": (late_ms, turn(1, "我不吃香菜")), "lost": (lost_ms, turn(3, "好的"))}, backlog=3
+    )
     h = Harness()
     h.run(TaskName.RECORD, (turn(2, "生产环境部署端口是8443"),))
     with h.store.uow() as uow:
-        assert pipeline.resume_stalled(uow, datetime.now(UTC) + timedelta(seconds=1), ledger) == []
-    assert ledger.claimed == []
+        out = pipeline.resume_stalled(uow, now - timedelta(minutes=5), ledger)
+    # Under a backlog only what is stuck far beyond the grace is re-sent; the event recorded a
+    # moment ago and the turn published 10 minutes ago are left to the queues.
+    assert [(f.task, f.args[0]["content"]) for f in out] == [("memory.record", "好的")]
+    assert ledger.claimed == ["lost"]
 
 
 def test_explicit_remember_is_kept_as_the_named_kind():
