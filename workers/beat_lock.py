@@ -24,6 +24,8 @@ from typing import Any
 import redis
 from celery.beat import PersistentScheduler
 
+from workers.redis_url import redis_py_url
+
 log = logging.getLogger(__name__)
 
 DEFAULT_KEY = "cuemem:beat:lock"
@@ -66,8 +68,7 @@ def lock_from_conf(conf: Any) -> BeatLock:
     """The lock described by the app's ``cuemem_beat_lock`` setting (``reliability.celery_config``)."""
     spec = conf.get("cuemem_beat_lock") or {}
     url = str(spec.get("url") or conf.broker_url or "")
-    # kombu spells a Redis socket redis+socket://, redis-py unix:// (the embedded broker uses one).
-    url = url.replace("redis+socket://", "unix://", 1)
+    url = redis_py_url(url)  # kombu's redis+socket:// is redis-py's unix://
     if not url.startswith(("redis://", "rediss://", "unix://")):
         raise RuntimeError(f"the beat lock needs a Redis URL (cuemem_beat_lock or the broker), got {url!r}")
     return BeatLock(redis.Redis.from_url(url), spec.get("key", DEFAULT_KEY), float(spec.get("ttl_s", 60)))

@@ -150,6 +150,7 @@ class Container:
             import redis
 
             from workers.ledger import RedisPublishLedger
+            from workers.redis_url import connect
 
             client = redis.Redis.from_url(url)
             self._closers.append(client.close)
@@ -158,7 +159,7 @@ class Container:
             if broker_url == url:
                 broker = client
             elif broker_url.startswith(("redis://", "rediss://", "redis+socket://")):
-                broker = redis.Redis.from_url(broker_url.replace("redis+socket://", "unix://", 1))
+                broker = connect(broker_url)
                 self._closers.append(broker.close)
             self._ledger = RedisPublishLedger(client, broker)
         return self._ledger

@@ -613,14 +613,13 @@ def beat(data_dir: DataDir = None) -> None:
 
 def _refuse_second_beat(settings: Settings) -> None:
     """Say it plainly before exec: the scheduler itself refuses too (workers/beat_lock.py)."""
-    import redis
-
     from workers.beat_lock import BeatLock
+    from workers.redis_url import connect
 
     url = settings.effective_redis_url
     if url is None:
         return
-    client = redis.Redis.from_url(url.replace("redis+socket://", "unix://", 1))
+    client = connect(url)
     try:
         holder = BeatLock(client).holder()
     finally:

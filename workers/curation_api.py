@@ -276,12 +276,12 @@ def readiness(container: Container) -> dict[str, str]:
 
 
 def _redis_ready(settings: Settings) -> str:
-    import redis
+    from workers.redis_url import connect
 
     url = settings.effective_redis_url
     if url is None:
         return "down: no Redis configured"
-    client = redis.Redis.from_url(url.replace("redis+socket://", "unix://", 1), socket_timeout=2)
+    client = connect(url, socket_timeout=2)
     try:
         client.ping()
         return "ok"
@@ -294,12 +294,12 @@ def _redis_ready(settings: Settings) -> str:
 def queue_depths(settings: Settings) -> dict[str, int]:
     """Messages waiting per cuemem queue (LLEN on the Redis broker), plus ``unacked``: delivered
     to a worker and not yet acknowledged. Empty when the broker is not a reachable Redis."""
-    import redis
+    from workers.redis_url import connect
 
     url = settings.broker_url or ""
     if not url.startswith(("redis://", "rediss://", "redis+socket://")):
         return {}
-    client = redis.Redis.from_url(url.replace("redis+socket://", "unix://", 1), socket_timeout=2)
+    client = connect(url, socket_timeout=2)
     try:
         pipe = client.pipeline()
         for queue in Queue:
@@ -317,14 +317,13 @@ def queue_depths(settings: Settings) -> dict[str, int]:
 
 def task_runs(settings: Settings) -> dict[str, dict[str, Any]]:
     """Run times per task recorded by every worker (workers/task_metrics.py); empty without Redis."""
-    import redis
-
+    from workers.redis_url import connect
     from workers.task_metrics import read_task_runs
 
     url = settings.effective_redis_url
     if url is None:
         return {}
-    client = redis.Redis.from_url(url.replace("redis+socket://", "unix://", 1), socket_timeout=2)
+    client = connect(url, socket_timeout=2)
     try:
         return read_task_runs(client)
     finally:
