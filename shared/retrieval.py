@@ -347,7 +347,7 @@ def recall(
     if exact:
         for c in exact:
             c.item.score = EXACT_KEY_SCORE
-            c.item.explanation = _explain(c, rrf=None)
+            c.item.explanation = {**_explain(c, rrf=None), "ranked_by": "exact_key"}
         took = round((time.perf_counter() - started) * 1e3, 3)
         trace = {
             "stage": "deterministic",
@@ -427,7 +427,7 @@ def recall(
     answer = newer_first_within_slots(diverse(confident, request.k)) if confident else []
     for c in answer:
         c.item.score = c.cue_score
-        c.item.explanation = _explain(c, rrf=None)
+        c.item.explanation = {**_explain(c, rrf=None), "ranked_by": "cue"}
     fill = 0
     if len(answer) >= request.k:
         chosen, stage = answer, "deterministic"  # confident hits fill every slot: no search at all
@@ -489,10 +489,16 @@ def recall(
         fillers = newer_first_within_slots([c for c in filled if c.item.id not in taken])
         for c in fillers:
             c.item.score = fused[c.item.id]
-            c.item.explanation = _explain(c, rrf=rrf[c.item.id])
+            c.item.explanation = {**_explain(c, rrf=rrf[c.item.id]), "ranked_by": "fused"}
             c.item.explanation["prior"] = round(_prior(c), 6)
             if c.item.id in rerank_scores:
                 c.item.explanation["rerank_score"] = round(rerank_scores[c.item.id], 6)
+        for c in answer:
+            # An answer-first item keeps its place and its cue-scale score, but its explanation
+            # lists every path that found it, including those the fill search ran afterwards.
+            c.item.explanation = {**_explain(c, rrf=rrf.get(c.item.id)), "ranked_by": "cue"}
+            if c.item.id in fused:
+                c.item.explanation["fused_score"] = round(fused[c.item.id], 6)
         chosen, fill = answer + fillers, len(fillers)
         stage = "deterministic" if answer else "vector" if chosen else "none"
     timings["total_ms"] = (time.perf_counter() - started) * 1e3

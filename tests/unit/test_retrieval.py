@@ -142,3 +142,24 @@ def test_exact_keys_memory_id_and_source_event():
     for key in (theirs.id, "e-other-s1-2"):
         out = ask(h, key)
         assert "exact_key" not in out.trace and theirs.id not in [i.id for i in out.items]
+
+
+def test_explanations_say_what_placed_each_item_and_every_path_that_found_it():
+    h = Harness()
+    h.drain(turn(1, "生产环境部署端口是8443"))
+    h.drain(turn(2, "测试环境部署端口是9443"))
+    h.drain(turn(3, "我不吃香菜"))
+    out = ask(h, "8443 是哪个环境的端口")
+    assert out.trace["deterministic_items"] >= 1 and out.trace["filled_by_search"] >= 1, out.trace
+    first = out.items[0]
+    assert first.content == "生产环境部署端口是8443"
+    assert first.explanation["ranked_by"] == "cue"
+    # The fill search ran after the cue stage answered; what it found this item by is listed too.
+    assert "cue" in first.explanation["paths"] and len(first.explanation["paths"]) > 1, first.explanation
+    assert first.explanation["fused_score"] > 0 and first.explanation["rrf"] > 0
+    assert first.score == first.explanation["cue_score"]
+    rest = out.items[out.trace["deterministic_items"] :]
+    assert rest and all(i.explanation["ranked_by"] == "fused" for i in rest)
+    assert all(i.score > 0 and i.explanation["rrf"] > 0 for i in rest)
+    by_id = ask(h, first.id)
+    assert by_id.items[0].explanation["ranked_by"] == "exact_key"
