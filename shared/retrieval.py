@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from datetime import time as dtime
@@ -33,7 +33,7 @@ from shared.models import RECALLABLE_STATUSES, Memory, MemoryStatus, is_redacted
 from shared.ports import Embedder, IndexHit, IndexUnavailable, Reranker, SparseTerms, VectorIndex
 from shared.rerank import DEFAULT_TOP_N, rerank_order
 from shared.sparse import sparse_query
-from shared.timeexpr import resolve as resolve_times
+from shared.timeexpr import resolve_anchored as resolve_times
 from shared.unit_of_work import UnitOfWork
 
 CONFIDENT = 3.0  # one rare entity, or a rare tag plus a keyword, or three rare keywords
@@ -42,7 +42,8 @@ WORKING_TURNS = 20
 MAX_QUERY_CUES = 16
 TIME_BOOST = 2.0  # the memory falls in a time range the query names ("上周", "last month")
 TYPE_BOOST = 0.5  # the query hints at the memory's type ("忌口" -> preference)
-WINDOW_CANDIDATES = 20
+WINDOW_CANDIDATES = 20  # the time path's list (items of a named range, closest in meaning first)
+WINDOW_SCAN = 200  # items of each kind read from one named range to pick those from
 RECENT_DAYS = 3  # the recency path: the user's newest memories ("那我现在该怎么办？")
 RECENT_CANDIDATES = 10
 RECENT_WEIGHT = 0.5  # newness alone is weaker evidence than a match on words or meaning
@@ -229,17 +230,42 @@ def _without_spans(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(out)
 
 
-def _turns_in_windows(
+@dataclass
+class _InWindow:
+    """An item of a time range the query names, not yet in the candidate pool."""
+
+    key: str
+    cand: _Candidate
+    vector: list[float] | None
+    label: str
+
+
+def _window_items(
     uow: UnitOfWork,
     request: RecallRequest,
     windows: list[tuple[datetime, datetime]],
     weights: dict[str, float],
-    pool: dict[str, _Candidate],
-) -> None:
-    """Turns of the conversation log in a time range the query names, when no memory cites them
-    (a cited turn is already there as its memory): "上周我去哪儿了" about chit-chat-level news."""
+    with_turns: bool,
+) -> dict[str, _InWindow]:
+    """What lies in the time ranges the query names: the user's memories, and the turns of the
+    conversation log that no memory cites (a cited turn is there as its memory), up to
+    WINDOW_SCAN of each per range, with their vectors so that stage 2 can rank them by meaning.
+    A range holds whole sessions; which of its items matter is for the query's content to say,
+    not for their order in time."""
+    out: dict[str, _InWindow] = {}
     for start, end in windows:
-        events = uow.events.in_window(request.tenant_id, request.user_id, start, end, WINDOW_CANDIDATES)
+        label = f"time:{start.date().isoformat()}..{(end - timedelta(days=1)).date().isoformat()}"
+        for memory in uow.memories.in_window(
+            request.tenant_id, request.user_id, start, end, request.statuses, WINDOW_SCAN,
+            with_embedding=True,
+        ):  # fmt: skip
+            if memory.id not in out:
+                score, matched = _cue_match(weights, memory.cues)
+                cand = _Candidate(_memory_item(memory), score, matched, memory=memory)
+                out[memory.id] = _InWindow(memory.id, cand, memory.embedding, label)
+        if not with_turns:
+            continue
+        events = uow.events.in_window(request.tenant_id, request.user_id, start, end, WINDOW_SCAN)
         # Cited by a memory of any status: a returnable memory stands for the turn; an unreturnable
         # one (superseded, forgotten...) means the turn's content must not come back either.
         cited = {
@@ -249,19 +275,52 @@ def _turns_in_windows(
             )
             for s in m.sources
         }
-        for stored in events:
-            turn = stored.event
-            key = f"event:{turn.event_id}"
-            if turn.event_id in cited or key in pool or is_redacted(turn):
-                continue
+        fresh = [
+            e.event
+            for e in events
+            if e.event.event_id not in cited
+            and f"event:{e.event.event_id}" not in out
+            and not is_redacted(e.event)
+        ]
+        vectors = uow.events.turn_vectors(request.tenant_id, request.user_id, [t.event_id for t in fresh])
+        for turn in fresh:
             turn_cues = cues_for_memory(turn.content, lexicon_tags(turn.content), entities(turn.content))
             score, matched = _cue_match(weights, turn_cues)
-            cand = pool[key] = _Candidate(
-                _turn_item(turn, "turn"), score + TIME_BOOST, matched, paths=["time"]
+            key = f"event:{turn.event_id}"
+            out[key] = _InWindow(
+                key, _Candidate(_turn_item(turn, "turn"), score, matched), vectors.get(turn.event_id), label
             )
-            cand.matched.append(
-                f"time:{start.date().isoformat()}..{(end - timedelta(days=1)).date().isoformat()}"
-            )
+    return out
+
+
+def _enter_window(pool: dict[str, _Candidate], w: _InWindow) -> _Candidate:
+    """Put an in-range item into the pool (or mark the pooled one) as found by the time path."""
+    cand = pool.get(w.key)
+    if cand is None:
+        cand = pool[w.key] = w.cand
+    if "time" not in cand.paths:
+        cand.paths.append("time")
+        cand.cue_score += TIME_BOOST
+        cand.matched.append(w.label)
+    return cand
+
+
+def _window_ranked(
+    in_window: dict[str, _InWindow], query_vector: list[float] | None, pool: dict[str, _Candidate]
+) -> list[_Candidate]:
+    """The time path's list: the items of the named ranges closest in meaning to the query (by
+    cue score without a query vector), the best WINDOW_CANDIDATES of them."""
+
+    def closeness(w: _InWindow) -> float:
+        if query_vector is None or w.vector is None:
+            return -1.0
+        return cosine(query_vector, w.vector)
+
+    ordered = sorted(
+        in_window.values(),
+        key=lambda w: (-round(closeness(w), 9), -w.cand.cue_score, *_tie(w.cand), w.key),
+    )
+    return [_enter_window(pool, w) for w in ordered[:WINDOW_CANDIDATES]]
 
 
 def time_windows(query: str, now: datetime) -> list[tuple[datetime, datetime]]:
@@ -275,26 +334,47 @@ def time_windows(query: str, now: datetime) -> list[tuple[datetime, datetime]]:
     return out
 
 
-def diverse(ranked: list[_Candidate], k: int) -> list[_Candidate]:
-    """The top k, skipping near-duplicates of an item already taken (same text, or cosine ≥ 0.97)."""
-    chosen: list[_Candidate] = []
+def diverse(ranked: list[_Candidate], k: int, taken: Sequence[_Candidate] = ()) -> list[_Candidate]:
+    """Up to k minus ``len(taken)`` items of ``ranked`` to follow those already ``taken``,
+    skipping near-duplicates of an item taken (same text, or cosine ≥ 0.97).
+
+    An item whose source turns are all already behind items taken (a second memory drawn from
+    the same turn, a turn a memory taken already quotes) adds no new evidence: it waits until
+    the items that do add some have had their slots, and fills what is left, in rank order."""
+    chosen: list[_Candidate] = list(taken)
+    waiting: list[_Candidate] = []
+    covered = {e for c in chosen for e in _source_events(c)}
     for cand in ranked:
-        if len(chosen) == k:
+        if len(chosen) >= k:
             break
-        text = " ".join(cand.item.content.split()).lower()
-        vec = cand.memory.embedding if cand.memory else None
-        if any(
-            text == " ".join(c.item.content.split()).lower()
-            or (
-                vec is not None
-                and c.memory is not None
-                and cosine(vec, c.memory.embedding) >= DUPLICATE_COSINE
-            )
-            for c in chosen
-        ):
+        if _near_duplicate(cand, chosen):
+            continue
+        events = _source_events(cand)
+        if events and events <= covered:
+            waiting.append(cand)
             continue
         chosen.append(cand)
-    return chosen
+        covered |= events
+    for cand in waiting:
+        if len(chosen) >= k:
+            break
+        if not _near_duplicate(cand, chosen):
+            chosen.append(cand)
+    return chosen[len(taken) :]
+
+
+def _source_events(c: _Candidate) -> set[str]:
+    return {str(s["event_id"]) for s in c.item.sources if s.get("event_id")}
+
+
+def _near_duplicate(cand: _Candidate, chosen: list[_Candidate]) -> bool:
+    text = " ".join(cand.item.content.split()).lower()
+    vec = cand.memory.embedding if cand.memory else None
+    return any(
+        text == " ".join(c.item.content.split()).lower()
+        or (vec is not None and c.memory is not None and cosine(vec, c.memory.embedding) >= DUPLICATE_COSINE)
+        for c in chosen
+    )
 
 
 def _recent_candidates(
@@ -382,22 +462,12 @@ def recall(
     ):
         score, matched = _cue_match(weights, memory.cues)
         pool[memory.id] = _Candidate(_memory_item(memory), score, matched, paths=["cue"], memory=memory)
-    for start, end in windows:
-        for memory in uow.memories.in_window(
-            request.tenant_id, request.user_id, start, end, request.statuses, WINDOW_CANDIDATES
-        ):
-            if memory.id not in pool:
-                score, matched = _cue_match(weights, memory.cues)
-                pool[memory.id] = _Candidate(_memory_item(memory), score, matched, paths=[], memory=memory)
-            cand = pool[memory.id]
-            if "time" not in cand.paths:
-                cand.paths.append("time")
-                cand.cue_score += TIME_BOOST
-                cand.matched.append(
-                    f"time:{start.date().isoformat()}..{(end - timedelta(days=1)).date().isoformat()}"
-                )
-    if windows and turn_index is not None:
-        _turns_in_windows(uow, request, windows, weights, pool)
+    # Items of a named time range that also match the query's cues are cue hits of stage 1;
+    # the rest wait for stage 2, which ranks the range by meaning.
+    in_window = _window_items(uow, request, windows, weights, turn_index is not None) if windows else {}
+    for found in in_window.values():
+        if found.cand.cue_score > 0:
+            _enter_window(pool, found)
     for cand in pool.values():
         if cand.item.type in qc.type_hints:
             cand.cue_score += TYPE_BOOST
@@ -444,6 +514,10 @@ def recall(
         )
         candidates_per_path["turn_vector"] = len(turn_vector_ranked)
         candidates_per_path["turn_keyword"] = len(turn_keyword_ranked)
+        window_ranked = _window_ranked(in_window, query_vector, pool)
+        for key in in_window.keys() & pool.keys():
+            _enter_window(pool, in_window[key])  # found by another path, and in the range too
+        candidates_per_path["time"] = sum(1 for c in pool.values() if "time" in c.paths)
         # The recency path answers follow-ups that name nothing ("那我现在该怎么办？"): a question
         # with its own subject is about that subject, and newness would only add noise to it.
         follow_up = len(qc.keywords) <= 1 and not qc.entities and not qc.tags and not windows
@@ -457,6 +531,7 @@ def recall(
             (_merged(vector_ranked, turn_vector_ranked, "vector_score", "turn_vector_score"), 1.0),
             (_merged(keyword_ranked, turn_keyword_ranked, "keyword_score", "turn_keyword_score"), 1.0),
             (recent_ranked, RECENT_WEIGHT),
+            (window_ranked, 1.0),
         )
         for ranking, weight in paths:
             for rank, c in enumerate(ranking):
@@ -485,8 +560,9 @@ def recall(
             timings["rerank_ms"] = (time.perf_counter() - t) * 1e3
         # Confident cue hits answer first; the fused search fills the slots they leave.
         taken = {c.item.id for c in answer}
-        filled = diverse(answer + [c for c in ranked if c.item.id not in taken], request.k)
-        fillers = newer_first_within_slots([c for c in filled if c.item.id not in taken])
+        fillers = newer_first_within_slots(
+            diverse([c for c in ranked if c.item.id not in taken], request.k, taken=answer)
+        )
         for c in fillers:
             c.item.score = fused[c.item.id]
             c.item.explanation = {**_explain(c, rrf=rrf[c.item.id]), "ranked_by": "fused"}

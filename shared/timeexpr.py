@@ -179,3 +179,56 @@ def earliest_future(refs: list[TimeRef], at: dt.datetime) -> dt.datetime | None:
         or (r.datetime is None and (r.date >= today if r.kind == DAY else r.date > today))
     ]
     return min(due) if due else None
+
+
+# --- anchored questions -----------------------------------------------------------------------
+
+# "last weekend before April 10, 2023", "the Sunday before October 25, 2022", "last Friday on
+# 23 January, 2022", "last week, as mentioned on November 6, 2023"; "2023年4月10日之前的周末".
+_ANCHOR_AFTER_RE = re.compile(
+    r"^[\s,]*(?:(?:just\s+)?before|prior\s+to|on|as\s+of|as\s+(?:mentioned|said|told)\s+on)[\s,]*$", _I
+)
+_ANCHOR_BEFORE_RE = re.compile(r"^\s*(?:之前|以前|前)(?:的|那个|那)*\s*$")
+_PROBE_YEARS = 7  # a ref that resolves the same from a moment this far away names a fixed date
+
+
+def resolve_anchored(text: str, at: dt.datetime) -> list[TimeRef]:
+    """Like :func:`resolve`, but a relative expression tied to a fixed date by "before", "on" or
+    "as of" ("last weekend before April 10, 2023", "2023年4月10日之前的周末") is resolved against
+    that date rather than ``at``: the question asks about the days before the date it names."""
+    refs = resolve(text, at)
+    if len(refs) < 2:
+        return refs
+    probe = {
+        (r.start, r.end, r.date, r.last) for r in resolve(text, at + dt.timedelta(days=365 * _PROBE_YEARS))
+    }
+    fixed = [r for r in refs if (r.start, r.end, r.date, r.last) in probe]
+    out: list[TimeRef] = []
+    for ref in refs:
+        found = None if ref in fixed else _anchor_of(text, ref, fixed)
+        if found is None:
+            out.append(ref)
+            continue
+        anchor, before = found
+        again = _resolved_from(text, ref, dt.datetime.combine(anchor.date, at.timetz()))
+        if again is not None and before and again.last >= anchor.date:
+            # "the Monday before July 24" when the 24th is a Monday: the one of the week before.
+            again = _resolved_from(
+                text, ref, dt.datetime.combine(anchor.date - dt.timedelta(days=1), at.timetz())
+            )
+        out.append(again or ref)
+    return out
+
+
+def _resolved_from(text: str, ref: TimeRef, at: dt.datetime) -> TimeRef | None:
+    return next((r for r in resolve(text, at) if (r.start, r.end) == (ref.start, ref.end)), None)
+
+
+def _anchor_of(text: str, ref: TimeRef, fixed: list[TimeRef]) -> tuple[TimeRef, bool] | None:
+    """The fixed date ``ref`` is tied to, and whether the tie is "before" (the days before it)."""
+    for f in fixed:
+        if f.start >= ref.end and (link := _ANCHOR_AFTER_RE.match(text[ref.end : f.start])):
+            return f, bool(re.search(r"before|prior", link.group(0), _I))
+        if f.end <= ref.start and _ANCHOR_BEFORE_RE.match(text[f.end : ref.start]):
+            return f, True
+    return None

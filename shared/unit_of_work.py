@@ -175,8 +175,10 @@ class MemoryRepository(Protocol):
         end: datetime,
         statuses: Iterable[MemoryStatus],
         limit: int,
+        with_embedding: bool = False,
     ) -> list[Memory]:
-        """Memories whose validity began in [start, end), newest first."""
+        """Memories whose validity began in [start, end), newest first; their embeddings are
+        loaded only when asked (None otherwise)."""
 
     def for_user(
         self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None

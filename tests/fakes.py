@@ -305,7 +305,7 @@ class FakeMemoryRepository:
         counts = {c: sum(1 for m in mine if c in m.cues) for c in cues}
         return len(mine), {c: n for c, n in counts.items() if n}
 
-    def in_window(self, tenant_id, user_id, start, end, statuses, limit) -> list[Memory]:
+    def in_window(self, tenant_id, user_id, start, end, statuses, limit, with_embedding=False) -> list[Memory]:
         allowed = set(statuses)
         found = [
             m
@@ -313,7 +313,7 @@ class FakeMemoryRepository:
             if m.status in allowed and start <= (m.valid_from or m.created_at) < end
         ]
         found.sort(key=lambda m: (-(m.valid_from or m.created_at).timestamp(), m.id))
-        return [_without_vector(m) for m in found[:limit]]
+        return [m if with_embedding else _without_vector(m) for m in found[:limit]]
 
     def recent_of_type(self, tenant_id, user_id, memory_type, since, limit) -> list[Memory]:
         found = [

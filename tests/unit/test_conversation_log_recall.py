@@ -320,3 +320,34 @@ def test_an_event_id_held_by_another_tenant_is_refused_naming_the_field():
     with h.store.uow() as uow, pytest.raises(InvalidEvent, match="event_id"):
         pipeline.record_event(uow, other, LIMITS)
     assert h.state.events["shared-id"]["event"].content == "我不吃香菜"
+
+
+def test_a_named_range_is_ranked_by_meaning_not_by_which_turns_are_newest():
+    from shared.retrieval import WINDOW_CANDIDATES
+
+    h = TurnHarness()
+    now = NOW + timedelta(days=1)
+    week_start = now - timedelta(days=now.weekday() + 7)  # Monday of last week
+    h.drain(
+        {
+            **turn(1, "I travelled to Hangzhou for a work trip"),
+            "at": (week_start + timedelta(hours=9)).isoformat(),
+        }
+    )
+    # A whole session later in the same week: more turns than the time path keeps.
+    for i in range(2, WINDOW_CANDIDATES + 12):
+        chat = f"lol {i} cats sleeping again today haha"
+        h.drain({**turn(i, chat), "at": (week_start + timedelta(days=2, minutes=i)).isoformat()})
+    with h.store.uow() as uow:
+        out = recall(
+            uow,
+            RecallRequest("default", "u1", "where did I travel for work last week", now=now),
+            embedder=h.embedder,
+            index=h.index,
+            working_memory=None,
+            turn_index=h.turns,
+        )
+    top = out.items[0]
+    assert "Hangzhou" in top.content, [i.content for i in out.items]
+    assert "time" in top.explanation["paths"]
+    assert out.trace["candidates"]["time"] > WINDOW_CANDIDATES  # the range was read past its newest 20

@@ -163,3 +163,9 @@ def test_explanations_say_what_placed_each_item_and_every_path_that_found_it():
     assert all(i.score > 0 and i.explanation["rrf"] > 0 for i in rest)
     by_id = ask(h, first.id)
     assert by_id.items[0].explanation["ranked_by"] == "exact_key"
+
+
+def test_a_relative_time_tied_to_a_date_in_the_query_is_resolved_against_that_date():
+    h = Harness()
+    out = ask(h, "What did Joanna do on the Sunday before October 25, 2022?")
+    assert [w[0][:10] for w in out.trace["time_windows"]] == ["2022-10-23", "2022-10-25"]

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from shared.timeexpr import TimeRef, earliest_future, resolve, tense
+from shared.timeexpr import TimeRef, earliest_future, resolve, resolve_anchored, tense
 
 CST = dt.timezone(dt.timedelta(hours=8))
 AT = dt.datetime(2026, 11, 30, 10, 0, tzinfo=CST)  # a Monday
@@ -253,3 +253,41 @@ def test_utc_event_and_deterministic() -> None:
     at = dt.datetime(2026, 11, 30, 23, 30, tzinfo=dt.UTC)
     assert iso("tomorrow at 9am", at) == ["2026-12-01T09:00:00+00:00"]
     assert resolve("明天下午三点，下周三", at) == resolve("明天下午三点，下周三", at)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # A relative expression tied to a fixed date is about the days before that date.
+        (
+            "What did Maria do last weekend before April 10, 2023?",
+            [("2023-04-08", "2023-04-09"), ("2023-04-10", "2023-04-10")],
+        ),
+        (
+            "What did they do on the Sunday before October 25, 2022?",
+            [("2022-10-23", "2022-10-23"), ("2022-10-25", "2022-10-25")],
+        ),
+        # July 24, 2023 is a Monday: "the Monday before" it is the one of the week before.
+        (
+            "What did Andrew do on the Monday before July 24, 2023?",
+            [("2023-07-17", "2023-07-17"), ("2023-07-24", "2023-07-24")],
+        ),
+        (
+            "Tim's writing issue last week, as mentioned on November 6, 2023",
+            [("2023-10-30", "2023-11-05"), ("2023-11-06", "2023-11-06")],
+        ),
+        ("2023年4月10日之前的周末我去哪儿了", [("2023-04-10", "2023-04-10"), ("2023-04-08", "2023-04-09")]),
+        # Not tied: each expression keeps its own meaning.
+        (
+            "What did I do last week and on March 3, 2023?",
+            [("2024-01-08", "2024-01-14"), ("2023-03-03", "2023-03-03")],
+        ),
+        ("上周我去哪儿了", [("2024-01-08", "2024-01-14")]),
+    ],
+)
+def test_relative_expressions_tied_to_a_fixed_date_resolve_against_it(text, expected):
+    at = dt.datetime(2024, 1, 20, 12, tzinfo=dt.UTC)
+    refs = resolve_anchored(text, at)
+    assert [(r.date.isoformat(), r.last.isoformat()) for r in refs] == expected
+    # Without a tie nothing changes: the plain resolver agrees on every expression's span.
+    assert [(r.start, r.end) for r in refs] == [(r.start, r.end) for r in resolve(text, at)]

@@ -486,8 +486,9 @@ class SqlMemoryRepository:
         end: datetime,
         statuses: Iterable[MemoryStatus],
         limit: int,
+        with_embedding: bool = False,
     ) -> list[Memory]:
-        rows = self.session.scalars(
+        query = (
             select(MemoryRow)
             .where(
                 MemoryRow.tenant_id == tenant_id,
@@ -498,9 +499,11 @@ class SqlMemoryRepository:
             )
             .order_by(MemoryRow.valid_from.desc(), MemoryRow.id)
             .limit(limit)
-            .options(defer(MemoryRow.embedding))
         )
-        return [memory_from_row(r, with_embedding=False) for r in rows]
+        if not with_embedding:
+            query = query.options(defer(MemoryRow.embedding))
+        rows = self.session.scalars(query)
+        return [memory_from_row(r, with_embedding=with_embedding) for r in rows]
 
     def candidates(
         self,
