@@ -10,7 +10,8 @@ class Queue(StrEnum):
     EXTRACT = "cuemem.extract"  # rule-based (or LLM) extraction
     EMBED = "cuemem.embed"  # CPU-heavy model calls: prefetch 1
     PERSIST = "cuemem.persist"  # write memories to Postgres
-    INDEX = "cuemem.index"  # the only queue that touches the vector index (one owner when embedded)
+    INDEX = "cuemem.index"  # the only queue that writes the vector index (one owner when embedded)
+    SEARCH = "cuemem.search"  # memory.search RPCs to the index owner, served before its write backlog
     RESOLVE = "cuemem.resolve"  # conflict detection and resolution, off the ingest path
     MAINTENANCE = "cuemem.maintenance"  # beat tasks
 
@@ -57,7 +58,7 @@ ROUTES: dict[TaskName, Queue] = {
     TaskName.EMBED: Queue.EMBED,
     TaskName.PERSIST: Queue.PERSIST,
     TaskName.INDEX: Queue.INDEX,
-    TaskName.SEARCH: Queue.INDEX,
+    TaskName.SEARCH: Queue.SEARCH,
     TaskName.REINDEX: Queue.INDEX,
     TaskName.RESUME_STALLED: Queue.MAINTENANCE,
     TaskName.DECAY: Queue.MAINTENANCE,
@@ -73,7 +74,7 @@ ROUTES: dict[TaskName, Queue] = {
     TaskName.DELETE_POINTS: Queue.INDEX,
 }
 
-# Queues that a general worker consumes; INDEX is consumed by the index owner (see ARCHITECTURE).
+# Queues that a general worker consumes; the index owner consumes INDEX_OWNER_QUEUES (see ARCHITECTURE).
 PIPELINE_QUEUES: tuple[Queue, ...] = (
     Queue.INGEST,
     Queue.EXTRACT,
@@ -82,3 +83,8 @@ PIPELINE_QUEUES: tuple[Queue, ...] = (
     Queue.RESOLVE,
     Queue.MAINTENANCE,
 )
+
+# The embedded index owner's queues, in the order it checks them: a waiting search always goes
+# before the index writes (the owner's worker consumes them with kombu's "priority" queue order,
+# see workers/reliability.py), so a recall never waits behind the ingest backlog.
+INDEX_OWNER_QUEUES: tuple[Queue, ...] = (Queue.SEARCH, Queue.INDEX)

@@ -11,11 +11,18 @@ import time
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_process_init, worker_process_shutdown
+from celery.signals import (
+    celeryd_after_setup,
+    celeryd_init,
+    task_postrun,
+    task_prerun,
+    worker_process_init,
+    worker_process_shutdown,
+)
 
 from shared.settings import get_settings
 from workers.lexicon import apply_lexicon
-from workers.reliability import celery_config
+from workers.reliability import celery_config, queue_order_for
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +46,24 @@ try:  # beat's schedule lives in the top-level module the product design names
     app.conf.beat_schedule = beat_schedule.BEAT_SCHEDULE
 except ImportError:  # pragma: no cover - only when the package is installed without it
     log.warning("beat_schedule module not found; beat will run no periodic task")
+
+
+@celeryd_init.connect
+def _queue_order(conf: Any = None, options: dict[str, Any] | None = None, **_: object) -> None:
+    """Choose the order this worker checks its queues in, from its ``-Q`` (see queue_order_for).
+    Runs before the worker opens its broker connection, which reads the transport options."""
+    queues = (options or {}).get("queues")
+    strategy = queue_order_for(queues)
+    transport = dict(conf.broker_transport_options or {})
+    conf.broker_transport_options = transport | {"queue_order_strategy": strategy}
+
+
+@celeryd_after_setup.connect
+def _say_queue_order(instance: Any = None, conf: Any = None, **_: object) -> None:
+    # Logged here, not in _queue_order: the worker's logging is set up between the two signals.
+    queues = list(instance.app.amqp.queues.consume_from) if instance is not None else []
+    strategy = (conf.broker_transport_options or {}).get("queue_order_strategy") if conf else None
+    log.info("queue order %s: %s", strategy, ", ".join(queues))
 
 
 @worker_process_init.connect

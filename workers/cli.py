@@ -23,12 +23,12 @@ from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES
 from shared.pipeline import EMBEDDING_MODEL_KEY
 from shared.ports import EmbeddingModelMismatch
 from shared.progress import Progress, progress
-from shared.queues import PIPELINE_QUEUES, Queue
+from shared.queues import Queue
 from shared.settings import Settings
 from workers.bench.cli import bench_app
 from workers.local_runtime import Runtime, open_runtime
 from workers.recall_api import recall_for
-from workers.runtime import check_alive, worker_command
+from workers.runtime import check_alive, index_owner_command, worker_command, worker_queues
 
 app = typer.Typer(
     help="cuemem: long-term memory for LLM agents. Without CUEMEM_* service URLs every command runs on "
@@ -546,7 +546,10 @@ def worker(
     concurrency: Annotated[int | None, typer.Option("--concurrency", "-c", min=1)] = None,
     index_owner: Annotated[
         bool,
-        typer.Option("--index-owner", help="Consume only the index queue with one process (embedded index)"),
+        typer.Option(
+            "--index-owner",
+            help="Consume only the search and index queues (searches first) in one process (embedded index)",
+        ),
     ] = False,
     data_dir: DataDir = None,
 ) -> None:
@@ -555,14 +558,9 @@ def worker(
     settings = _settings(data_dir)
     if settings.broker_url:
         if index_owner:
-            cmd = worker_command(
-                "cuemem-index", [Queue.INDEX.value], concurrency=1, pool="solo", loglevel=settings.log_level
-            )
+            cmd = index_owner_command(settings)
         else:
-            default = [q.value for q in PIPELINE_QUEUES] + (
-                [Queue.INDEX.value] if settings.qdrant_url else []
-            )
-            chosen = queues.split(",") if queues else default
+            chosen = queues.split(",") if queues else worker_queues(settings)
             cmd = worker_command(
                 "cuemem-worker",
                 chosen,

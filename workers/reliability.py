@@ -10,20 +10,38 @@ Why each setting:
 - results off except for the index owner's search RPC;
 - unacked-message restore every few seconds, scanning each time, and a short restore mutex:
   kombu's defaults scan only every 100 s and let a SIGKILLed worker's restore mutex block every
-  other worker's restore for 5 minutes, so a killed worker's messages came back minutes late.
+  other worker's restore for 5 minutes, so a killed worker's messages came back minutes late;
+- queues checked in a fixed order by the index owner only (``queue_order_for``): searches first.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from kombu import Queue as KombuQueue
 
-from shared.queues import ROUTES, Queue
+from shared.queues import INDEX_OWNER_QUEUES, ROUTES, Queue
 from shared.settings import Settings
 
 RESTORE_INTERVAL_S = 5  # how often each worker looks for unacked messages past the visibility timeout
 RESTORE_MUTEX_S = 30  # a restore takes milliseconds; a dead holder must not block others for long
+
+
+def queue_order_for(queues: Sequence[str] | str | None) -> str:
+    """Kombu's ``queue_order_strategy`` for a worker consuming ``queues`` (its ``-Q``, in order).
+
+    The Redis transport pops with one ``BRPOP q1 q2 ...``, which takes from the first non-empty
+    key. "round_robin" (kombu's default) moves the queue it just took from to the end of that
+    list; "priority" keeps the list as given, so the first queue always wins. The index owner
+    (exactly ``INDEX_OWNER_QUEUES``: search, then index) gets "priority": a search waits for the
+    index task in hand, never behind the write backlog. Every other worker keeps round robin: a
+    pipeline worker with strict priority would starve its later stages under sustained ingest.
+    """
+    if isinstance(queues, str):
+        queues = queues.split(",")
+    names = [q.strip() for q in queues or () if q.strip()]
+    return "priority" if names == [q.value for q in INDEX_OWNER_QUEUES] else "round_robin"
 
 
 def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:

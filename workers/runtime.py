@@ -1,9 +1,10 @@
 """Worker processes the CLI runs for itself on the embedded default (and that tests start).
 
 Two kinds of worker process:
-- pipeline workers consume every queue except the index queue (prefork pool);
-- exactly one index owner consumes ``cuemem.index`` with the solo pool, because the embedded
-  Qdrant engine allows one owning process. With a Qdrant server (CUEMEM_QDRANT_URL) any worker
+- pipeline workers consume every queue except the index owner's (prefork pool);
+- exactly one index owner consumes ``cuemem.search`` then ``cuemem.index`` with the solo pool,
+  because the embedded Qdrant engine allows one owning process; it checks the search queue first
+  (workers/reliability.py: queue_order_for). With a Qdrant server (CUEMEM_QDRANT_URL) any worker
   may index, and one worker consumes every queue.
 """
 
@@ -19,7 +20,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.queues import PIPELINE_QUEUES, Queue
+from shared.queues import INDEX_OWNER_QUEUES, PIPELINE_QUEUES
 from shared.settings import Settings
 from workers.embedded import settings_env
 
@@ -100,18 +101,34 @@ def start_worker(
     return WorkerProcess(name, process, log_path)
 
 
+def worker_queues(settings: Settings) -> list[str]:
+    """What a general worker consumes: the pipeline's queues, and with a Qdrant server the index
+    owner's too (any worker may then index; searches do not use the broker, but a stray one is
+    still answered)."""
+    queues = [*PIPELINE_QUEUES, *INDEX_OWNER_QUEUES] if settings.qdrant_url else [*PIPELINE_QUEUES]
+    return [q.value for q in queues]
+
+
+def index_owner_command(settings: Settings, name: str = "cuemem-index") -> list[str]:
+    """The embedded index's one owner: searches, then index writes, one process."""
+    queues = [q.value for q in INDEX_OWNER_QUEUES]
+    return worker_command(name, queues, concurrency=1, pool="solo", loglevel=settings.log_level)
+
+
+def start_index_owner(settings: Settings, name: str = "cuemem-index") -> WorkerProcess:
+    return start_worker(settings, name, [q.value for q in INDEX_OWNER_QUEUES], concurrency=1, pool="solo")
+
+
 def start_workers(
     settings: Settings, *, concurrency: int | None = None, prefix: str = "cuemem", beat: bool = False
 ) -> list[WorkerProcess]:
     concurrency = concurrency or settings.worker_concurrency
+    general = start_worker(
+        settings, f"{prefix}-worker", worker_queues(settings), concurrency=concurrency, beat=beat
+    )
     if settings.qdrant_url:
-        queues = [q.value for q in (*PIPELINE_QUEUES, Queue.INDEX)]
-        return [start_worker(settings, f"{prefix}-worker", queues, concurrency=concurrency, beat=beat)]
-    pipeline_queues = [q.value for q in PIPELINE_QUEUES]
-    return [
-        start_worker(settings, f"{prefix}-worker", pipeline_queues, concurrency=concurrency, beat=beat),
-        start_worker(settings, f"{prefix}-index", [Queue.INDEX.value], concurrency=1, pool="solo"),
-    ]
+        return [general]
+    return [general, start_index_owner(settings, f"{prefix}-index")]
 
 
 @contextmanager

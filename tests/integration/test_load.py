@@ -143,7 +143,7 @@ def test_sustained_publishing_with_concurrent_recalls_loses_nothing_and_drains(i
     turns = make_turns(users=users, per_user=PER_USER)
     total = users * PER_USER
     c = build_container(settings)
-    workers = Workers(settings)
+    workers = Workers(settings)  # the index owner serves searches first, as in production
     recalls: Recalls | None = None
     try:
         workers.start_all()

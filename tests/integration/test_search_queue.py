@@ -1,0 +1,130 @@
+"""A search waits for the index owner's task in hand, never behind its write backlog (issue 8).
+
+The index owner consumes ``cuemem.search`` then ``cuemem.index`` and checks the search queue
+first. A real owner process (the production command) is started on a broker holding a backlog of
+index writes plus searches sent through ``RemoteSearchIndex``; the test asserts on the order the
+owner took its messages in (its log) and on what the index queue still holds when a search has
+been answered, never on time.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+import redis
+from celery import Celery
+
+from shared.ports import IndexHit, IndexPoint
+from shared.queues import ROUTES, Queue, TaskName
+from shared.settings import Settings
+from tests.conftest import wait_until
+from workers.embedders import build_embedder
+from workers.index.edge import EdgeVectorIndex
+from workers.index.remote import RemoteSearchIndex
+from workers.runtime import WorkerProcess, check_alive, start_index_owner
+
+pytestmark = pytest.mark.integration
+
+TENANT, USER = "t1", "alice"
+BACKLOG = 400  # memory.sync_index messages for users without memories: cheap, but each one real
+SEARCHES = 3  # waiting before the owner starts
+TIMEOUT_S = 120  # only so that a broken owner fails the test instead of hanging it
+RECEIVED = re.compile(r"Task (memory\.[a-z_]+)\[[0-9a-f-]+\] received")
+
+
+def _seed(settings: Settings) -> tuple[list[float], list[str]]:
+    """Two points for alice, written by this process before the owner exists (then let go)."""
+    embedder = build_embedder(settings)
+    vectors = embedder.embed_passages(["I prefer green tea over coffee", "I live in Berlin"])
+    ids = ["00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000002"]
+    index = EdgeVectorIndex(settings.resolved_data_dir / "qdrant")
+    try:
+        index.ensure(embedder.dim, embedder.model_name)
+        index.upsert(
+            [
+                IndexPoint(pid, TENANT, USER, vec, {"status": "active", "type": "preference"})
+                for pid, vec in zip(ids, vectors, strict=True)
+            ]
+        )
+    finally:
+        index.close()
+    return list(vectors[0]), ids
+
+
+def _received(owner: WorkerProcess) -> list[str]:
+    """The task names in the order the owner took them off the broker."""
+    return RECEIVED.findall(owner.log_path.read_text(errors="replace"))
+
+
+class _Search(threading.Thread):
+    def __init__(self, remote: RemoteSearchIndex, vector: list[float]) -> None:
+        super().__init__(daemon=True)
+        self.remote, self.vector = remote, vector
+        self.hits: list[IndexHit] | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.hits = self.remote.search(TENANT, USER, self.vector, 2)
+        except BaseException as exc:  # surfaced by the test
+            self.error = exc
+
+
+def test_searches_are_answered_ahead_of_the_index_backlog(it_settings: Settings) -> None:
+    settings = it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 64})
+    broker = settings.broker_url
+    assert broker is not None
+    vector, seeded = _seed(settings)
+    app = Celery("test-producer", broker=broker, backend=broker, set_as_current=False)
+    app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
+    remote = RemoteSearchIndex(app, timeout_s=TIMEOUT_S)
+    r = redis.Redis.from_url(broker)
+    owner: WorkerProcess | None = None
+    try:
+        with app.producer_or_acquire() as producer:
+            for i in range(BACKLOG):
+                app.send_task(
+                    TaskName.SYNC_INDEX.value,
+                    args=[TENANT, f"nobody-{i}"],
+                    queue=ROUTES[TaskName.SYNC_INDEX].value,
+                    producer=producer,
+                )
+        searches = [_Search(remote, vector) for _ in range(SEARCHES)]
+        for s in searches:
+            s.start()
+        assert wait_until(lambda: r.llen(Queue.SEARCH.value) == SEARCHES, TIMEOUT_S)
+        assert r.llen(Queue.INDEX.value) == BACKLOG  # nothing consumes either queue yet
+
+        owner = start_index_owner(settings)
+        for s in searches:
+            s.join(TIMEOUT_S)
+        left = r.llen(Queue.INDEX.value)
+        check_alive([owner])
+        for s in searches:
+            assert s.error is None, s.error
+            assert s.hits is not None and [h.id for h in s.hits] == seeded
+        # Answered while the index queue still holds most of its backlog (FIFO behind the writes,
+        # as before the search queue, it would hold none).
+        assert left >= BACKLOG // 2, (
+            f"{left} of {BACKLOG} index messages left when the searches were answered"
+        )
+        # Strict order: every waiting search before the first index message (round robin would
+        # have alternated search, index, search, ...).
+        assert _received(owner)[:SEARCHES] == [TaskName.SEARCH.value] * SEARCHES, _received(owner)[:10]
+
+        log = owner.log_path.read_text(errors="replace")
+        assert "queue order priority: cuemem.search, cuemem.index" in log
+
+        # A search sent while the owner is working through the backlog waits only for the task in hand.
+        assert wait_until(lambda: r.llen(Queue.INDEX.value) <= BACKLOG - 20, TIMEOUT_S)
+        hits = remote.search(TENANT, USER, vector, 2)
+        assert [h.id for h in hits] == seeded
+        assert r.llen(Queue.INDEX.value) > 0, "the search waited behind the whole index backlog"
+    finally:
+        if owner is not None:
+            owner.stop(timeout=20)
+        r.delete(Queue.INDEX.value, Queue.SEARCH.value)
+        r.close()
+        app.close()
