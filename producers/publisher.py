@@ -26,7 +26,14 @@ from kombu.exceptions import OperationalError
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from shared import keys
-from shared.events import EventLimits, FieldError, InvalidEvent, TurnPublished, validate_turn
+from shared.events import (
+    EventLimits,
+    FieldError,
+    InvalidEvent,
+    TurnPublished,
+    record_message,
+    validate_turn,
+)
 from shared.queues import ROUTES, TaskName
 from shared.settings import Settings, get_settings
 
@@ -169,8 +176,9 @@ class Publisher:
         data = dict(raw)
         data.setdefault("tenant_id", self.tenant_id)
         event = validate_turn(data, self.limits, require_seq=False)
-        event = replace(event, seq=self._assign_seq(event, data.get("seq")))
-        self._send(event)
+        explicit = data.get("seq")
+        event = replace(event, seq=self._assign_seq(event, explicit))
+        self._send(event, seq_assigned=explicit is None)
         return Published(event.event_id, event.seq, event.session_id, event.user_id)
 
     def publish_batch(self, turns: Iterable[Mapping[str, Any]]) -> BatchResult:
@@ -235,7 +243,7 @@ class Publisher:
         except _BROKER_ERRORS:
             log.warning("could not drop %s from the publish ledger; the sweep may record it", member)
 
-    def _send(self, event: TurnPublished) -> None:
+    def _send(self, event: TurnPublished, *, seq_assigned: bool) -> None:
         started = time.perf_counter()
         member = keys.ledger_member(event.tenant_id, event.event_id)
         try:
@@ -246,7 +254,9 @@ class Publisher:
                 reraise=True,
             ):
                 with attempt:
-                    message = event.to_message()
+                    # Marked when the counter chose the seq: should Redis lose the counter's last
+                    # increments in a crash, the recorder renumbers a clash instead of rejecting it.
+                    message = record_message(event, seq_assigned=seq_assigned)
                     self._note_unrecorded(member, message)
                     # Celery's own publish retry is off so that tenacity is the one retry policy.
                     self._app.send_task(

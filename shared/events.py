@@ -91,6 +91,30 @@ class TurnPublished:
         }
 
 
+# The record message (what ``memory.record`` receives and the publish ledger keeps) is the turn's
+# fields plus ``"seq_assigned": true`` when the producer's counter chose the seq (the app gave
+# none). Apps cannot send it (validate_turn refuses unknown fields). It tells the recorder that a
+# clash on that seq means the counter fell back (Redis lost its last writes in a crash), not that
+# the app reused a seq: such a turn is renumbered instead of rejected (docs/RELIABILITY.md).
+SEQ_ASSIGNED = "seq_assigned"
+
+
+def record_message(event: TurnPublished, *, seq_assigned: bool) -> dict[str, Any]:
+    message = event.to_message()
+    if seq_assigned:
+        message[SEQ_ASSIGNED] = True
+    return message
+
+
+def split_record_message(message: Any) -> tuple[Any, bool]:
+    """The turn's fields of a record message, and whether the producer's counter chose its seq.
+    Anything but a mapping holding exactly ``True`` there counts as an app's seq (kept strict)."""
+    if isinstance(message, Mapping) and SEQ_ASSIGNED in message:
+        turn = {k: v for k, v in message.items() if k != SEQ_ASSIGNED}
+        return turn, message[SEQ_ASSIGNED] is True
+    return message, False
+
+
 def content_hash(role: str, content: str) -> str:
     return hashlib.sha256(f"{role}\n{content}".encode()).hexdigest()
 

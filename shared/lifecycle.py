@@ -24,7 +24,7 @@ from shared.consolidation import Group
 from shared.maintenance import consolidate, recompute_scores
 from shared.models import HISTORICAL_STATUSES, EventStage, Memory, MemoryStatus, is_redacted, turn_point_id
 from shared.pipeline import memory_point, sync_user_index, turn_payload, turn_point
-from shared.ports import Embedder, VectorIndex
+from shared.ports import Embedder, LossAwareIndex, VectorIndex
 from shared.scoring import DecayPolicy, score
 from shared.settings import Settings
 from shared.unit_of_work import HistoryEntry, StatusChange, UnitOfWork
@@ -328,6 +328,7 @@ def reconcile(
     Given ``turn_index`` (the conversation log), ``reconcile_turns`` runs too and its ``turns_*``
     counts join the report."""
     totals = {"users": 0, "points": 0, **dict.fromkeys(DRIFT_KEYS, 0)}
+    lost = _loss_of(index)
     after: tuple[str, str] | None = None
     while True:
         with uow_factory() as uow:
@@ -343,6 +344,7 @@ def reconcile(
                 totals[key] += value
         after = users[-1]
     totals["points"] = index.count()
+    _rebuilt(index, lost, model_name, dim)
     if turn_index is not None:
         totals.update(reconcile_turns(uow_factory, turn_index, model_name, dim, users_per_page))
     log.info("reconciliation: %s", totals)
@@ -441,6 +443,7 @@ def reconcile_turns(
     """``reconcile_turns_user`` for every user with recorded turns, one transaction per user.
     Returns ``turns_users``, ``turns_points`` (the index's size) and the ``TURN_DRIFT_KEYS``."""
     totals = {"turns_users": 0, "turns_points": 0, **dict.fromkeys(TURN_DRIFT_KEYS, 0)}
+    lost = _loss_of(turn_index)
     after: tuple[str, str] | None = None
     while True:
         with uow_factory() as uow:
@@ -456,8 +459,23 @@ def reconcile_turns(
                 totals[key] += value
         after = users[-1]
     totals["turns_points"] = turn_index.count()
+    _rebuilt(turn_index, lost, model_name, dim)
     log.info("turn index reconciliation: %s", totals)
     return totals
+
+
+def _loss_of(index: VectorIndex) -> str | None:
+    """A loss the index noted (its files vanished), read before a reconciliation starts."""
+    return index.lost() if isinstance(index, LossAwareIndex) else None
+
+
+def _rebuilt(index: VectorIndex, lost: str | None, model_name: str, dim: int) -> None:
+    """Every user Postgres has points for was reconciled since ``lost`` was noted: the index holds
+    what Postgres holds again, and its searches may answer. ``ensure`` first: with nothing to
+    restore, no write has created the (empty, and so whole) index yet."""
+    if lost is not None and isinstance(index, LossAwareIndex):
+        index.ensure(dim, model_name)
+        index.mark_rebuilt(lost)
 
 
 def _close(payload_score: object, row_score: float, tolerance: float) -> bool:

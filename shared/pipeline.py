@@ -16,7 +16,14 @@ from typing import Any
 
 from shared.conflicts import NEAR_DUPLICATE, SIMILAR, Judge, Strategy, apply, compatible, cosine, order_key
 from shared.cues import cues_for_memory, entities, lexicon_tags
-from shared.events import EventLimits, FieldError, InvalidEvent, TurnPublished, validate_turn
+from shared.events import (
+    EventLimits,
+    FieldError,
+    InvalidEvent,
+    TurnPublished,
+    split_record_message,
+    validate_turn,
+)
 from shared.extraction import extract
 from shared.models import (
     EventStage,
@@ -30,7 +37,14 @@ from shared.models import (
     memory_id,
     turn_point_id,
 )
-from shared.ports import Embedder, EmbeddingModelMismatch, IndexPoint, PublishLedger, VectorIndex
+from shared.ports import (
+    Embedder,
+    EmbeddingModelMismatch,
+    IndexPoint,
+    PublishLedger,
+    SeqCounter,
+    VectorIndex,
+)
 from shared.queues import TaskName
 from shared.sparse import sparse_document
 from shared.unit_of_work import FollowUp, HistoryEntry, Receipt, UnitOfWork
@@ -55,6 +69,13 @@ class EventVanished(LookupError):
     """A stage message names an event that is not in the log (never recorded, or a foreign id)."""
 
 
+class SeqContended(RuntimeError):
+    """A renumbered turn found every new seq it drew taken (transient: the next try draws anew)."""
+
+
+RENUMBER_ATTEMPTS = 5
+
+
 def next_step(event_id: str, stage: str) -> list[FollowUp]:
     task = _NEXT.get(EventStage(stage))
     return [FollowUp(task.value, (event_id,))] if task else []
@@ -70,8 +91,16 @@ def _load(uow: UnitOfWork, event_id: str) -> tuple[TurnPublished, EventStage]:
 # --- record -----------------------------------------------------------------------------------
 
 
-def record_event(uow: UnitOfWork, message: Mapping[str, Any], limits: EventLimits) -> list[FollowUp]:
-    """Validate and record one published turn exactly once (the inbox is keyed by event id)."""
+def record_event(
+    uow: UnitOfWork, message: Mapping[str, Any], limits: EventLimits, counter: SeqCounter | None = None
+) -> list[FollowUp]:
+    """Validate and record one published turn exactly once (the inbox is keyed by event id).
+
+    A seq the app chose is strict: a clash with another turn is rejected with the reason. A seq
+    the producer's counter chose (``SEQ_ASSIGNED``) that clashes means the counter fell back
+    (Redis lost its last increments in a crash); given ``counter``, the turn is renumbered past
+    the conversation's last recorded seq instead of being lost (``_renumber``)."""
+    message, seq_assigned = split_record_message(message)
     raw_id = message.get("event_id") if isinstance(message, Mapping) else None
     try:
         event = validate_turn(message, limits)
@@ -118,6 +147,14 @@ def record_event(uow: UnitOfWork, message: Mapping[str, Any], limits: EventLimit
         return next_step(event.event_id, EventStage.RECORDED.value)
 
     slot = uow.events.at_seq(event.tenant_id, event.user_id, event.session_id, event.seq)
+    if (
+        seq_assigned
+        and counter is not None
+        and slot is not None
+        and slot.event.event_id != event.event_id
+        and uow.events.get(event.event_id) is None
+    ):
+        return _renumber(uow, event, slot.event.event_id, counter)
     if slot is not None and slot.event.content_hash == event.content_hash:
         uow.receipts.add_if_absent(
             Receipt(
@@ -149,6 +186,35 @@ def record_event(uow: UnitOfWork, message: Mapping[str, Any], limits: EventLimit
     )
     log.warning("event %s rejected: %s", event.event_id, reason)
     return []
+
+
+def _renumber(uow: UnitOfWork, event: TurnPublished, holder: str, counter: SeqCounter) -> list[FollowUp]:
+    """Record a turn whose counter-assigned seq another turn holds under a new seq, above every
+    recorded seq of the conversation and above the counter, which moves past it (so the turns
+    published next are not handed taken seqs either). The receipt says what happened.
+
+    The turn was published after the holder was given the seq, but turns published right after
+    it may be recorded before it and so come first in the timeline: after a Redis crash the order
+    of the few turns around it is not guaranteed (docs/RELIABILITY.md, "Ordering")."""
+    tenant, user, session = event.conversation
+    floor = uow.events.max_seq(tenant, user, session)
+    for _ in range(RENUMBER_ATTEMPTS):
+        seq = counter.next_after(tenant, user, session, floor)
+        moved = replace(event, seq=seq)
+        if uow.events.insert_if_absent(moved, EventStage.RECORDED.value):
+            reason = (
+                f"renumbered from seq {event.seq} to {seq}: event {holder} already holds seq {event.seq} "
+                "of this conversation, which the seq counter handed out again (it lost increments, as "
+                "in a Redis crash)"
+            )
+            uow.receipts.add_if_absent(Receipt(event.event_id, tenant, user, "accepted", reason=reason))
+            log.warning("event %s %s", event.event_id, reason)
+            return next_step(event.event_id, EventStage.RECORDED.value)
+        # Taken meanwhile (a turn handed that seq before the crash, recorded just now): go higher.
+        floor = max(floor, seq)
+    raise SeqContended(
+        f"event {event.event_id}: {RENUMBER_ATTEMPTS} new seqs for {user}/{session} were all taken"
+    )
 
 
 def _safe_payload(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 
 class SparseTerms(NamedTuple):
@@ -102,6 +102,29 @@ class PublishLedger(Protocol):
     def backlog(self) -> int:
         """Messages waiting in the pipeline queues; a sweep waits while there is a backlog, since
         a queued message is late, not lost."""
+
+
+@runtime_checkable
+class LossAwareIndex(Protocol):
+    """An index that can lose its files under the process holding it (the embedded engine) and
+    remembers the loss until a reconciliation has rebuilt it from Postgres. Meanwhile its searches
+    raise IndexUnavailable, since a partial index would answer "no such memory" for what it lost.
+    ``shared.lifecycle.reconcile`` uses it when the index offers it."""
+
+    def lost(self) -> str | None:
+        """The note of a loss not repaired yet (when and what), or None when the index is whole."""
+
+    def mark_rebuilt(self, lost: str) -> bool:
+        """A reconciliation that began after ``lost`` was noted ran to its end: clear the note,
+        unless another loss was noted since. Returns whether it cleared."""
+
+
+class SeqCounter(Protocol):
+    """The per-conversation seq counters the producer draws from (Redis, ``shared.keys.seq_key``)."""
+
+    def next_after(self, tenant_id: str, user_id: str, session_id: str, floor: int) -> int:
+        """A new seq for the conversation above both its counter and ``floor``; the counter moves to
+        it, so no producer is handed it again."""
 
 
 class VectorIndex(Protocol):

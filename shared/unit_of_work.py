@@ -55,6 +55,9 @@ class EventRepository(Protocol):
 
     def at_seq(self, tenant_id: str, user_id: str, session_id: str, seq: int) -> StoredEvent | None: ...
 
+    def max_seq(self, tenant_id: str, user_id: str, session_id: str) -> int:
+        """The conversation's highest recorded seq (0 when it has none)."""
+
     def set_stage(
         self, event_id: str, stage: str, *, importance: float | None = None, reasons: Sequence[str] = ()
     ) -> None: ...

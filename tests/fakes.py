@@ -57,6 +57,14 @@ class FakeEventRepository:
                 return StoredEvent(e, row["stage"], row["importance"])
         return None
 
+    def max_seq(self, tenant_id: str, user_id: str, session_id: str) -> int:
+        seqs = [
+            r["event"].seq
+            for r in self.s.events.values()
+            if r["event"].conversation == (tenant_id, user_id, session_id)
+        ]
+        return max(seqs, default=0)
+
     def set_stage(
         self, event_id: str, stage: str, *, importance: float | None = None, reasons: Sequence[str] = ()
     ) -> None:
@@ -305,7 +313,9 @@ class FakeMemoryRepository:
         counts = {c: sum(1 for m in mine if c in m.cues) for c in cues}
         return len(mine), {c: n for c, n in counts.items() if n}
 
-    def in_window(self, tenant_id, user_id, start, end, statuses, limit, with_embedding=False) -> list[Memory]:
+    def in_window(
+        self, tenant_id, user_id, start, end, statuses, limit, with_embedding=False
+    ) -> list[Memory]:
         allowed = set(statuses)
         found = [
             m

@@ -20,7 +20,7 @@ from shared.lifecycle import LifecyclePolicy, policy_from
 from shared.llm import LLM
 from shared.llm_paths import extract_with_llm, llm_judge
 from shared.models import Extraction, MemoryType
-from shared.ports import Embedder, PublishLedger, Reranker, VectorIndex
+from shared.ports import Embedder, PublishLedger, Reranker, SeqCounter, VectorIndex
 from shared.queues import ROUTES, IndexKind, TaskName
 from shared.settings import Settings, get_settings
 from shared.unit_of_work import FollowUp, UnitOfWork
@@ -45,6 +45,7 @@ class Container:
     _index: VectorIndex | None = None
     _turn_index: VectorIndex | None = None
     _ledger: PublishLedger | None = None
+    _seq_counter: SeqCounter | None = None
     _working_memory: Any = None
     _dispatch: Callable[[Sequence[FollowUp]], None] | None = None
     _llm: Any = _UNSET
@@ -67,7 +68,7 @@ class Container:
     @property
     def index(self) -> VectorIndex:
         if self._index is None:
-            self._index = build_index(self.settings)
+            self._index = build_index(self.settings, on_lost=self._reconcile_soon)
             self._closers.append(self._index.close)
         return self._index
 
@@ -77,9 +78,19 @@ class Container:
         if not self.settings.index_turns:
             return None
         if self._turn_index is None:
-            self._turn_index = build_index(self.settings, IndexKind.TURNS)
+            self._turn_index = build_index(self.settings, IndexKind.TURNS, on_lost=self._reconcile_soon)
             self._closers.append(self._turn_index.close)
         return self._turn_index
+
+    def _reconcile_soon(self, lost: str) -> None:
+        """The embedded index lost its files under this process (``workers/index/edge.py``): ask
+        for a reconciliation now rather than at beat's next one (every 6 h); until it ran, recall
+        goes without the vector search and says so. Sent outside any unit of work on purpose: it
+        repairs from whatever Postgres holds when it runs, and an extra one finds nothing to do."""
+        if not self.settings.broker_url:
+            return  # no worker to send it to: `cuemem maintain` or `cuemem reindex` repairs it
+        self.dispatch([FollowUp(TaskName.RECONCILE.value, ())])
+        log.warning("asked for a reconciliation of the index: %s", lost)
 
     @property
     def llm(self) -> LLM | None:
@@ -164,6 +175,21 @@ class Container:
             self._ledger = RedisPublishLedger(client, broker)
         return self._ledger
 
+    @property
+    def seq_counter(self) -> SeqCounter | None:
+        """The producer's per-conversation seq counters in Redis, or None when no Redis is set."""
+        if self._seq_counter is None:
+            url = self.settings.effective_redis_url
+            if url is None:
+                return None
+            from workers.redis_url import connect
+            from workers.seq_counter import RedisSeqCounter
+
+            client = connect(url)
+            self._closers.append(client.close)
+            self._seq_counter = RedisSeqCounter(client)
+        return self._seq_counter
+
     def search_index(self) -> VectorIndex:
         """The index for searching from a process that is not the index worker (CLI, apps)."""
         if self.settings.qdrant_url or self._index is not None:
@@ -221,10 +247,16 @@ class Container:
         self._turn_index = None
         self._working_memory = None
         self._ledger = None
+        self._seq_counter = None
 
 
-def build_index(settings: Settings, kind: IndexKind = IndexKind.MEMORIES) -> VectorIndex:
-    """The memory index, or the conversation-log (turn) index: same engine, its own collection."""
+def build_index(
+    settings: Settings,
+    kind: IndexKind = IndexKind.MEMORIES,
+    on_lost: Callable[[str], None] | None = None,
+) -> VectorIndex:
+    """The memory index, or the conversation-log (turn) index: same engine, its own collection.
+    ``on_lost``: called when the embedded index notices its files vanished under it."""
     if settings.qdrant_url:
         from workers.index.server import QdrantServerIndex
 
@@ -235,7 +267,7 @@ def build_index(settings: Settings, kind: IndexKind = IndexKind.MEMORIES) -> Vec
         return QdrantServerIndex.from_url(settings.qdrant_url, api_key, collection)
     from workers.index.edge import EdgeVectorIndex
 
-    return EdgeVectorIndex(settings.resolved_data_dir / _EDGE_DIRS[kind])
+    return EdgeVectorIndex(settings.resolved_data_dir / _EDGE_DIRS[kind], on_lost=on_lost)
 
 
 _EDGE_DIRS = {IndexKind.MEMORIES: "qdrant", IndexKind.TURNS: "qdrant-turns"}

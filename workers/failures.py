@@ -14,11 +14,12 @@ import logging
 from typing import Any
 
 import redis
+from kombu.exceptions import OperationalError as BrokerUnreachable
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from shared import keys
 from shared.events import InvalidEvent
-from shared.pipeline import EventVanished
+from shared.pipeline import EventVanished, SeqContended
 from shared.ports import EmbeddingModelMismatch, IndexUnavailable
 from shared.unit_of_work import DeadLetter
 from workers.embedders import EmbeddingError
@@ -29,10 +30,14 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     OperationalError,
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
+    # kombu's wrapper when a task's follow-up cannot be sent (the broker is restarting): the
+    # task's own work has committed; a retry redoes it idempotently and sends the follow-up.
+    BrokerUnreachable,
     IndexUnavailable,
     ConnectionError,
     TimeoutError,
     EmbeddingError,  # only transient ones reach Celery: run_unit turns the others permanent
+    SeqContended,
 )
 
 

@@ -102,7 +102,7 @@ def run_unit(name: str, key: str, work: Callable[[UnitOfWork], list[FollowUp]]) 
 def record(self: Task, message: dict[str, Any]) -> None:
     c = container()
     key = str(message.get("event_id")) if isinstance(message, dict) else "?"
-    run_unit(self.name, key, lambda uow: pipeline.record_event(uow, message, c.limits))
+    run_unit(self.name, key, lambda uow: pipeline.record_event(uow, message, c.limits, c.seq_counter))
     settle_published(c, message)
 
 

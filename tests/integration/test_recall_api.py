@@ -62,7 +62,8 @@ def test_recall_for_and_memory_tools_end_to_end(it_settings, start_workers):
         assert en["stage"] == "deterministic"
         assert en["items"][0]["content"] == "I prefer green tea over coffee"
         # Groups come in their fixed order (profile first), so the preferences block need not lead.
-        assert "[Long-term memory - preferences]\n- I prefer green tea over coffee (2026-11-01)" in en["prompt"]
+        preferences = "[Long-term memory - preferences]\n- I prefer green tea over coffee (2026-11-01)"
+        assert preferences in en["prompt"]
         assert "[长期记忆" not in en["prompt"]
 
         # Vector stage, several types: groups in their fixed order, profile before preferences.

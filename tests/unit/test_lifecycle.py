@@ -442,3 +442,80 @@ def test_policy_rejects_bad_values():
     with pytest.raises(ValueError, match="archive_threshold"):
         LifecyclePolicy(archive_threshold=-1)
     assert DecayPolicy.configured({"task": 0.95}).gamma[MemoryType.TASK] == 0.95
+
+
+# --- an index that lost its files (the embedded engine notes it; see workers/index/edge.py) ----
+
+
+class LosingIndex(FakeVectorIndex):
+    """A fake index that remembers a loss, as the embedded adapter does (``LossAwareIndex``);
+    ``lose_again_on`` notes a second loss while a reconciliation reads that user's points."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.note: str | None = None
+        self.cleared: list[str] = []
+        self.lose_again_on: str | None = None
+
+    def lose_everything(self, note: str) -> None:
+        self.reset(16, "hash-v1-16")
+        self.note = note
+
+    def lost(self) -> str | None:
+        return self.note
+
+    def mark_rebuilt(self, lost: str) -> bool:
+        if lost != self.note:
+            return False
+        self.note = None
+        self.cleared.append(lost)
+        return True
+
+    def payloads(self, tenant_id: str, user_id: str) -> dict[str, dict]:
+        if user_id == self.lose_again_on:
+            self.note = "a second loss, during the reconciliation"
+        return super().payloads(tenant_id, user_id)
+
+
+def test_reconciliation_restores_a_lost_index_then_clears_its_note():
+    w = World()
+    w.index = LosingIndex()
+    memories = [w.add(f"memory {i} about port {8000 + i}") for i in range(3)]
+    w.add("bob's memory", user="u2")
+    w.index.lose_everything("the files vanished")
+    stats = w.reconcile()
+    assert stats["missing"] == 4
+    w.agree()
+    w.agree("u2")
+    assert w.index.note is None and w.index.cleared == ["the files vanished"]
+    assert w.index.ids("default", "u1") == {m.id for m in memories}
+    assert w.reconcile()["missing"] == 0 and w.index.cleared == ["the files vanished"]
+
+
+def test_a_loss_noted_while_reconciliation_ran_is_not_cleared_by_it():
+    w = World()
+    w.index = LosingIndex()
+    w.add("a fact about port 9443")
+    w.add("bob's memory", user="u2")
+    w.index.lose_everything("the first loss")
+    w.index.lose_again_on = "u2"
+    w.reconcile()
+    assert w.index.note == "a second loss, during the reconciliation" and w.index.cleared == []
+    w.index.lose_again_on = None
+    w.reconcile()  # the next one, from start to end after the second note, clears it
+    assert w.index.note is None and w.index.cleared == ["a second loss, during the reconciliation"]
+
+
+def test_an_index_without_loss_notes_is_reconciled_as_before():
+    w = World()  # FakeVectorIndex has neither lost() nor mark_rebuilt(): nothing to clear
+    w.add("a fact about port 9443")
+    w.index.delete("default", "u1", list(w.index.ids("default", "u1")))
+    assert w.reconcile()["missing"] == 1
+
+
+def test_a_lost_index_with_nothing_to_restore_is_whole_after_reconciliation():
+    w = World()  # no memory at all: the reconciliation writes nothing
+    w.index = LosingIndex()
+    w.index.note = "the files vanished"
+    w.reconcile()
+    assert w.index.note is None and w.index.cleared == ["the files vanished"]

@@ -6,7 +6,7 @@ import pytest
 
 from shared import maintenance, pipeline
 from shared.conflicts import judge_by_rules
-from shared.events import EventLimits, InvalidEvent
+from shared.events import SEQ_ASSIGNED, EventLimits, InvalidEvent, validate_turn
 from shared.models import MemoryStatus
 from shared.ports import EmbeddingModelMismatch
 from shared.queues import TaskName
@@ -128,6 +128,105 @@ def test_same_seq_different_content_is_rejected_with_reason():
     assert receipt.outcome == "rejected"
     assert "seq 1 of conversation u1/s1 already holds different content (event e-u1-s1-1)" in receipt.reason
     assert h.state.events["e-u1-s1-1"]["event"].content == "我不吃香菜"
+
+
+class FakeSeqCounter:
+    """The producer's counters (Redis in production): ``next_after`` as the Lua script does it."""
+
+    def __init__(self, **counters: int):
+        self.counters = dict(counters)  # session id -> counter (tenant "default", user "u1")
+        self.calls: list[tuple[str, int]] = []
+
+    def next_after(self, tenant_id, user_id, session_id, floor):
+        seq = max(self.counters.get(session_id, 0), floor) + 1
+        self.counters[session_id] = seq
+        self.calls.append((session_id, floor))
+        return seq
+
+
+def assigned(seq, content, **kw):
+    """A record message whose seq the producer's counter chose (the app gave none)."""
+    return {**turn(seq, content, **kw), SEQ_ASSIGNED: True}
+
+
+def record(h, message, counter):
+    with h.store.uow() as uow:
+        out = pipeline.record_event(uow, message, LIMITS, counter)
+        uow.commit()
+    return out
+
+
+def test_a_counter_assigned_seq_already_taken_is_renumbered_past_the_conversation():
+    # Redis lost the counter's last increments: seqs 1-3 are recorded, the counter says 1, and
+    # the next turn is handed seq 2 again. It must be recorded, not rejected.
+    h = Harness()
+    for seq, text in enumerate(["我不吃香菜", "生产环境部署端口是8443", "好的"], start=1):
+        h.drain(assigned(seq, text))
+    counter = FakeSeqCounter(s1=1)
+    out = record(h, assigned(2, "测试环境端口是8080", event_id="late"), counter)
+    stored = h.state.events["late"]["event"]
+    assert stored.seq == 4 and counter.calls == [("s1", 3)] and counter.counters["s1"] == 4
+    receipt = h.state.receipts["late"]
+    assert receipt.outcome == "accepted"
+    assert receipt.reason.startswith("renumbered from seq 2 to 4: event e-u1-s1-2 already holds seq 2")
+    assert [(f.task, f.args) for f in out] == [("memory.extract", ("late",))]
+    assert h.state.events["e-u1-s1-2"]["event"].content == "生产环境部署端口是8443"
+    # Delivered again (a redelivery, the stalled sweep): the next step again, as for any recorded
+    # turn, and nothing else: no second seq is drawn.
+    assert record(h, assigned(2, "测试环境端口是8080", event_id="late"), counter) == out
+    assert counter.calls == [("s1", 3)] and h.state.events["late"]["event"].seq == 4
+
+
+def test_a_renumbered_turn_goes_above_the_counter_when_it_is_ahead_of_postgres():
+    # Turns handed seqs 5 and 6 are still on their way: the counter (6) is ahead of Postgres (3).
+    h = Harness()
+    for seq in (1, 2, 3):
+        h.drain(assigned(seq, f"第{seq}步"))
+    counter = FakeSeqCounter(s1=6)
+    record(h, assigned(3, "same slot, same text is still a new turn", event_id="x"), counter)
+    assert h.state.events["x"]["event"].seq == 7 and counter.counters["s1"] == 7
+
+
+def test_a_counter_assigned_seq_on_a_slot_of_the_same_text_is_a_new_turn_not_a_duplicate():
+    # Two "好的" in a row are two turns; only an app's own seq can name the same turn twice.
+    h = Harness()
+    h.drain(assigned(1, "好的"))
+    record(h, assigned(1, "好的", event_id="again"), FakeSeqCounter(s1=0))
+    assert h.state.receipts["again"].outcome == "accepted"
+    assert h.state.events["again"]["event"].seq == 2
+
+
+def test_an_app_supplied_seq_already_taken_stays_rejected_even_with_a_counter():
+    h = Harness()
+    h.drain(turn(1, "我不吃香菜"))
+    counter = FakeSeqCounter(s1=0)
+    record(h, turn(1, "我爱吃香菜", event_id="clash"), counter)
+    record(h, {**turn(1, "我爱吃", event_id="odd"), SEQ_ASSIGNED: "yes"}, counter)  # only True counts
+    assert h.state.receipts["clash"].outcome == "rejected"
+    assert h.state.receipts["odd"].outcome == "rejected"
+    assert counter.calls == [] and len(h.state.events) == 1
+
+
+def test_renumbering_gives_up_for_now_when_every_new_seq_is_taken():
+    class Stuck(FakeSeqCounter):
+        def next_after(self, tenant_id, user_id, session_id, floor):
+            super().next_after(tenant_id, user_id, session_id, floor)
+            return 1  # always a taken seq (a broken counter): the task retries later
+
+    h = Harness()
+    h.drain(assigned(1, "我不吃香菜"))
+    with pytest.raises(pipeline.SeqContended, match="5 new seqs for u1/s1 were all taken"):
+        record(h, assigned(1, "生产环境部署端口是8443", event_id="y"), Stuck())
+    assert "y" not in h.state.events and "y" not in h.state.receipts
+
+
+def test_the_seq_assigned_mark_is_not_a_field_of_the_turn():
+    h = Harness()
+    h.drain(assigned(1, "我不吃香菜"))
+    assert h.state.receipts["e-u1-s1-1"].outcome == "accepted"
+    assert "seq_assigned" not in h.state.events["e-u1-s1-1"]["event"].to_message()
+    with pytest.raises(InvalidEvent, match="seq_assigned: is not a known field"):
+        validate_turn({**turn(1, "x"), SEQ_ASSIGNED: True})
 
 
 def test_invalid_message_gets_a_rejected_receipt():

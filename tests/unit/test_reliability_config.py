@@ -25,3 +25,14 @@ def test_a_visibility_timeout_shorter_than_a_task_is_refused_naming_the_setting(
         celery_config(
             Settings(visibility_timeout_s=20, task_time_limit_s=30, retry_backoff_max_s=10), "redis://x"
         )
+
+
+def test_a_follow_up_the_broker_cannot_take_is_an_outage_not_a_poison_message():
+    # Found by the long Redis-restart run: memory.index committed its work, then sending its
+    # follow-up raised kombu's OperationalError while Redis was down, and the task was parked.
+    from kombu.exceptions import OperationalError as BrokerUnreachable
+
+    from workers.failures import PERMANENT_ERRORS, TRANSIENT_ERRORS
+
+    exc = BrokerUnreachable("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+    assert isinstance(exc, TRANSIENT_ERRORS) and not isinstance(exc, PERMANENT_ERRORS)

@@ -53,7 +53,7 @@ def test_vector_search_sends_no_mode() -> None:
     hits = RemoteSearchIndex(app).search("t1", "alice", [0.5, 1], 3)  # type: ignore[arg-type]
 
     assert app.sent == [
-        (TaskName.SEARCH.value, ["t1", "alice", [0.5, 1.0], 3, ["active"]], Queue.INDEX.value)
+        (TaskName.SEARCH.value, ["t1", "alice", [0.5, 1.0], 3, ["active"]], Queue.SEARCH.value)
     ]
     assert hits == [IndexHit(ROW["id"], 1.5, {"status": "active"})]  # type: ignore[arg-type]
 
@@ -68,7 +68,7 @@ def test_keyword_search_sends_terms_and_mode() -> None:
         (
             TaskName.SEARCH.value,
             ["t1", "alice", [[3, 7], [2.0, 1.0]], 3, ["active", "superseded"], SearchMode.KEYWORDS.value],
-            Queue.INDEX.value,
+            Queue.SEARCH.value,
         )
     ]
     assert [h.id for h in hits] == [ROW["id"]]
@@ -151,3 +151,19 @@ def test_round_trip_through_the_search_task() -> None:
     assert out["vector"][0] == "00000000-0000-0000-0000-000000000002"
     assert out["other_user"] == []
     assert "unknown search mode 'fuzzy'" in out["bad_mode"]
+
+
+def test_the_owners_own_unavailable_index_is_reported_as_it_said_not_as_a_timeout() -> None:
+    from shared.ports import IndexUnavailable
+
+    class Refusing(_Result):
+        def get(self, timeout: float, propagate: bool) -> list[dict[str, Any]]:
+            raise IndexUnavailable("vector index /data/qdrant is incomplete: its files vanished")
+
+    class App(_App):
+        def send_task(self, name: str, args: Sequence[Any], queue: str, expires: float) -> _Result:
+            return Refusing([])
+
+    with pytest.raises(IndexUnavailable) as excinfo:
+        RemoteSearchIndex(App([])).search("t1", "alice", [0.5, 1], 3)  # type: ignore[arg-type]
+    assert str(excinfo.value) == "vector index /data/qdrant is incomplete: its files vanished"

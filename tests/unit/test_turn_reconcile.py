@@ -157,3 +157,20 @@ def test_maintain_index_reconciles_the_turn_index_it_is_given():
     agree(h, "u2")
     without = lifecycle.maintain_index(h.store.uow, h.index, h.embedder, [], policy)
     assert "turns_missing" not in without["reconcile"]
+
+
+def test_a_lost_turn_index_is_restored_and_its_note_cleared():
+    from tests.unit.test_lifecycle import LosingIndex
+
+    h = TurnHarness()
+    losing = h.turns = LosingIndex()
+    h.drain(turn(1, CHAT))
+    h.drain(turn(2, "生产环境部署端口是8443"))
+    h.drain(turn(1, "bob's turn about the weather today", user="u2"))
+    expected = {u: losing.ids("default", u) for u in ("u1", "u2")}
+    assert all(expected.values())
+    losing.lose_everything("the turn index's files vanished")
+    stats = reconcile(h)
+    assert stats["turns_missing"] == 3
+    assert {u: losing.ids("default", u) for u in ("u1", "u2")} == expected
+    assert losing.note is None and losing.cleared == ["the turn index's files vanished"]

@@ -81,6 +81,17 @@ class SqlEventRepository:
         ).first()
         return event_from_row(row) if row else None
 
+    def max_seq(self, tenant_id: str, user_id: str, session_id: str) -> int:
+        # The (tenant, user, session, seq) unique index answers this with one index probe.
+        found = self.session.scalar(
+            select(func.max(EventRow.seq)).where(
+                EventRow.tenant_id == tenant_id,
+                EventRow.user_id == user_id,
+                EventRow.session_id == session_id,
+            )
+        )
+        return int(found or 0)
+
     def set_stage(
         self, event_id: str, stage: str, *, importance: float | None = None, reasons: Sequence[str] = ()
     ) -> None:

@@ -4,13 +4,27 @@ Files, for a shard at ``<path>``:
 
 - ``<path>/``            the shard (segments, WAL, edge_config.json), owned by qdrant-edge;
 - ``<path>.lock``        flock held by the owning process, holding its pid;
-- ``<path>.meta.json``   ``{"model": ..., "dim": ...}``: which embedding model the vectors come from.
+- ``<path>.meta.json``   ``{"model": ..., "dim": ...}``: which embedding model the vectors come from,
+                          and ``"lost"`` while the index is incomplete (see "Lost files" below).
 
 Each point carries the dense vector ``dense`` and, when its text has terms, the sparse vector
 ``bm25`` (``shared.sparse``: BM25 term weights; the shard's IDF modifier supplies the IDF).
 
 The lock and meta files sit beside the shard, not in it, so that ``reset`` can delete the shard
 directory while still holding the lock.
+
+Lost files. The shard directory can vanish under the owning process (deleted by hand, a volume
+lost). The engine does not notice: searches go on answering from what it holds in memory, and
+writes change memory and then fail to flush, with a plain ``Exception``. Every call therefore
+checks first that the directory it opened is still there (three ``stat`` calls). When it is not,
+the handle is closed without a flush and the loss is noted in the meta file (``"lost"``: when and
+what); the next ``ensure`` creates an empty shard, so ingest goes on, and until the index is whole
+again searches raise ``IndexUnavailable`` saying so (recall answers with what Postgres can and
+notes it), rather than answering "no such memory" from a partial index. The same note is made
+when ``ensure`` finds the meta file without its shard (deleted while no process had it open).
+``on_lost`` (the composition root sends ``memory.reconcile``) asks for the repair at once; a
+reconciliation that ran from start to end after the note clears it (``lost`` / ``mark_rebuilt``),
+as does ``reset`` (``cuemem reindex``).
 """
 
 from __future__ import annotations
@@ -23,7 +37,8 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +97,7 @@ _SCROLL_PAGE = 1024
 # qdrant-edge 0.9 writes this file when it creates a shard. We test for it instead of calling
 # EdgeShard.load on a guess, because a failed load leaves a "segments" directory behind.
 _SHARD_MARKER = "edge_config.json"
+_SEGMENTS = "segments"
 
 
 class EdgeVectorIndex:
@@ -92,7 +108,7 @@ class EdgeVectorIndex:
     filtered search costs well under a millisecond, so the serialisation costs little.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, on_lost: Callable[[str], None] | None = None) -> None:
         self._path = Path(path)
         self._lock_path = self._path.with_name(self._path.name + ".lock")
         self._meta_path = self._path.with_name(self._path.name + ".meta.json")
@@ -100,9 +116,14 @@ class EdgeVectorIndex:
         self._lock_fd: int | None = None
         self._owner_pid: int | None = None
         self._shard: EdgeShard | None = None
+        # (device, inode) of the shard directory the open shard was loaded from or created in.
+        self._shard_dir: tuple[int, int] | None = None
         self._dim: int | None = None
+        self._model: str | None = None
         # Whether the open shard declares the sparse vector SPARSE, and with the IDF modifier.
         self._sparse: tuple[bool, bool] | None = None
+        # Called once per loss noticed while this process had the index (see the module doc).
+        self._on_lost = on_lost
 
     @property
     def path(self) -> Path:
@@ -113,9 +134,18 @@ class EdgeVectorIndex:
     def ensure(self, dim: int, model_name: str) -> None:
         with self._mutex:
             self._acquire()
+            self._drop_if_vanished()
             if not self._shard_exists():
                 self._refuse_foreign_directory()
-                self._create(dim, model_name)
+                stored = self._read_meta()
+                lost = stored.get("lost") if stored is not None else None
+                if stored is not None and lost is None:
+                    # The meta file says an index was here: its points are gone, not yet written.
+                    lost = self._loss_note(self._missing())
+                    self._create(dim, model_name, lost=lost)
+                    self._report_loss(lost)
+                    return
+                self._create(dim, model_name, lost=lost)
                 return
             stored = self._read_meta()
             if stored is None:
@@ -123,6 +153,7 @@ class EdgeVectorIndex:
             else:
                 check_model(stored["model"], stored["dim"], model_name, dim)
             self._dim = dim
+            self._model = model_name
             self._open_shard()
 
     def upsert(self, points: Sequence[IndexPoint]) -> None:
@@ -150,12 +181,14 @@ class EdgeVectorIndex:
                     self._path,
                     SPARSE,
                 )
-            shard.update(UpdateOperation.upsert_points(edge_points))
-            # Flush per batch: an acknowledged upsert then survives a crash without relying on WAL
-            # replay. Measured cost 8-17 ms per batch (8 to 384 dims, 1 to 100 points, 20k-point
-            # shard), nearly flat in batch size: callers should batch, not upsert point by point.
             started = time.perf_counter()
-            shard.flush()
+            with self._writing():
+                shard.update(UpdateOperation.upsert_points(edge_points))
+                # Flush per batch: an acknowledged upsert then survives a crash without relying on
+                # WAL replay. Measured cost 8-17 ms per batch (8 to 384 dims, 1 to 100 points,
+                # 20k-point shard), nearly flat in batch size: callers should batch, not upsert
+                # point by point.
+                shard.flush()
             logger.debug(
                 "upserted %d points into %s, flush %.1f ms",
                 len(edge_points),
@@ -174,8 +207,9 @@ class EdgeVectorIndex:
                 return
             # The scope conditions make a guessed id of another user match nothing.
             scoped = _scope_filter(tenant_id, user_id, extra=[HasIdCondition(set(point_ids))])
-            shard.update(UpdateOperation.delete_points_by_filter(scoped))
-            shard.flush()
+            with self._writing():
+                shard.update(UpdateOperation.delete_points_by_filter(scoped))
+                shard.flush()
 
     def search(
         self,
@@ -295,19 +329,53 @@ class EdgeVectorIndex:
                 for r in records
                 if ((r.payload or {}).get("tenant_id"), (r.payload or {}).get("user_id")) == scope
             }
-            for point_id in sorted(present):
-                shard.update(UpdateOperation.set_payload([point_id], updates[point_id]))
-            # One flush per batch, as for upserts.
-            shard.flush()
+            with self._writing():
+                for point_id in sorted(present):
+                    shard.update(UpdateOperation.set_payload([point_id], updates[point_id]))
+                # One flush per batch, as for upserts.
+                shard.flush()
 
     def count(self) -> int:
         with self._mutex:
             shard = self._current_shard()
             return 0 if shard is None else shard.count(CountRequest(exact=True))
 
+    def lost(self) -> str | None:
+        """Why the index is incomplete (its files vanished; see the module doc), or None.
+
+        Also notes a meta file whose shard is missing, so that a reconciliation that starts now
+        and runs to its end may clear the note (``mark_rebuilt``)."""
+        with self._mutex:
+            self._acquire()
+            self._drop_if_vanished()
+            stored = self._read_meta()
+            if stored is None:
+                return None
+            lost: str | None = stored.get("lost")
+            if lost is None and not self._shard_exists():
+                lost = self._loss_note(self._missing())
+                _write_json(self._meta_path, {**stored, "lost": lost})
+            return lost
+
+    def mark_rebuilt(self, lost: str) -> bool:
+        """A reconciliation that began after ``lost`` was noted has finished: the index holds what
+        Postgres holds again. Clears the note unless another loss was noted since."""
+        with self._mutex:
+            self._acquire()
+            self._drop_if_vanished()
+            stored = self._read_meta()
+            if stored is None or stored.get("lost") != lost or not self._shard_exists():
+                return False
+            _write_json(self._meta_path, {k: v for k, v in stored.items() if k != "lost"})
+            logger.warning(
+                "vector index %s is whole again (rebuilt from Postgres after: %s)", self._path, lost
+            )
+            return True
+
     def reset(self, dim: int, model_name: str) -> None:
         with self._mutex:
             self._acquire()
+            self._drop_if_vanished()
             self._close_shard()
             self._refuse_foreign_directory()
             if self._path.exists():
@@ -325,7 +393,8 @@ class EdgeVectorIndex:
             if shard is None:
                 return False
             started = time.perf_counter()
-            changed = bool(shard.optimize())
+            with self._writing():
+                changed = bool(shard.optimize())
             logger.info(
                 "optimized %s in %.1f s (changed: %s)", self._path, time.perf_counter() - started, changed
             )
@@ -337,6 +406,7 @@ class EdgeVectorIndex:
                 # A forked child holds a copy of the parent's handle: flushing it would hang, while
                 # dropping the reference is harmless (checked) and leaves the parent's shard intact.
                 self._shard = None
+            self._drop_if_vanished()  # a flush into vanished files would fail and keep the lock
             self._close_shard()
             self._release()
 
@@ -350,10 +420,14 @@ class EdgeVectorIndex:
         if self._path.is_dir() and not self._shard_exists() and any(self._path.iterdir()):
             raise IndexUnavailable(f"{self._path} is neither an empty directory nor a vector index shard")
 
-    def _create(self, dim: int, model_name: str) -> None:
-        # Meta first: a crash between the two steps leaves a meta file without a shard, which the
-        # next ensure() simply overwrites, never a shard of unknown model.
-        _write_json(self._meta_path, {"model": model_name, "dim": dim})
+    def _create(self, dim: int, model_name: str, lost: str | None = None) -> None:
+        # Meta first: a crash between the two steps leaves a meta file without a shard, never a
+        # shard of unknown model. The next ensure() then notes a loss that was none (the index
+        # was being created, empty) and asks for a reconciliation, which finds nothing to do.
+        meta: dict[str, Any] = {"model": model_name, "dim": dim}
+        if lost is not None:
+            meta["lost"] = lost
+        _write_json(self._meta_path, meta)
         config = EdgeConfig(
             vectors={DENSE: EdgeVectorParams(size=dim, distance=Distance.Cosine)},
             # Declared now so a later keyword search can fill it without re-creating the shard.
@@ -365,7 +439,9 @@ class EdgeVectorIndex:
         shard.update(UpdateOperation.create_field_index("status", PayloadSchemaType.Keyword))
         shard.flush()
         self._shard = shard
+        self._shard_dir = _dir_id(self._path)
         self._dim = dim
+        self._model = model_name
         self._sparse = None
         logger.info("created vector index %s for model %s (dim %d)", self._path, model_name, dim)
 
@@ -382,6 +458,7 @@ class EdgeVectorIndex:
     def _open_shard(self) -> None:
         if self._shard is None and self._shard_exists():
             self._shard = EdgeShard.load(str(self._path))
+            self._shard_dir = _dir_id(self._path)
             self._sparse = None
             logger.info("opened vector index %s", self._path)
 
@@ -413,9 +490,11 @@ class EdgeVectorIndex:
     def _current_shard(self) -> EdgeShard | None:
         """The open shard, opening it on first use; None while no shard exists (reads find nothing)."""
         self._acquire()
+        self._drop_if_vanished()
         if self._dim is None:
             meta = self._read_meta()
             self._dim = int(meta["dim"]) if meta is not None else None
+            self._model = str(meta["model"]) if meta is not None else None
         self._open_shard()
         return self._shard
 
@@ -428,11 +507,19 @@ class EdgeVectorIndex:
         feed a repair (``ids``, ``payloads``) still see an empty index, so reconciliation can
         rebuild it from Postgres."""
         shard = self._current_shard()
-        if shard is None and self._meta_path.is_file():
+        meta = self._read_meta() if shard is not None or self._meta_path.is_file() else None
+        if shard is None and meta is not None:
             raise IndexUnavailable(
                 f"vector index {self._path} is missing although {self._meta_path.name} records it "
-                "(deleted?); rebuild it from Postgres with `cuemem reindex` or `cuemem maintain` "
-                "(reconciliation)"
+                f"({meta.get('lost') or 'deleted?'}); rebuild it from Postgres with `cuemem reindex` "
+                "or `cuemem maintain` (reconciliation)"
+            )
+        if meta is not None and meta.get("lost"):
+            # A partial index would answer "no such memory" for what it lost.
+            raise IndexUnavailable(
+                f"vector index {self._path} is incomplete: {meta['lost']}; it holds only what was "
+                "written since, until reconciliation (`memory.reconcile`, `cuemem maintain`) or "
+                "`cuemem reindex` rebuilds it from Postgres"
             )
         return shard
 
@@ -443,6 +530,80 @@ class EdgeVectorIndex:
                 f"vector index {self._path} does not exist yet: call ensure(dim, model) first"
             )
         return shard
+
+    # ---- files vanishing under the open shard (see the module doc) ----------------------------
+
+    def _files_changed(self) -> bool:
+        """Whether the open shard's directory is gone or replaced, or lost its config or segments."""
+        if self._shard is None:
+            return False
+        try:
+            current = _dir_id(self._path)
+        except FileNotFoundError:
+            return True
+        if current != self._shard_dir:
+            return True
+        return not self._shard_exists() or not (self._path / _SEGMENTS).is_dir()
+
+    def _drop_if_vanished(self) -> bool:
+        """Close the open shard without a flush if its files vanished, note the loss and report it.
+        The next ``ensure`` creates an empty shard (or a reload finds what replaced it)."""
+        if not self._files_changed():
+            return False
+        shard, self._shard = self._shard, None
+        self._shard_dir = None
+        self._sparse = None
+        with contextlib.suppress(Exception):  # the engine may complain about its files; they are gone
+            shard.close()  # type: ignore[union-attr]
+        lost = self._loss_note(f"the files of {self._path} vanished while pid {os.getpid()} had it open")
+        logger.error(
+            "vector index %s lost its files under this process (deleted?): the points it held are gone; "
+            "new writes go to a new, empty index, searches report it unavailable until it is rebuilt "
+            "from Postgres (reconciliation or `cuemem reindex`)",
+            self._path,
+        )
+        stored = self._read_meta()
+        if stored is not None:
+            _write_json(self._meta_path, {**stored, "lost": lost})
+        elif self._model is not None and self._dim is not None:  # the meta file went with it
+            _write_json(self._meta_path, {"model": self._model, "dim": self._dim, "lost": lost})
+        self._report_loss(lost)
+        return True
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """An engine write. The engine reports every failure as a plain ``Exception``, which the
+        pipeline would park as a permanent failure; the arguments were checked before, so what is
+        left is the files: raise ``IndexUnavailable`` (transient, the task retries). When they
+        vanished, the shard is dropped first and the retry writes into a new one; a directory
+        being deleted right now (a flush can fail on a segment file already gone while the rest
+        is still there) is seen as vanished by the retry."""
+        try:
+            yield
+        except IndexUnavailable:
+            raise
+        except Exception as exc:
+            if self._drop_if_vanished():
+                lost = f"vector index {self._path} lost its files during a write: {exc}"
+                raise IndexUnavailable(lost) from exc
+            raise IndexUnavailable(
+                f"vector index {self._path} could not write: {exc}; if its files are damaged, "
+                "rebuild it from Postgres with `cuemem reindex`"
+            ) from exc
+
+    def _missing(self) -> str:
+        return f"{self._path} was missing although {self._meta_path.name} records it"
+
+    def _loss_note(self, what: str) -> str:
+        return f"{datetime.now(UTC).isoformat(timespec='microseconds')}: {what}"
+
+    def _report_loss(self, lost: str) -> None:
+        if self._on_lost is None:
+            return
+        try:
+            self._on_lost(lost)
+        except Exception:  # asking for the repair must never fail the index call
+            logger.exception("could not ask for the repair of vector index %s", self._path)
 
     def _close_shard(self) -> None:
         if self._shard is None:
@@ -508,7 +669,10 @@ class EdgeVectorIndex:
             return None
         if not isinstance(meta, dict) or "model" not in meta or "dim" not in meta:
             raise IndexUnavailable(f"vector index meta file {self._meta_path} is malformed: {meta!r}")
-        return {"model": meta["model"], "dim": meta["dim"]}
+        out = {"model": meta["model"], "dim": meta["dim"]}
+        if isinstance(meta.get("lost"), str):
+            out["lost"] = meta["lost"]
+        return out
 
 
 def _scope_filter(tenant_id: str, user_id: str, extra: Sequence[Any] = ()) -> Filter:
@@ -528,6 +692,11 @@ def _read_owner(fd: int) -> str:
         if text:
             return text
     return "unknown"
+
+
+def _dir_id(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

@@ -1,15 +1,18 @@
 """Searching an embedded index that another process owns.
 
 The embedded Qdrant engine admits one owning process: on a deployment without a Qdrant server
-that is the index worker (the one consumer of ``cuemem.index``). Any other process that needs a
-vector search (the CLI, an app) first tries to open the index itself (it succeeds when no worker
-runs) and otherwise sends ``memory.search`` to the owner and waits for the answer.
+that is the index worker (the one consumer of ``cuemem.search`` and ``cuemem.index``). Any other
+process that needs a vector search (the CLI, an app) first tries to open the index itself (it
+succeeds when no worker runs) and otherwise sends ``memory.search`` to the owner on
+``cuemem.search``, which the owner reads before its index writes, and waits for the answer.
 
 The task's arguments are ``[tenant_id, user_id, query, limit, statuses]`` plus an optional sixth,
 the ``SearchMode``: absent or ``"vector"``, ``query`` is the dense vector; ``"keywords"``, it is the
 sparse terms as ``[indices, values]`` and the owner runs ``search_keywords``. An optional seventh,
 the ``IndexKind``, names the index (absent: the memory index; ``"turns"``: the conversation log).
-A vector search of the memory index sends neither, so it works with an owner of any version.
+A vector search of the memory index sends neither, so its arguments suit an owner of any version;
+an owner older than the search queue, though, reads only ``cuemem.index`` and never sees it (see
+ARCHITECTURE, "Upgrading to the search queue").
 """
 
 from __future__ import annotations
@@ -81,6 +84,8 @@ class RemoteSearchIndex:
         )
         try:
             rows: list[dict[str, Any]] = result.get(timeout=self._timeout, propagate=True)
+        except IndexUnavailable:
+            raise  # the owner answered: its index cannot serve searches now, and its reason says why
         except Exception as exc:
             raise IndexUnavailable(
                 f"the index worker did not answer a search in {self._timeout:.0f} s ({exc})"

@@ -1,0 +1,89 @@
+"""Seq counters that fell back (Redis lost its last writes in a crash), on the real Postgres and
+Redis, without workers: the producer marks the seqs its counter chose, and the recorder renumbers
+such a turn when another turn already holds its seq, instead of rejecting a turn the app was told
+was accepted. The crash itself is `tests/integration/test_faults.py::test_redis_crash_...`."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+import redis
+
+from producers.publisher import Publisher
+from shared import keys, pipeline
+from shared.events import SEQ_ASSIGNED
+from shared.queues import ROUTES, TaskName
+from workers.bootstrap import Container, build_container
+
+pytestmark = pytest.mark.integration
+
+RECORD_QUEUE = ROUTES[TaskName.RECORD].value
+
+
+def take_record_messages(client: redis.Redis) -> list[dict[str, Any]]:
+    """Pop the queued ``memory.record`` messages, oldest first, as a worker would take them."""
+    out = []
+    while (raw := client.rpop(RECORD_QUEUE)) is not None:
+        envelope = json.loads(raw)
+        args, _kwargs, _embed = json.loads(base64.b64decode(envelope["body"]))
+        out.append(args[0])
+    return out
+
+
+def record(c: Container, message: dict[str, Any]) -> None:
+    with c.uow() as uow:
+        pipeline.record_event(uow, message, c.limits, c.seq_counter)
+        uow.commit()
+
+
+def test_the_producer_marks_only_the_seqs_its_counter_chose(it_settings):
+    client = redis.Redis.from_url(it_settings.broker_url)
+    with Publisher.from_settings(it_settings) as pub:
+        auto = pub.publish(user_id="u", session_id="s", role="user", content="我不吃香菜")
+        given = pub.publish(user_id="u", session_id="s", role="user", content="好的", seq=7)
+    messages = {m["event_id"]: m for m in take_record_messages(client)}
+    assert messages[auto.event_id][SEQ_ASSIGNED] is True and messages[auto.event_id]["seq"] == 1
+    assert SEQ_ASSIGNED not in messages[given.event_id]
+    # The ledger keeps the same message, so the stalled sweep re-sends the mark with it.
+    kept = client.hget(keys.UNRECORDED_MESSAGES, keys.ledger_member("default", auto.event_id))
+    assert kept is not None and json.loads(kept)[SEQ_ASSIGNED] is True
+    client.close()
+
+
+def test_a_turn_handed_a_taken_seq_after_the_counter_fell_back_is_renumbered(it_settings):
+    c = build_container(it_settings)
+    client = redis.Redis.from_url(it_settings.broker_url)
+    with Publisher.from_settings(it_settings) as pub:
+        for text in ("我不吃香菜", "生产环境部署端口是8443", "好的"):
+            pub.publish(user_id="u", session_id="s", role="user", content=text)
+        for m in take_record_messages(client):
+            record(c, m)
+        # Redis comes back from a host crash without the last two increments.
+        client.set(keys.seq_key("default", "u", "s"), 1)
+        late = pub.publish(user_id="u", session_id="s", role="user", content="测试环境端口是8080")
+        assert late.seq == 2, "the counter did not fall back; the test proves nothing"
+        [message] = take_record_messages(client)
+        record(c, message)
+        after = pub.publish(user_id="u", session_id="s", role="user", content="谢谢")
+        [message] = take_record_messages(client)
+        record(c, message)
+        given = pub.publish(user_id="u", session_id="s", role="user", content="我爱吃香菜", seq=2)
+        [message] = take_record_messages(client)
+        record(c, message)
+    with c.uow() as uow:
+        timeline = [(e.event.seq, e.event.content) for e in uow.events.timeline("default", "u", "s")]
+        receipts = uow.receipts.get_many([late.event_id, after.event_id, given.event_id])
+    assert timeline == [
+        (1, "我不吃香菜"), (2, "生产环境部署端口是8443"), (3, "好的"), (4, "测试环境端口是8080"), (5, "谢谢")
+    ]  # fmt: skip
+    assert receipts[late.event_id].outcome == "accepted"
+    assert (receipts[late.event_id].reason or "").startswith("renumbered from seq 2 to 4")
+    # The counter moved past the conversation: the next turn got a fresh seq, nothing renumbered.
+    assert after.seq == 5 and receipts[after.event_id].reason is None
+    # A seq the app chose stays strict.
+    assert receipts[given.event_id].outcome == "rejected"
+    client.close()
+    c.close()
