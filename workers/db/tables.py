@@ -126,6 +126,13 @@ class MemoryRow(Base):
         Index("ix_memories_user_hash", "tenant_id", "user_id", "content_hash"),
         Index("ix_memories_origin", "origin_event_id"),
         Index("ix_memories_cues", "cues", postgresql_using="gin"),
+        # "Which memories cite these turns?" on every recall (by_sources); migration 0007.
+        Index(
+            "ix_memories_sources",
+            "sources",
+            postgresql_using="gin",
+            postgresql_ops={"sources": "jsonb_path_ops"},
+        ),
         Index("ix_memories_unindexed", "tenant_id", "user_id", postgresql_where="indexed_version < version"),
     )
 
