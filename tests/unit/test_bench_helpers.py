@@ -13,7 +13,15 @@ from workers.bench.ingest_pipeline import parse_task_times, rate_schedule
 from workers.bench.ingest_report import evaluate_targets as ingest_targets
 from workers.bench.ingest_report import ratios, where_time_goes
 from workers.bench.latency_data import float4_array_binary, noisy_unit
-from workers.bench.latency_measure import fused_timings, stage_samples, summarize_records
+from workers.bench.latency_log import CANNED, MAX_EXTRA_TURNS, exchange, extra_turns, turn_seq
+from workers.bench.latency_measure import (
+    _Timed,
+    fused_timings,
+    mean_candidates,
+    sources_key,
+    stage_samples,
+    summarize_records,
+)
 from workers.bench.latency_report import verdict
 from workers.bench.scratch import database_url_for, libpq_url
 
@@ -175,6 +183,95 @@ def test_summaries_per_stage_kind_and_vector_path() -> None:
     assert s["all"]["total_ms"]["p50"] == 20.0
     assert s["semantic"]["total_ms"]["n"] == 2
     assert s["vector_path"]["total_ms"]["n"] == 2 and s["vector_path"]["total_ms"]["p50"] == 25.0
+
+
+def test_fused_timings_leaves_the_log_searches_out_of_fusion() -> None:
+    t = fused_timings(
+        {"cues_ms": 1.0, "deterministic_ms": 4.0, "vector_ms": 3.0, "turns_ms": 6.0, "total_ms": 25.0},
+        {"turn_vector_ms": 4.0, "turn_keyword_ms": 1.5, "turn_rows_ms": 2.0, "log_sources_ms": 3.0},
+        26.0,
+    )
+    # The proxied calls nest inside recall's own stages or fusion; they are not subtracted again.
+    assert t["fusion_ms"] == pytest.approx(11.0)
+    assert t["turn_vector_ms"] == 4.0
+
+
+def test_mean_candidates_per_path_over_the_queries_where_it_ran() -> None:
+    records = [
+        {"candidates": {"cue": 2, "working": 20}},
+        {"candidates": {"cue": 0, "working": 20, "vector": 50, "turn_keyword": 7}},
+        {"candidates": {}},
+        {},
+    ]
+    assert mean_candidates(records) == {"cue": 1.0, "turn_keyword": 7.0, "vector": 50.0, "working": 20.0}
+    summary = summarize_records([{**_record("semantic", "vector", total_ms=1.0), **records[1]}])
+    assert summary["candidates_mean"]["vector"] == 50.0
+
+
+def test_by_sources_is_timed_under_the_step_that_called_it() -> None:
+    class Repo:
+        def by_sources(self) -> str:
+            return "rows"
+
+        def of_user(self) -> str:
+            return "turns"
+
+    sink: dict[str, float] = {}
+    memories = _Timed(Repo(), sink, {"by_sources": sources_key})
+    events = _Timed(Repo(), sink, {"of_user": "turn_rows_ms"})
+    assert memories.by_sources() == "rows"  # stage 1: turns in a time window
+    assert set(sink) == {"window_sources_ms"}
+    events.of_user()  # stage 2 re-reads the log's hits first, then the memories citing them
+    memories.by_sources()
+    memories.by_sources()
+    assert set(sink) == {"window_sources_ms", "turn_rows_ms", "log_sources_ms"}
+
+
+# --- the conversation log of the latency benchmark ---------------------------------------------------
+
+
+def test_turn_seqs_are_unique_blocks_per_memory() -> None:
+    seqs = [turn_seq(m, o) for m in range(1, 41) for o in range(MAX_EXTRA_TURNS + 1)]
+    assert len(set(seqs)) == len(seqs)
+    assert turn_seq(1, 0) == 1 and turn_seq(2, 0) == MAX_EXTRA_TURNS + 2
+    assert sorted(seqs) == seqs  # a memory's exchange comes before the next memory's
+    with pytest.raises(ValueError):
+        turn_seq(1, MAX_EXTRA_TURNS + 1)
+
+
+def test_extra_turns_average_the_requested_mean() -> None:
+    rng = random.Random(3)
+    draws = [extra_turns(rng, 1.4) for _ in range(4000)]
+    assert set(draws) == {1, 2}
+    assert sum(draws) / len(draws) == pytest.approx(1.4, abs=0.03)
+    assert extra_turns(rng, 0.0) == 0
+    assert extra_turns(rng, float(MAX_EXTRA_TURNS)) == MAX_EXTRA_TURNS
+    with pytest.raises(ValueError):
+        extra_turns(rng, MAX_EXTRA_TURNS + 0.5)
+
+
+def test_exchange_starts_with_the_memorys_source_turn(pool) -> None:
+    entries, analyses = pool
+    memories = list(S.generate_memories("u", 300, entries, analyses, seed=1, now=NOW))
+    rng, again = random.Random(5), random.Random(5)
+    exchanges = [exchange(m, rng, 2.0) for m in memories]
+    assert exchanges == [exchange(m, again, 2.0) for m in memories]
+    turns = [t for ex in exchanges for t in ex]
+    assert len(turns) == 2 * len(memories)
+    for m, ex in zip(memories, exchanges, strict=True):
+        source = ex[0]
+        assert (source.event_id, source.content, source.at) == (m.event_id, m.content, m.created_at)
+        assert source.canned is None  # it takes the memory's own vector
+        assert source.role == "user" and source.seq == turn_seq(m.seq, 0)
+        for t in ex[1:]:
+            assert t.canned is not None and t.content == CANNED[t.canned]
+            assert t.role == ("user" if t.content in S.CHIT_CHAT else "assistant")
+            assert t.session_id == m.session_id and t.at > m.created_at
+    keys = [(t.session_id, t.seq) for t in turns]
+    assert len(set(keys)) == len(keys)
+    assert len({t.event_id for t in turns}) == len(turns)
+    replies = [t for t in turns if t.role == "assistant"]
+    assert 0.3 < len(replies) / (len(turns) - len(memories)) < 0.5
 
 
 def test_verdict() -> None:

@@ -103,6 +103,23 @@ def latency_command(
         int, typer.Option("--big-rows", min=1000, help="Memories of the user of the deterministic scale test")
     ] = 1_000_000,
     hnsw: Annotated[bool, typer.Option("--hnsw/--no-hnsw", help="Re-measure after building HNSW")] = True,
+    turns: Annotated[
+        bool,
+        typer.Option(
+            "--turns/--no-turns",
+            help="Give every user a conversation log and search it as recall does by default "
+            "(--no-turns: memories only, as with CUEMEM_INDEX_TURNS off)",
+        ),
+    ] = True,
+    turns_per_memory: Annotated[
+        float,
+        typer.Option(
+            "--turns-per-memory",
+            min=1.0,
+            max=8.0,
+            help="Turns in the log per memory, its source turn included",
+        ),
+    ] = 2.0,
     pool_size: Annotated[
         int, typer.Option("--pool-size", min=50, help="Distinct texts embedded with E5")
     ] = 2000,
@@ -126,6 +143,8 @@ def latency_command(
         deterministic_1m=deterministic_1m,
         big_rows=big_rows,
         hnsw=hnsw,
+        turns=turns,
+        turns_per_memory=turns_per_memory,
         pool_size=pool_size,
         pg_admin=pg_admin,
         redis_url=redis_url,

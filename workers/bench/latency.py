@@ -7,10 +7,19 @@ memory takes its pool entry's vector plus small Gaussian noise (renormalised). R
 into a fresh Postgres database with binary COPY; vectors go into the embedded Qdrant engine
 (``workers/index/edge.py``) in batches. Cue keys are the real pipeline's (checked on a sample).
 
+Each user also has a conversation log (``workers/bench/latency_log.py``): every memory's source
+turn plus turns that made no memory, ``turns_per_memory`` turns per memory in all, in Postgres
+``events`` and in the turn index (a second embedded shard), so recall runs the conversation-log
+searches as it does on the default configuration (CUEMEM_INDEX_TURNS on). ``turns=False`` loads
+no log and measures recall over memories only, as the benchmark did before the log existed.
+
 What is timed: ``shared.retrieval.recall`` itself (its trace's ``timings_ms``), plus, through thin
-timing proxies, the repository calls inside it (``by_cues``, the working memory read, the re-read
-of vector hits). Each query runs with a precomputed query vector (an embedder stub) and with the
-real E5 embedder; single-threaded and with N client threads, each with its own unit of work.
+timing proxies, the repository and index calls inside it (``by_cues``, the working memory read,
+the re-read of vector hits, the dense and keyword searches of the log, the re-read of the log's
+turns and of the memories citing them). Each query runs with a precomputed query vector (an
+embedder stub) and with the real E5 embedder; single-threaded and with N client threads, each
+with its own unit of work. With the log, one more single-threaded pass runs the same queries
+without it (``turn_index`` not passed), for the difference on the same data.
 """
 
 from __future__ import annotations
@@ -25,11 +34,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workers.bench.common import machine_info, percentiles, write_json
-from workers.bench.latency_data import fill_working_memory, load_pool_vectors, load_user, vacuum_analyze
+from workers.bench.latency_data import (
+    fill_working_memory,
+    load_pool_vectors,
+    load_text_vectors,
+    load_user,
+    vacuum_analyze,
+)
+from workers.bench.latency_log import CANNED, LogWriter
 from workers.bench.latency_measure import (
     PrecomputedEmbedder,
     check_cues,
     deterministic_at_scale,
+    events_stats,
     row_cost,
     run_queries,
     summarize_records,
@@ -56,6 +73,10 @@ class LatencyConfig:
     other_size: int = 2000
     pool_size: int = 2000
     noise: float = 0.01
+    # The conversation log: every memory's source turn plus turns that made no memory (the ingest
+    # benchmark's mix has 55 % memorable turns, i.e. 1.8 turns per memory).
+    turns: bool = True
+    turns_per_memory: float = 2.0
     hnsw: bool = True
     embed_threads: int = 1
     pg_admin: str = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -79,6 +100,8 @@ def run(cfg: LatencyConfig) -> dict[str, Any]:
     )
     data_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    load_at_start = [round(x, 2) for x in os.getloadavg()]
+    code = code_state()  # at the start: the code imported and the migrations applied
     try:
         with (
             scratch_database(cfg.pg_admin, "cuemem_bench_latency", keep=cfg.keep) as db_url,
@@ -89,7 +112,9 @@ def run(cfg: LatencyConfig) -> dict[str, Any]:
         if owned_dir and not cfg.keep:
             shutil.rmtree(data_dir, ignore_errors=True)
     results["machine"] = info
+    results["load_average_at_start"] = load_at_start
     results["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    results["code"] = code
     results["config"] = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()}
     results["config"].pop("pg_admin", None)
     results["duration_s"] = round(time.perf_counter() - started, 1)
@@ -97,6 +122,25 @@ def run(cfg: LatencyConfig) -> dict[str, Any]:
     write_json(cfg.out / "results.json", results)
     (cfg.out / "report.md").write_text(render_report(results), encoding="utf-8")
     return results
+
+
+def code_state() -> dict[str, Any]:
+    """The commit measured, and the uncommitted changes to the code recall runs (the benchmark is
+    often run in a checkout others are editing)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return done.stdout if done.returncode == 0 else ""
+
+    # Porcelain lines are "XY path": the status letters, a space, the path.
+    changed = [line[3:] for line in git("status", "--porcelain", "--", "shared", "workers").splitlines()]
+    return {"commit": git("rev-parse", "--short", "HEAD").strip() or None, "uncommitted": changed}
 
 
 def _run(cfg: LatencyConfig, db_url: str, data_dir: Path) -> dict[str, Any]:
@@ -130,6 +174,28 @@ def _run(cfg: LatencyConfig, db_url: str, data_dir: Path) -> dict[str, Any]:
     uow_factory, dispose = sql_uow_factory(db_url)
     index = EdgeVectorIndex(data_dir / "qdrant")
     index.reset(embedder.dim, embedder.model_name)  # a re-used --data-dir starts empty
+    turn_index: EdgeVectorIndex | None = None
+    log: LogWriter | None = None
+    if cfg.turns:
+        # The runtime's second shard (workers.bootstrap: "qdrant-turns" beside "qdrant").
+        turn_index = EdgeVectorIndex(data_dir / "qdrant-turns")
+        turn_index.reset(embedder.dim, embedder.model_name)
+        canned_vectors, canned_info = load_text_vectors(embedder, CANNED, cfg.cache_dir, prefix="turns")
+        log = LogWriter(turn_index, canned_vectors, cfg.turns_per_memory, cfg.noise, cfg.seed, now)
+        notes.append(
+            f"conversation log: each memory's source turn (the memory's text, event id and vector, as the "
+            f"pipeline stores a turn that became one memory) plus turns that made no memory, "
+            f"{cfg.turns_per_memory} turns per memory in all: user chit-chat and assistant replies "
+            f"(60 / 40, the ingest benchmark's mix), their vectors the canned text's real E5 vector "
+            f"({len(CANNED)} texts, {canned_info['source']}) plus the same noise; in Postgres `events` "
+            "(embedding, turn_indexed) and in the turn index through shared.pipeline.turn_point and "
+            "EdgeVectorIndex, as the pipeline leaves them"
+        )
+    notes.append(
+        "memory points carry the BM25 keyword terms the pipeline's memory_point gives them "
+        "(shared.sparse); the benchmark's earlier runs loaded them without, so their keyword search "
+        "over memories found nothing"
+    )
     users = [(f"user-{n}", n) for n in cfg.sizes]
     users += [(f"other-{i}", cfg.other_size) for i in range(cfg.other_users)]
     samples: dict[str, list[SyntheticMemory]] = {}
@@ -138,9 +204,12 @@ def _run(cfg: LatencyConfig, db_url: str, data_dir: Path) -> dict[str, Any]:
     for user_id, count in users:
         t = time.perf_counter()
         samples[user_id] = load_user(
-            db_url, index, user_id, count, pool, analyses, pool_vectors, rng, cfg, now, with_vectors=True
-        )
+            db_url, index, user_id, count, pool, analyses, pool_vectors, rng, cfg, now, with_vectors=True,
+            log=log,
+        )  # fmt: skip
         load_stats[user_id] = {"rows": count, "seconds": round(time.perf_counter() - t, 2)}
+        if log is not None:
+            load_stats[user_id]["turns"] = log.turns.get(user_id, 0)
     t = time.perf_counter()
     vacuum_analyze(db_url)
     load_stats["vacuum_analyze_s"] = round(time.perf_counter() - t, 2)
@@ -152,6 +221,13 @@ def _run(cfg: LatencyConfig, db_url: str, data_dir: Path) -> dict[str, Any]:
         "points": index.count(),
         "hnsw": "not built for the main runs (every search scans the user's points); see recall_hnsw",
     }
+    if turn_index is not None and log is not None:
+        results["conversation_log"] = {
+            "turns_per_memory": cfg.turns_per_memory,
+            "turns": dict(log.turns),
+            "points": turn_index.count(),
+            **events_stats(db_url),
+        }
 
     # 3. Working memory: a recent session per user, so recall reads Redis as it does in production.
     client = redis.Redis.from_url(cfg.redis_url)
@@ -175,12 +251,11 @@ def _run(cfg: LatencyConfig, db_url: str, data_dir: Path) -> dict[str, Any]:
     results["query_embedding"] = {"threads": cfg.embed_threads, **percentiles(embed_times)}
     precomputed = PrecomputedEmbedder(vectors, embedder.model_name, embedder.dim)
 
-    def measure(label: str, clients: int) -> dict[str, Any]:
+    def measure(label: str, clients: int, log_index: Any, e5_only: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        modes: list[tuple[str, Any, int]] = [
-            ("single/precomputed", precomputed, 1),
-            ("single/e5", embedder, 1),
-        ]
+        modes: list[tuple[str, Any, int]] = [("single/e5", embedder, 1)]
+        if not e5_only:
+            modes.insert(0, ("single/precomputed", precomputed, 1))
         if clients > 1:
             modes += [
                 (f"concurrent{clients}/precomputed", precomputed, clients),
@@ -191,28 +266,43 @@ def _run(cfg: LatencyConfig, db_url: str, data_dir: Path) -> dict[str, Any]:
             for mode, emb, clients in modes:
                 records, elapsed = run_queries(
                     uow_factory, index, working_memory, emb, f"user-{n}", queries[n], clients, now,
-                    desc=f"{label} {n} {mode}",
+                    desc=f"{label} {n} {mode}", turn_index=log_index,
                 )  # fmt: skip
                 summary = summarize_records(records)
                 summary["clients"] = clients
                 summary["elapsed_s"] = round(elapsed, 3)
                 summary["queries_per_s"] = round(len(records) / elapsed, 1) if elapsed else None
+                # Other jobs on a 2-core machine move these numbers: say how busy it was.
+                summary["load_average"] = [round(x, 2) for x in os.getloadavg()]
                 per_mode[mode] = summary
             out[str(n)] = per_mode
         return out
 
-    results["recall"] = measure("recall", cfg.clients)
+    results["recall"] = measure("recall", cfg.clients, turn_index)
+    if turn_index is not None:
+        # The same data and queries with CUEMEM_INDEX_TURNS off: what the log adds to a recall.
+        results["recall_without_log"] = measure("recall without log", 1, None, e5_only=True)
 
     if cfg.hnsw:
-        # The same call memory.optimize_index makes on beat.
+        # The same call memory.optimize_index makes on beat (it optimizes the memory index only).
         t = time.perf_counter()
         index.optimize()
         results["hnsw_build_s"] = round(time.perf_counter() - t, 1)
-        results["recall_hnsw"] = measure("recall+hnsw", 1)
+        results["recall_hnsw"] = measure("recall+hnsw", 1, turn_index, e5_only=True)
         notes.append(
-            "recall_hnsw: the same queries after building the HNSW graph with the adapter's optimize() "
-            "(what memory.optimize_index does on beat)"
+            "recall_hnsw: the same queries after building the HNSW graph of the memory index with the "
+            "adapter's optimize() (what memory.optimize_index does on beat; it leaves the turn index "
+            "as it is)"
         )
+        if turn_index is not None:
+            t = time.perf_counter()
+            turn_index.optimize()
+            results["hnsw_turns_build_s"] = round(time.perf_counter() - t, 1)
+            results["recall_hnsw_log"] = measure("recall+hnsw both", 1, turn_index, e5_only=True)
+            notes.append(
+                "recall_hnsw_log: then also the turn index's HNSW graph, built the same way (nothing in "
+                "the product builds it today)"
+            )
 
     largest = f"user-{max(cfg.sizes)}"
     results["row_cost"] = row_cost(uow_factory, largest, queries[max(cfg.sizes)], samples[largest])
@@ -223,6 +313,8 @@ def _run(cfg: LatencyConfig, db_url: str, data_dir: Path) -> dict[str, Any]:
             cfg, db_url, uow_factory, working_memory, pool, analyses, pool_vectors, rng, now, samples
         )
     index.close()
+    if turn_index is not None:
+        turn_index.close()
     client.close()
     dispose()
     return results

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from workers.bench.latency import LatencyConfig
+    from workers.bench.latency_log import LogWriter
     from workers.bench.synthetic import PoolAnalysis, PoolEntry, SyntheticMemory
 
 TENANT = "default"
@@ -34,20 +35,27 @@ def load_pool_vectors(
     embedder: Any, pool: Sequence[PoolEntry], cache_dir: Path
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """The pool texts' E5 passage vectors, from the disk cache when the same texts were embedded before."""
+    return load_text_vectors(embedder, [e.text for e in pool], cache_dir)
+
+
+def load_text_vectors(
+    embedder: Any, texts: Sequence[str], cache_dir: Path, prefix: str = "pool"
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """E5 passage vectors of ``texts``, from the disk cache when the same texts were embedded before."""
     import numpy as np
     from tqdm import tqdm
 
     digest = hashlib.sha256(
-        json.dumps([embedder.model_name, [e.text for e in pool]], ensure_ascii=False).encode()
+        json.dumps([embedder.model_name, list(texts)], ensure_ascii=False).encode()
     ).hexdigest()[:16]
-    path = cache_dir / f"pool-{digest}.npy"
+    path = cache_dir / f"{prefix}-{digest}.npy"
     if path.is_file():
         return np.load(path), {"source": f"cached in {path}", "embed_s": None}
-    texts = [e.text for e in pool]
+    texts = list(texts)
     out: list[list[float]] = []
     t = time.perf_counter()
     batch = 32
-    with tqdm(total=len(texts), desc="embed pool (E5 passages)", unit="text") as bar:
+    with tqdm(total=len(texts), desc=f"embed {prefix} (E5 passages)", unit="text") as bar:
         for i in range(0, len(texts), batch):
             out.extend(embedder.embed_passages(texts[i : i + batch]))
             bar.update(len(texts[i : i + batch]))
@@ -134,16 +142,21 @@ def load_user(
     now: datetime,
     *,
     with_vectors: bool,
+    log: LogWriter | None = None,
     sample_size: int = 2000,
 ) -> list[SyntheticMemory]:
-    """Binary COPY of ``count`` memories (and their index points); returns a sample for queries."""
+    """Binary COPY of ``count`` memories (and their index points, with the keyword terms the
+    pipeline's ``memory_point`` gives them); with ``log``, also each memory's conversation turns
+    (``workers.bench.latency_log``). Returns a sample for queries."""
     import psycopg
     from psycopg.types.json import Jsonb
     from tqdm import tqdm
 
     from shared.events import content_hash
     from shared.ports import IndexPoint
+    from shared.sparse import sparse_document
     from workers.bench import synthetic
+    from workers.bench.latency_log import turn_seq
     from workers.bench.scratch import libpq_url
     from workers.embedders.e5 import E5_MODEL_NAME
 
@@ -170,11 +183,12 @@ def load_user(
             n = min(_COPY_BATCH, count - done)
             batch = [next(memories) for _ in range(n)]
             points: list[IndexPoint] = []
+            vectors: list[np.ndarray] = []
             with conn.cursor() as cur, cur.copy(copy_sql) as cp:
                 cp.set_types([t for _, t in copy_columns])
                 for m in batch:
                     vector = noisy_unit(pool_vectors[m.pool], rng, cfg.noise) if with_vectors else None
-                    source = {"event_id": m.event_id, "session_id": m.session_id, "seq": m.seq,
+                    source = {"event_id": m.event_id, "session_id": m.session_id, "seq": turn_seq(m.seq, 0),
                               "at": m.created_at.isoformat()}  # fmt: skip
                     row = {
                         "id": m.id, "tenant_id": TENANT, "user_id": user_id, "type": m.type,
@@ -189,13 +203,22 @@ def load_user(
                     }  # fmt: skip
                     cp.write_row(tuple(row[c] for c in names))
                     if vector is not None:
+                        vectors.append(vector)
                         payload = {"status": m.status, "type": m.type, "importance": m.importance,
                                    "score": m.importance, "created_at": m.created_at.isoformat(),
                                    "version": 1}  # fmt: skip
-                        points.append(IndexPoint(m.id, TENANT, user_id, vector.tolist(), payload))
+                        points.append(
+                            IndexPoint(
+                                m.id, TENANT, user_id, vector.tolist(), payload, sparse_document(m.content)
+                            )
+                        )
             conn.commit()
             if points and index is not None:
                 index.upsert(points)
+            if log is not None:
+                if len(vectors) != len(batch):
+                    raise ValueError("a conversation log needs the memories' vectors (with_vectors=True)")
+                log.write(conn, user_id, batch, vectors, rng)
             for m in batch:  # reservoir sample, for queries that name stored entities
                 if len(reservoir) < sample_size:
                     reservoir.append(m)
@@ -216,6 +239,7 @@ def vacuum_analyze(db_url: str) -> None:
 
     with psycopg.connect(libpq_url(db_url), autocommit=True) as conn:
         conn.execute("VACUUM (ANALYZE) memories")
+        conn.execute("VACUUM (ANALYZE) events")
 
 
 def fill_working_memory(client: Any, users: Sequence[str], now: datetime) -> None:

@@ -17,6 +17,7 @@ from workers.bench.latency_data import TENANT, load_user, vacuum_analyze
 if TYPE_CHECKING:
     import numpy as np
 
+    from shared.ports import VectorIndex
     from shared.unit_of_work import UnitOfWork
     from workers.bench.latency import LatencyConfig
     from workers.bench.synthetic import PoolAnalysis, PoolEntry, SyntheticMemory
@@ -27,13 +28,20 @@ STAGE_KEYS = (
     "cue_counts_ms",
     "by_cues_ms",
     "in_window_ms",
+    "turn_window_ms",
+    "window_sources_ms",
     "working_memory_ms",
     "event_stages_ms",
     "embed_ms",
     "vector_ms",
     "keyword_ms",
+    "turns_ms",
+    "turn_vector_ms",
+    "turn_keyword_ms",
     "fusion_ms",
     "get_many_ms",
+    "turn_rows_ms",
+    "log_sources_ms",
     "total_ms",
     "wall_ms",
 )
@@ -50,6 +58,18 @@ def stage_samples(records: Iterable[dict[str, Any]]) -> dict[str, list[float]]:
     return {k: v for k, v in out.items() if v}
 
 
+def mean_candidates(records: Iterable[dict[str, Any]]) -> dict[str, float]:
+    """Per recall path, the mean number of candidates it gave, over the records where it ran (the
+    trace's ``candidates``): shows which searches found something, not only what they cost."""
+    sums: dict[str, float] = {}
+    runs: dict[str, int] = {}
+    for r in records:
+        for path, n in (r.get("candidates") or {}).items():
+            sums[path] = sums.get(path, 0.0) + float(n)
+            runs[path] = runs.get(path, 0) + 1
+    return {path: round(sums[path] / runs[path], 1) for path in sorted(sums)}
+
+
 def summarize_records(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Percentiles per stage, overall and per query kind, plus which stage answered."""
     from collections import Counter
@@ -58,6 +78,7 @@ def summarize_records(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "n": len(records),
         "answered_by": dict(Counter(r["stage"] for r in records)),
+        "candidates_mean": mean_candidates(records),
         "all": {k: percentiles(v) for k, v in stage_samples(records).items()},
     }
     for kind in kinds:
@@ -87,18 +108,22 @@ def fused_timings(
 
 
 class _Timed:
-    """Forwards every attribute; times the calls of the methods named in ``names`` into ``sink``."""
+    """Forwards every attribute; times the calls of the methods named in ``names`` into ``sink``.
+    A name may map to a function of the sink that picks the key when the call is made."""
 
-    def __init__(self, target: Any, sink: dict[str, float], names: dict[str, str]):
+    def __init__(
+        self, target: Any, sink: dict[str, float], names: dict[str, str | Callable[[dict[str, float]], str]]
+    ):
         self._target = target
         self._sink = sink
         self._names = names
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._target, name)
-        key = self._names.get(name)
-        if key is None or not callable(attr):
+        named = self._names.get(name)
+        if named is None or not callable(attr):
             return attr
+        key = named if isinstance(named, str) else named(self._sink)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
@@ -108,6 +133,13 @@ class _Timed:
                 self._sink[key] = self._sink.get(key, 0.0) + (time.perf_counter() - started) * 1e3
 
         return timed
+
+
+def sources_key(sink: dict[str, float]) -> str:
+    """Which recall step a ``memories.by_sources`` call belongs to. Recall calls it for the log's
+    turns in a time range the query names (stage 1, after ``events.in_window``) and for the
+    conversation-log hits (stage 2, after ``events.of_user``, which that step always calls)."""
+    return "log_sources_ms" if "turn_rows_ms" in sink else "window_sources_ms"
 
 
 class _TimedUow:
@@ -123,9 +155,19 @@ class _TimedUow:
                 "get_many": "get_many_ms",
                 "cue_counts": "cue_counts_ms",
                 "in_window": "in_window_ms",
+                "by_sources": sources_key,
             },
         )
-        self.events = _Timed(uow.events, sink, {"stages": "event_stages_ms", "recent": "event_recent_ms"})
+        self.events = _Timed(
+            uow.events,
+            sink,
+            {
+                "stages": "event_stages_ms",
+                "recent": "event_recent_ms",
+                "in_window": "turn_window_ms",
+                "of_user": "turn_rows_ms",
+            },
+        )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._uow, name)
@@ -175,8 +217,11 @@ def run_queries(
     now: datetime,
     *,
     desc: str,
+    turn_index: Any = None,
     warmup: int = 10,
 ) -> tuple[list[dict[str, Any]], float]:
+    """Every query through ``recall``; with ``turn_index``, recall also searches the conversation
+    log, as on the default configuration (CUEMEM_INDEX_TURNS on)."""
     from tqdm import tqdm
 
     from shared.retrieval import RecallRequest, recall
@@ -184,6 +229,12 @@ def run_queries(
     def one(kind: str, query: str) -> dict[str, Any]:
         sink: dict[str, float] = {}
         wm = _Timed(working_memory, sink, {"recent": "working_memory_ms"})
+        # recall times both log searches together (turns_ms); the proxy splits dense from keyword.
+        log = (
+            None
+            if turn_index is None
+            else _Timed(turn_index, sink, {"search": "turn_vector_ms", "search_keywords": "turn_keyword_ms"})
+        )
         started = time.perf_counter()
         with uow_factory() as uow:
             result = recall(
@@ -192,12 +243,14 @@ def run_queries(
                 embedder=embedder,
                 index=index,
                 working_memory=wm,
+                turn_index=cast("VectorIndex | None", log),
             )
         wall = (time.perf_counter() - started) * 1e3
         return {
             "kind": kind,
             "query": query,
             "stage": result.stage,
+            "candidates": result.trace.get("candidates", {}),
             "timings": fused_timings(result.trace["timings_ms"], sink, wall),
         }
 
@@ -391,6 +444,21 @@ def table_stats(db_url: str) -> dict[str, Any]:
         "work_mem": sizes[3],
         "postgres": str(sizes[4]).split(" on ")[0],
     }
+
+
+def events_stats(db_url: str) -> dict[str, Any]:
+    """Size of the conversation log in Postgres: rows and bytes of ``events``."""
+    import psycopg
+
+    from workers.bench.scratch import libpq_url
+
+    with psycopg.connect(libpq_url(db_url)) as conn:
+        row = conn.execute(
+            "SELECT count(*), pg_size_pretty(pg_table_size('events')),"
+            " pg_size_pretty(pg_indexes_size('events')) FROM events"
+        ).fetchone()
+    assert row is not None
+    return {"events_rows": int(row[0]), "events_table_size": row[1], "events_indexes_size": row[2]}
 
 
 def _explain(db_url: str, user_id: str, queries: Sequence[str]) -> list[dict[str, Any]]:

@@ -15,13 +15,20 @@ STAGE_NOTES = {
     "cue_counts_ms": "  of which: how many of the user's memories hold each query cue (cue_counts)",
     "by_cues_ms": "  of which: the GIN cue query (SqlMemoryRepository.by_cues)",
     "in_window_ms": "  of which: time-window and recent-memory reads (in_window)",
+    "turn_window_ms": "  of which: the log's turns in a time range the query names (events.in_window)",
+    "window_sources_ms": "  of which: memories citing those turns (SqlMemoryRepository.by_sources)",
     "working_memory_ms": "  of which: RedisWorkingMemory.recent",
     "event_stages_ms": "  of which: stages of the working turns (events table)",
     "embed_ms": "query embedding inside recall (0 with a precomputed vector)",
-    "vector_ms": "user-filtered vector search (qdrant-edge)",
-    "keyword_ms": "keyword (sparse) search, when recall has that path",
+    "vector_ms": "user-filtered vector search over memories (qdrant-edge)",
+    "keyword_ms": "keyword (sparse, BM25) search over memories",
+    "turns_ms": "conversation log: both searches of the turn index (recall's own timing)",
+    "turn_vector_ms": "  of which: dense search of the turn index",
+    "turn_keyword_ms": "  of which: keyword (sparse) search of the turn index",
     "fusion_ms": "the rest after the searches: re-read hits in Postgres, RRF, diversity, explanations",
-    "get_many_ms": "  of which: re-read of the hits (SqlMemoryRepository.get_many)",
+    "get_many_ms": "  of which: re-read of the memory hits (SqlMemoryRepository.get_many)",
+    "turn_rows_ms": "  of which: re-read of the log's hits (SqlEventRepository.of_user)",
+    "log_sources_ms": "  of which: memories citing the log's hits (SqlMemoryRepository.by_sources)",
     "total_ms": "recall() as a whole (its own trace)",
     "wall_ms": "around recall(), including opening the unit of work",
 }
@@ -50,7 +57,10 @@ def evaluate_targets(results: dict[str, Any], sizes: Sequence[int]) -> list[dict
     overall = _p95(e5, "all", "total_ms")
     vector_path = _p95(e5, "vector_path", "total_ms")
     hnsw = results.get("recall_hnsw", {}).get(largest, {}).get("single/e5") if largest else None
+    log = results.get("conversation_log")
     at = f"{largest} memories" if largest else "-"
+    if log and largest:
+        at += f" and {log['turns'].get(f'user-{largest}', 0)} turns in the conversation log"
     out.append(
         {
             "target": "recall p95 <= 25 ms at 100k memories per user, including query embedding",
@@ -63,7 +73,7 @@ def evaluate_targets(results: dict[str, Any], sizes: Sequence[int]) -> list[dict
                 else ""
             ),
             "verdict": verdict(overall, TARGET_RECALL_P95_MS)
-            + ("" if largest == "100000" else f" (measured at {at}, not 100k)"),
+            + ("" if largest == "100000" else f" (measured at {largest} memories, not 100k)"),
         }
     )
     det = results.get("deterministic_1m")
@@ -104,12 +114,43 @@ def _stage_table(summary: dict[str, Any], part: str) -> str:
     return "\n".join(rows)
 
 
+SECTIONS = (
+    ("recall", "Recall"),
+    ("recall_without_log", "Recall without the conversation log (same data, turn_index not passed)"),
+    ("recall_hnsw", "Recall after building HNSW (memory index)"),
+    ("recall_hnsw_log", "Recall after building HNSW of the turn index too"),
+)
+PER_STAGE_SECTIONS = ("recall", "recall_hnsw", "recall_hnsw_log")
+
+
+def _log_line(log: dict[str, Any] | None) -> str:
+    if not log:
+        return "- conversation log: none loaded (--no-turns): recall ran without turn_index"
+    per_user = ", ".join(f"{u} {n}" for u, n in log["turns"].items())
+    return (
+        f"- conversation log: {log['events_rows']} turns in events ({log['events_table_size']}, indexes "
+        f"{log['events_indexes_size']}), {log['points']} points in the turn index; "
+        f"{log['turns_per_memory']} turns per memory; per user: {per_user}"
+    )
+
+
 def render_report(r: dict[str, Any]) -> str:
     lines = ["# Recall latency benchmark", "", machine_markdown(r["machine"])]
     lines.append(
-        f"- duration: {r['duration_s']} s; load average at the end {r.get('load_average_at_end')} "
-        "(other jobs on the machine skew the numbers)"
+        f"- duration: {r['duration_s']} s; load average (1, 5, 15 min) at the start "
+        f"{r.get('load_average_at_start')}, at the end {r.get('load_average_at_end')}, and after each "
+        "measurement in the tables' last column (2 cores: above 2, other jobs skew the numbers)"
     )
+    code = r.get("code")
+    if code:
+        lines.append(
+            f"- code: commit {code.get('commit')}"
+            + (
+                f", uncommitted changes in {', '.join(code['uncommitted'])}"
+                if code.get("uncommitted")
+                else ""
+            )
+        )
     vb = r.get("vector_backend", {})
     lines += [
         f"- vector backend: {vb.get('adapter')}, {vb.get('points')} points; HNSW {vb.get('hnsw')}",
@@ -119,6 +160,7 @@ def render_report(r: dict[str, Any]) -> str:
         f"{_fmt(r['query_embedding'])} ms p50/p95/p99",
         f"- cue keys: {r['cue_check']['mismatched']} of {r['cue_check']['checked']} sampled memories differ "
         "from the real cues_for_memory",
+        _log_line(r.get("conversation_log")),
         "",
         "## Targets",
         "",
@@ -129,24 +171,36 @@ def render_report(r: dict[str, Any]) -> str:
     lines += ["", "## How the data was made", ""]
     lines += [f"- {n}" for n in r["notes"]]
     lines.append(f"- loaded: {json.dumps(r['load'])}")
-    for section, title in (("recall", "Recall"), ("recall_hnsw", "Recall after building HNSW")):
+    for section, title in SECTIONS:
         if section not in r:
             continue
         lines += ["", f"## {title}", ""]
         if section == "recall_hnsw":
-            lines.append(f"HNSW build (optimize) took {r.get('hnsw_build_s')} s.\n")
+            lines.append(f"HNSW build of the memory index (optimize) took {r.get('hnsw_build_s')} s.\n")
+        if section == "recall_hnsw_log":
+            lines.append(f"HNSW build of the turn index (optimize) took {r.get('hnsw_turns_build_s')} s.\n")
         lines += [
             "| memories | mode | answered by | total p50/p95/p99 ms (all) | total (vector path) | "
-            "vector_ms (search) | embed_ms | q/s |",
-            "|---|---|---|---|---|---|---|---|",
+            "vector_ms | keyword_ms | log: turns_ms | log dense | log keyword | embed_ms | q/s | load 1m |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for size, modes in r[section].items():
             for mode, s in modes.items():
+                a = s["all"]
                 lines.append(
-                    f"| {size} | {mode} | {s['answered_by']} | {_fmt(s['all'].get('total_ms'))} | "
-                    f"{_fmt(s['vector_path'].get('total_ms'))} | {_fmt(s['all'].get('vector_ms'))} | "
-                    f"{_fmt(s['all'].get('embed_ms'))} | {s['queries_per_s']} |"
+                    f"| {size} | {mode} | {s['answered_by']} | {_fmt(a.get('total_ms'))} | "
+                    f"{_fmt(s['vector_path'].get('total_ms'))} | {_fmt(a.get('vector_ms'))} | "
+                    f"{_fmt(a.get('keyword_ms'))} | {_fmt(a.get('turns_ms'))} | "
+                    f"{_fmt(a.get('turn_vector_ms'))} | {_fmt(a.get('turn_keyword_ms'))} | "
+                    f"{_fmt(a.get('embed_ms'))} | {s['queries_per_s']} | "
+                    f"{(s.get('load_average') or ['–'])[0]} |"
                 )
+        lines += ["", "Candidates per path (mean over the queries where the path ran):", ""]
+        for size, modes in r[section].items():
+            mode = "single/e5" if "single/e5" in modes else next(iter(modes))
+            lines.append(f"- {size}, {mode}: {modes[mode].get('candidates_mean', {})}")
+        if section not in PER_STAGE_SECTIONS:
+            continue
         for size, modes in r[section].items():
             for mode in ("single/precomputed", "single/e5"):
                 if mode in modes:
