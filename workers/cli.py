@@ -466,6 +466,8 @@ def maintain(
                 c.uow, c.index, c.embedder, touched, policy, turn_index=c.turn_index
             )
             optimized = c.index.optimize()
+            if c.turn_index is not None:  # both graphs: `|`, not `or`, which would skip the second
+                optimized = c.turn_index.optimize() | optimized
         except IndexOwnedElsewhere:
             # A running index worker owns the embedded index: it syncs, pushes, reconciles, optimizes.
             c.dispatch([FollowUp(TaskName.SYNC_INDEX.value, pair) for pair in touched])
