@@ -409,9 +409,9 @@ def finish(
 
 
 def test_workers_sigkilled_repeatedly_during_ingest_lose_and_duplicate_nothing(it_settings, workers_of):
-    # 500 events by default keeps CI (the whole suite under 20 minutes) affordable; the long run
+    # 400 events by default keeps CI (the whole suite under 20 minutes) affordable; the long run
     # is 5,000 events with 6 kills.
-    users, kills = (100, 6) if LONG else (10, 3)
+    users, kills = (100, 6) if LONG else (8, 3)
     turns = make_turns(users=users, per_user=50)
     total = users * 50
     rng = random.Random(SEED)

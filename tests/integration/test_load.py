@@ -48,8 +48,8 @@ pytestmark = pytest.mark.integration
 # with on the 2-core machine while the two recall threads ran (a flat backlog at 10/s; at 12/s it
 # stayed near 50 and recall waited seconds; at 16/s it grew; docs/BENCHMARKS.md).
 RATE = float(os.environ.get("CUEMEM_LOAD_RATE", "10"))
-# 40 s by default keeps CI (the whole suite under 20 minutes) affordable; the long run is 5 minutes.
-SECONDS = float(os.environ.get("CUEMEM_LOAD_SECONDS", "300" if LONG else "40"))
+# 30 s by default keeps CI (the whole suite under 20 minutes) affordable; the long run is 5 minutes.
+SECONDS = float(os.environ.get("CUEMEM_LOAD_SECONDS", "300" if LONG else "30"))
 PER_USER = 50
 QUERIES = [
     "what do I like to drink",
