@@ -470,8 +470,9 @@ def _free_port() -> int:
 
 
 class OwnRedis:
-    """A redis-server of the test's own, persisting as docker-compose.yml's does (``appendonly yes``,
-    ``appendfsync everysec``), to stop, crash and restart on the same append-only file."""
+    """A redis-server of the test's own, persisting (``appendonly yes``, ``appendfsync everysec`` by
+    default: the setting that can lose a second; docker-compose.yml runs ``always``), to stop,
+    crash and restart on the same append-only file."""
 
     def __init__(self, directory: Path, appendfsync: str = "everysec") -> None:
         self.port = _free_port()
@@ -593,8 +594,9 @@ def test_redis_broker_restarted_mid_ingest_loses_and_duplicates_nothing(it_setti
 
 # ---- 2b. Redis crashed (SIGKILL) mid-ingest, losing the last second of its append-only file --
 
-# With `appendfsync everysec` (docker-compose.yml) Redis writes every command to its append-only
-# file before it answers (unless a background fsync is still running), and fsyncs the file once
+# With `appendfsync everysec` (Redis's usual setting; docker-compose.yml runs `always`) Redis
+# writes every command to its append-only file before it answers (unless a background fsync is
+# still running), and fsyncs the file once
 # a second. A crash of the Redis process alone (SIGKILL, OOM killer) keeps what was written: the
 # OS holds it. A crash of the host (power loss, kernel panic, a VM killed) loses what was written
 # since the last fsync, about a second. The test emulates the host crash: it SIGKILLs Redis, cuts
