@@ -2,10 +2,10 @@
 
 The pipeline sweep re-drives events left between stages (a crash between commit and enqueue).
 The hourly recompute keeps half-life scores current in Postgres (shared/scoring.py) and then has
-the index owner push the scores that moved; the lifecycle sweeps (shared/lifecycle.py) expire
+the index owner push the scores that moved; the lifecycle sweeps (shared/lifecycle/sweeps.py) expire
 tasks, archive long-unused memories and repair drift between Postgres and the index. Every entry
 expires before its next run, so a backlog never runs one sweep twice in a row. Exactly one beat
-runs: it holds a Redis lock (workers/beat_lock.py).
+runs: it holds a Redis lock (workers/redis/beat_lock.py).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from producers.backends import (
 )
 from producers.backends import PublishedLike as PublishedLike
 from shared.events import SAFE_ID, SAFE_ID_TEXT, InvalidEvent
-from shared.prompt import DEFAULT_PROMPT_BUDGET, prompt_block
+from shared.recall.prompt import DEFAULT_PROMPT_BUDGET, prompt_block
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ Three implementations:
 
 ``producers`` imports nothing from ``workers`` at import time (an app that only publishes, or only
 uses the API, must not pull in Celery workers, SQLAlchemy or the embedder). The library backend is
-the one exception, and it imports ``workers.recall_api`` lazily inside ``search``: whoever builds a
+the one exception, and it imports ``service.operations.recall`` lazily inside ``search``: whoever builds a
 ``LibraryBackend`` already holds a workers ``Container``, so the import costs nothing new.
 """
 
@@ -127,7 +127,7 @@ class LibraryBackend:
 
     ``forget`` is injected (``(user_id, memory_id) -> {"deleted", "hard"}``) because forgetting
     in-process needs a unit of work and the index, which the composition root owns; ``cuemem mcp``
-    passes one (see ``workers/cli.py``).
+    passes one (see ``cli/main.py``).
     """
 
     def __init__(
@@ -145,7 +145,7 @@ class LibraryBackend:
 
     def search(self, user_id: str, query: str, k: int, session_id: str | None) -> Mapping[str, Any]:
         # Lazy on purpose (see the module doc): producers never imports workers at import time.
-        from workers.recall_api import recall_for
+        from service.operations.recall import recall_for
 
         return recall_for(
             self.container, user_id, query, k=k, session_id=session_id, reinforce=self.reinforce

@@ -1,1 +1,1 @@
-"""cuemem's HTTP API (FastAPI): ``service.app.create_app(container)``, run by ``cuemem serve``."""
+"""cuemem's HTTP API (FastAPI): ``service.http.app.create_app(container)``, run by ``cuemem serve``."""

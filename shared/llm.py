@@ -1,6 +1,6 @@
 """The LLM port: operations, answer schemas, prompts and the delimiting of user content.
 
-Pure: nothing here talks to a network. The adapter (``workers/llm.py``) sends
+Pure: nothing here talks to a network. The adapter (``workers/endpoints/llm.py``) sends
 ``system_prompt(instructions, schema)`` as the system message and ``delimit(data)`` as the user
 message, and hands back a validated answer or ``None``; on ``None`` the caller keeps the
 rule-based result for that turn. The LLM is never called on the recall path.

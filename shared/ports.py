@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 class SparseTerms(NamedTuple):
     """A sparse vector for keyword search: term indices (unique, ascending) and their weights.
 
-    Built by ``shared.sparse`` (BM25 term weights of a document, 1.0 per term of a query); the
+    Built by ``shared.recall.sparse`` (BM25 term weights of a document, 1.0 per term of a query); the
     index multiplies by the IDF. A NamedTuple so that it crosses JSON (Celery) as two lists.
     """
 
@@ -75,7 +75,7 @@ class Embedder(Protocol):
 
 class Reranker(Protocol):
     """A cross-encoder that scores how well each document answers the query (optional, off by
-    default; ``shared.rerank`` applies it to recall's top candidates)."""
+    default; ``shared.recall.rerank`` applies it to recall's top candidates)."""
 
     def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
         """One relevance score per document, in the documents' order (higher is more relevant).
@@ -109,7 +109,7 @@ class LossAwareIndex(Protocol):
     """An index that can lose its files under the process holding it (the embedded engine) and
     remembers the loss until a reconciliation has rebuilt it from Postgres. Meanwhile its searches
     raise IndexUnavailable, since a partial index would answer "no such memory" for what it lost.
-    ``shared.lifecycle.reconcile`` uses it when the index offers it."""
+    ``shared.lifecycle.sweeps.reconcile`` uses it when the index offers it."""
 
     def lost(self) -> str | None:
         """The note of a loss not repaired yet (when and what), or None when the index is whole."""

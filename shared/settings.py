@@ -146,7 +146,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"gamma for {memory_type}: {gamma} is not in (0, 1]")
         return value
 
-    # Lifecycle (shared/lifecycle.py). A memory whose score has stayed under the threshold for
+    # Lifecycle (shared/lifecycle/sweeps.py). A memory whose score has stayed under the threshold for
     # archive_after_days is archived; a task expires once its due time passed, or, without one,
     # task_ttl_days after it was stated. Index payload scores are refreshed when they drift by
     # more than score_push_tolerance.

@@ -87,8 +87,8 @@ def it_settings(clean_db: str, redis_url: str, tmp_path: Path) -> Settings:
 @pytest.fixture
 def start_workers(it_settings: Settings) -> Iterator[Callable[..., list]]:
     """Start real Celery worker processes (pipeline workers + the index owner); stopped at teardown."""
-    from workers.runtime import WorkerProcess
-    from workers.runtime import start_workers as spawn
+    from workers.runtime.processes import WorkerProcess
+    from workers.runtime.processes import start_workers as spawn
 
     started: list[WorkerProcess] = []
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from shared.events import TurnPublished
 from shared.models import Memory, MemoryStatus
-from shared.unit_of_work import DeadLetter, HistoryEntry, Receipt, StoredEvent, TurnState
+from shared.storage import DeadLetter, HistoryEntry, Receipt, StoredEvent, TurnState
 
 
 class _State:
@@ -418,7 +418,7 @@ class FakeMemoryRepository:
         return len(old)
 
     def _move(self, candidates, status, reason_of, now, after_id, limit):
-        from shared.unit_of_work import StatusChange
+        from shared.storage import StatusChange
 
         page = sorted(
             (m for m in self.s.memories.values() if m.id > after_id and candidates(m)), key=lambda m: m.id
@@ -454,7 +454,7 @@ class FakeMemoryRepository:
         return self._move(stale, MemoryStatus.ARCHIVED, lambda m: reason, now, after_id, limit)
 
     def stale_scores(self, after_id: str, limit: int, tolerance: float):
-        from shared.unit_of_work import ScoreState
+        from shared.storage import ScoreState
 
         found = [
             m
@@ -473,7 +473,7 @@ class FakeMemoryRepository:
             self.s.indexed_scores[memory_id] = value
 
     def index_states(self, tenant_id: str, user_id: str):
-        from shared.unit_of_work import IndexState
+        from shared.storage import IndexState
 
         return [
             IndexState(

@@ -14,16 +14,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.conflicts import DEFAULT_STRATEGIES, Judge, Strategy
 from shared.events import EventLimits, TurnPublished
-from shared.lifecycle import LifecyclePolicy, policy_from
+from shared.ingest.conflicts import DEFAULT_STRATEGIES, Judge, Strategy
+from shared.ingest.llm_paths import extract_with_llm, llm_judge
+from shared.lifecycle.sweeps import LifecyclePolicy, policy_from
 from shared.llm import LLM
-from shared.llm_paths import extract_with_llm, llm_judge
 from shared.models import Extraction, MemoryType
 from shared.ports import Embedder, PublishLedger, Reranker, SeqCounter, VectorIndex
 from shared.queues import ROUTES, IndexKind, TaskName
 from shared.settings import Settings, get_settings
-from shared.unit_of_work import FollowUp, UnitOfWork
+from shared.storage import FollowUp, UnitOfWork
 from workers.lexicon import apply_lexicon
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class Container:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            from workers.embedders import build_embedder
+            from workers.endpoints.embedders import build_embedder
 
             self._embedder = build_embedder(self.settings)
         return self._embedder
@@ -96,8 +96,8 @@ class Container:
     def llm(self) -> LLM | None:
         """The configured LLM (with usage logging and a failure cooldown), or None: rules only."""
         if self._llm is _UNSET:
-            from workers.llm import build_llm
-            from workers.llm_runtime import CooldownLLM, DbUsageSink
+            from workers.endpoints.llm import build_llm
+            from workers.endpoints.llm_runtime import CooldownLLM, DbUsageSink
 
             inner = build_llm(self.settings, usage_sink=DbUsageSink(self.uow))
             self._llm = CooldownLLM(inner, self.settings.llm_cooldown_s) if inner is not None else None
@@ -105,9 +105,9 @@ class Container:
 
     def reranker(self) -> Reranker | None:
         """The cross-encoder reranker, or None when ``CUEMEM_RERANK_URL`` is unset (the default).
-        Recall hands it to ``shared.rerank.rerank_order``; it is built on first use."""
+        Recall hands it to ``shared.recall.rerank.rerank_order``; it is built on first use."""
         if self._reranker is _UNSET:
-            from workers.rerankers import build_reranker
+            from workers.endpoints.rerankers import build_reranker
 
             self._reranker = build_reranker(self.settings)
             close = getattr(self._reranker, "close", None)
@@ -144,7 +144,7 @@ class Container:
                 return None
             import redis
 
-            from workers.working_memory import RedisWorkingMemory
+            from workers.redis.working_memory import RedisWorkingMemory
 
             client = redis.Redis.from_url(url)
             self._closers.append(client.close)
@@ -160,8 +160,8 @@ class Container:
                 return None
             import redis
 
-            from workers.ledger import RedisPublishLedger
-            from workers.redis_url import connect
+            from workers.redis.connect import connect
+            from workers.redis.ledger import RedisPublishLedger
 
             client = redis.Redis.from_url(url)
             self._closers.append(client.close)
@@ -182,8 +182,8 @@ class Container:
             url = self.settings.effective_redis_url
             if url is None:
                 return None
-            from workers.redis_url import connect
-            from workers.seq_counter import RedisSeqCounter
+            from workers.redis.connect import connect
+            from workers.redis.seq_counter import RedisSeqCounter
 
             client = connect(url)
             self._closers.append(client.close)

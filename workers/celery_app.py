@@ -38,7 +38,7 @@ apply_lexicon(_settings)
 
 app = Celery("cuemem", set_as_current=True)
 app.conf.update(celery_config(_settings, _settings.broker_url))
-app.conf.include = ["workers.tasks"]
+app.conf.include = ["workers.tasks.stages"]
 
 try:  # beat's schedule lives in the top-level module the product design names
     import beat_schedule
@@ -95,7 +95,7 @@ def _task_started(task_id: str | None = None, **_: object) -> None:
 def _task_finished(
     task_id: str | None = None, task: Any = None, state: str | None = None, **_: object
 ) -> None:
-    """Run time per task into Redis, where the API's /metrics reads it (workers/task_metrics.py).
+    """Run time per task into Redis, where the API's /metrics reads it (workers/redis/task_metrics.py).
     A metrics write must never fail a task: errors are logged and dropped."""
     started = _started.pop(task_id or "", None)
     url = _settings.effective_redis_url
@@ -103,7 +103,7 @@ def _task_finished(
         return
     try:
         from workers.failures import _redis
-        from workers.task_metrics import record_task_run
+        from workers.redis.task_metrics import record_task_run
 
         record_task_run(_redis(url), str(task.name), time.perf_counter() - started, state or "UNKNOWN")
     except Exception:

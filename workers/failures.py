@@ -19,10 +19,10 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from shared import keys
 from shared.events import InvalidEvent
-from shared.pipeline import EventVanished, SeqContended
+from shared.ingest.pipeline import EventVanished, SeqContended
 from shared.ports import EmbeddingModelMismatch, IndexUnavailable
-from shared.unit_of_work import DeadLetter
-from workers.embedders import EmbeddingError
+from shared.storage import DeadLetter
+from workers.endpoints.embedders import EmbeddingError
 
 log = logging.getLogger(__name__)
 

@@ -80,9 +80,9 @@ def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
         "task_send_sent_event": True,
         "worker_send_task_events": True,
         "worker_hijack_root_logger": False,
-        # Exactly one beat (workers/beat_lock.py): the scheduler holds a Redis lock and renews it
+        # Exactly one beat (workers/redis/beat_lock.py): the scheduler holds a Redis lock and renews it
         # every tick; ticking at least every third of the TTL keeps a live beat's lock alive.
-        "beat_scheduler": "workers.beat_lock:LockedScheduler",
+        "beat_scheduler": "workers.redis.beat_lock:LockedScheduler",
         "beat_max_loop_interval": max(1, settings.beat_lock_ttl_s // 3),
         "cuemem_beat_lock": {
             "url": settings.effective_redis_url or broker_url,

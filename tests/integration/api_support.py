@@ -10,14 +10,14 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from service.operations.curation import create_key
 from shared.cues import cues_for_memory, entities, lexicon_tags
+from shared.ingest.pipeline import _memory_hash, sync_user_index
 from shared.models import Memory, MemoryStatus, MemoryType, memory_id
-from shared.pipeline import _memory_hash, sync_user_index
 from shared.settings import Settings
-from shared.unit_of_work import FollowUp, HistoryEntry
+from shared.storage import FollowUp, HistoryEntry
 from tests.fake_index import FakeVectorIndex
 from workers.bootstrap import Container, build_container
-from workers.curation_api import create_key
 
 AT = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 
@@ -39,7 +39,7 @@ def api_settings(it_settings: Settings) -> Settings:
 
 
 def build_env(settings: Settings, tenants: Sequence[str] = ("tenant-a", "tenant-b")) -> ApiEnv:
-    from service.app import create_app
+    from service.http.app import create_app
 
     sent: list[FollowUp] = []
     container = build_container(

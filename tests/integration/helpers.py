@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from shared.progress import Progress, progress
+from shared.ingest.progress import Progress, progress
 from workers.bootstrap import Container
-from workers.runtime import WorkerProcess, check_alive
+from workers.runtime.processes import WorkerProcess, check_alive
 
 
 def wait_processed(

@@ -12,10 +12,10 @@ import json
 import pytest
 import redis
 
+from service.operations.curation import revoke_key
 from shared import keys as redis_keys
 from shared.models import MemoryStatus, MemoryType
 from tests.integration.api_support import api_settings, build_env, error_of, fields_of, seed_memory
-from workers.curation_api import revoke_key
 
 pytestmark = pytest.mark.integration
 

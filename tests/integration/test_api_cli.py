@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.serve import is_loopback
+from service.http.serve import is_loopback
+from service.operations.curation import api_container, create_key
 from shared.settings import Settings
 from tests.integration.helpers import wait_processed
-from workers.curation_api import api_container, create_key
 
 pytestmark = pytest.mark.integration
 
@@ -72,7 +72,7 @@ def test_serve_refuses_no_auth_off_loopback(it_settings: Settings) -> None:
 def test_publish_recall_edit_and_purge_through_real_workers(
     it_settings: Settings, start_workers: Any
 ) -> None:
-    from service.app import create_app
+    from service.http.app import create_app
     from shared.models import turn_point_id
 
     settings = it_settings.model_copy(update={"embedder": "hash"})
@@ -149,10 +149,9 @@ def test_publish_recall_edit_and_purge_through_real_workers(
         assert (
             stored is not None and stored.event.content == "" and stored.event.metadata == {"redacted": True}
         )
-        from workers.bootstrap import build_container
-
         # The point itself is gone from the embedded index (the index worker's memory.delete_points).
-        from workers.cli import broker_idle
+        from cli.main import broker_idle
+        from workers.bootstrap import build_container
 
         assert wait_until(lambda: broker_idle(settings), 60)
         for w in workers:

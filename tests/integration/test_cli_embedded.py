@@ -292,7 +292,7 @@ def by_content(items: list[dict[str, Any]], needle: str) -> list[dict[str, Any]]
 
 
 def test_demo_runs_stops_everything_and_is_idempotent(tmp_path: Path) -> None:
-    from workers.demo import DEMO_QUERIES, DEMO_USER
+    from cli.demo import DEMO_QUERIES, DEMO_USER
 
     data_dir = tmp_path / "demo"
     first = cuemem(data_dir, "demo")  # cuemem() asserts that no process outlives the command

@@ -1,4 +1,4 @@
-"""CuememClient and AsyncCuememClient against the real HTTP API app (service.app.create_app).
+"""CuememClient and AsyncCuememClient against the real HTTP API app (service.http.app.create_app).
 
 The app runs in-process on the test services (real Postgres and Redis, in-memory vector indexes,
 as tests/integration/test_api.py builds it): the sync client through the app's TestClient, the

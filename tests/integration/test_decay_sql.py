@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
-from shared import maintenance
+from shared.lifecycle import maintenance
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.scoring import DecayPolicy, score
 from workers.bootstrap import build_container

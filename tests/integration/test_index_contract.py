@@ -22,7 +22,7 @@ from qdrant_client import QdrantClient, models
 from qdrant_edge import Distance, EdgeConfig, EdgeShard, EdgeVectorParams
 
 from shared.ports import EmbeddingModelMismatch, IndexPoint, IndexUnavailable, SparseTerms, VectorIndex
-from shared.sparse import AVERAGE_LENGTH, K1, B, sparse_document, sparse_query
+from shared.recall.sparse import AVERAGE_LENGTH, K1, B, sparse_document, sparse_query
 from tests.fake_index import FakeVectorIndex
 from workers.index import UNRECORDED
 from workers.index.edge import EdgeVectorIndex
@@ -883,7 +883,7 @@ def test_edge_lost_notes_a_missing_shard_for_the_reconciliation_about_to_run(tmp
 def test_edge_loss_noticed_by_a_container_sends_a_reconciliation(tmp_path: Path) -> None:
     from shared.queues import TaskName
     from shared.settings import Settings
-    from shared.unit_of_work import FollowUp
+    from shared.storage import FollowUp
     from workers.bootstrap import build_container
 
     sent: list[FollowUp] = []

@@ -348,7 +348,7 @@ def test_inspector_flows_in_chromium(env, browser):
 
 @needs_browser
 def test_inspector_without_auth_needs_no_key(env, browser):
-    from service.app import create_app
+    from service.http.app import create_app
 
     tenant = env.container.settings.tenant_id
     memory = seed_memory(env.container, tenant, "u-local", "Remember: 周五下午开会 (Friday meeting)", n=0)

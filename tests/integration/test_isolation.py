@@ -29,11 +29,11 @@ import anyio
 import pytest
 
 from producers.publisher import Publisher
+from service.operations.recall import recall_for
 from shared.events import validate_turn
 from shared.models import Memory
 from shared.settings import Settings
 from tests.integration.api_support import AT, ApiEnv, api_settings, build_env, seed_memory
-from workers.recall_api import recall_for
 
 pytestmark = pytest.mark.integration
 
@@ -300,8 +300,8 @@ def test_mcp_tools_bound_to_one_user_never_reach_another(world: World) -> None:
 
     from producers.agent_tools import MemoryTools
     from producers.backends import LibraryBackend
-    from producers.mcp_server import build_server
-    from workers.mcp_serve import library_forget
+    from service.mcp.serve import library_forget
+    from service.mcp.server import build_server
 
     c = world.env.container  # tenant A, as `cuemem mcp --tenant tenant-a --user bob`
     alice = world.memories[(A, "alice")]

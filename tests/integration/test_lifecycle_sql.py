@@ -14,19 +14,19 @@ from celery import Celery
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from shared import lifecycle
-from shared.lifecycle import LifecyclePolicy
-from shared.maintenance import recompute_scores
+from cli.main import CliError
+from cli.main import app as cli_app
+from shared.ingest.pipeline import sync_user_index
+from shared.lifecycle import sweeps as lifecycle
+from shared.lifecycle.maintenance import recompute_scores
+from shared.lifecycle.sweeps import LifecyclePolicy
 from shared.models import Memory, MemoryStatus, MemoryType
-from shared.pipeline import sync_user_index
 from shared.ports import IndexPoint
 from shared.scoring import DecayPolicy, score
 from shared.settings import Settings
 from tests.fakes import FakeStore
-from workers.beat_lock import BeatLock, BeatLockHeld, LockedScheduler
 from workers.bootstrap import Container, build_container
-from workers.cli import CliError
-from workers.cli import app as cli_app
+from workers.redis.beat_lock import BeatLock, BeatLockHeld, LockedScheduler
 
 pytestmark = pytest.mark.integration
 
@@ -322,7 +322,7 @@ def test_a_second_celery_beat_process_refuses_to_start(it_settings: Settings, tm
     import sys
     import time
 
-    from workers.embedded import settings_env
+    from workers.runtime.embedded import settings_env
 
     env = settings_env(it_settings.model_copy(update={"beat_lock_ttl_s": 6}))
 
@@ -368,9 +368,9 @@ def test_a_second_celery_beat_process_refuses_to_start(it_settings: Settings, tm
 def test_recall_reinforces_through_a_real_worker_without_waiting(it_settings: Settings, start_workers):
     """recall_for answers at once; the memory.reinforce task a worker runs counts the use."""
     from producers.publisher import Publisher
+    from service.operations.recall import recall_for
     from tests.conftest import wait_until
     from tests.integration.helpers import wait_processed
-    from workers.recall_api import recall_for
 
     settings = it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 16})
     c = build_container(settings)

@@ -28,7 +28,7 @@ from shared.llm import (
 )
 from shared.settings import Settings
 from tests.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body, error_body
-from workers.llm import OpenAIJsonLLM, build_llm
+from workers.endpoints.llm import OpenAIJsonLLM, build_llm
 
 SECRET = "sk-test-very-secret-llm-key"
 CHAT = "/v1/chat/completions"
@@ -313,7 +313,7 @@ def test_retry_after_is_honoured(stub: StubServer, sink: ListSink) -> None:
 def test_500_until_attempts_are_exhausted(
     stub: StubServer, sink: ListSink, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="workers.llm")
+    caplog.set_level(logging.WARNING, logger="workers.endpoints.llm")
     stub.set_default(StubResponse(status=500, json_body=error_body("boom")))
     assert score(make(stub, sink, max_attempts=3)) is None
     assert len(stub.requests) == 3
@@ -449,7 +449,7 @@ def test_api_key_and_user_content_never_logged(
 
     assert "retrying" in caplog.text and "falling back to rules" in caplog.text
     assert SECRET not in caplog.text
-    ours = "\n".join(r.getMessage() for r in caplog.records if r.name == "workers.llm")
+    ours = "\n".join(r.getMessage() for r in caplog.records if r.name == "workers.endpoints.llm")
     assert turn not in ours and "幸福路" not in ours
     assert "stub-scorer" in ours and "scoring" in ours
     for usage in sink.usages:
@@ -459,7 +459,7 @@ def test_api_key_and_user_content_never_logged(
 
 
 def test_credentials_in_the_url_are_not_shown(stub: StubServer, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="workers.llm")
+    caplog.set_level(logging.WARNING, logger="workers.endpoints.llm")
     llm = make(stub, base_url=f"http://user:pw-secret@127.0.0.1:{stub.port}/v1?token=abc", max_attempts=1)
     stub.enqueue(StubResponse(status=500))
     assert score(llm) is None

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import redis
 
+from service.operations.recall import recall_for
 from shared.queues import Queue
 from shared.settings import Settings
 from tests.conftest import wait_until
@@ -40,7 +41,6 @@ from tests.integration.test_faults import (
 )
 from tests.integration.test_pipeline_e2e import make_turns
 from workers.bootstrap import build_container
-from workers.recall_api import recall_for
 
 pytestmark = pytest.mark.integration
 

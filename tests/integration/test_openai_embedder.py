@@ -15,8 +15,8 @@ from pydantic import SecretStr
 from shared.ports import Embedder
 from shared.settings import Settings
 from tests.openai_stub import RecordedRequest, StubResponse, StubServer, embeddings_body, error_body
-from workers.embedders import EmbeddingError, build_embedder
-from workers.embedders.openai_compat import BackoffWait, OpenAIEmbedder
+from workers.endpoints.embedders import EmbeddingError, build_embedder
+from workers.endpoints.embedders.openai_compat import BackoffWait, OpenAIEmbedder
 
 SECRET = "sk-test-very-secret-key"
 DIM = 4

@@ -452,7 +452,7 @@ def test_embedding_model_change_is_refused_with_reindex_hint(it_settings, start_
 
 
 def test_read_your_writes_before_any_worker_runs(it_settings):
-    from shared.retrieval import RecallRequest, recall
+    from shared.recall.engine import RecallRequest, recall
 
     c = build_container(it_settings)
     with Publisher.from_settings(it_settings) as pub:
@@ -474,7 +474,7 @@ def test_read_your_writes_before_any_worker_runs(it_settings):
 
 
 def test_recall_searches_through_the_index_worker_while_it_owns_the_index(it_settings, start_workers):
-    from workers.local_runtime import Runtime
+    from workers.runtime.local import Runtime
 
     c = build_container(it_settings)
     with Publisher.from_settings(it_settings) as pub:
@@ -484,7 +484,7 @@ def test_recall_searches_through_the_index_worker_while_it_owns_the_index(it_set
         ]
     workers = start_workers()
     wait_processed(c, ids, workers)
-    from workers.cli import run_recall
+    from cli.main import run_recall
 
     out = run_recall(
         Runtime(it_settings, c, workers), "v", "what should I drink", k=2, now=datetime.now(UTC), session=None

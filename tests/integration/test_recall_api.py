@@ -1,4 +1,4 @@
-"""In-process recall for apps (workers.recall_api) and the agent tools wired to it, on real parts.
+"""In-process recall for apps (service.operations.recall) and the agent tools wired to it, on real parts.
 
 Bilingual turns go through the producer, real worker processes and the embedded Qdrant engine
 owned by the index worker; ``recall_for`` then answers with items and a labelled prompt block,
@@ -14,11 +14,11 @@ import pytest
 
 from producers.agent_tools import MemoryTools
 from producers.publisher import Publisher
+from service.operations.recall import recall_for
 from shared.models import MemoryStatus
 from shared.text import approx_token_count
 from tests.integration.helpers import wait_processed
 from workers.bootstrap import build_container
-from workers.recall_api import recall_for
 
 pytestmark = pytest.mark.integration
 

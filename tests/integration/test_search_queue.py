@@ -20,10 +20,10 @@ from shared.ports import IndexHit, IndexPoint
 from shared.queues import ROUTES, Queue, TaskName
 from shared.settings import Settings
 from tests.conftest import wait_until
-from workers.embedders import build_embedder
+from workers.endpoints.embedders import build_embedder
 from workers.index.edge import EdgeVectorIndex
 from workers.index.remote import RemoteSearchIndex
-from workers.runtime import WorkerProcess, check_alive, start_index_owner
+from workers.runtime.processes import WorkerProcess, check_alive, start_index_owner
 
 pytestmark = pytest.mark.integration
 

@@ -32,12 +32,12 @@ from pydantic import SecretStr
 from sqlalchemy import text
 
 from producers.publisher import Publisher
-from service.logs import JsonFormatter
+from service.http.logs import JsonFormatter
+from service.operations.curation import api_container, create_key
+from service.operations.recall import recall_for
 from shared.settings import Settings
 from tests.integration.helpers import wait_processed
 from tests.openai_stub import RecordedRequest, StubResponse, StubServer, embeddings_body
-from workers.curation_api import api_container, create_key
-from workers.recall_api import recall_for
 
 pytestmark = pytest.mark.integration
 
@@ -117,7 +117,7 @@ def test_no_secret_in_worker_logs_api_logs_traces_or_stored_errors(
     api_key = create_key(container, "acme", "secrets test")["key"]
     other_key = create_key(container, "acme", "second")["key"]
 
-    from service.app import create_app
+    from service.http.app import create_app
 
     captured = io.StringIO()
     handler = logging.StreamHandler(captured)

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 
 from producers.publisher import Publisher
+from service.operations.recall import recall_for
 from shared.events import Role, TurnPublished
-from shared.extraction import extract
+from shared.ingest.extraction import extract
 from shared.settings import Settings
 from tests.integration.helpers import wait_processed
 from workers.bootstrap import Container, build_container
-from workers.recall_api import recall_for
 
 pytestmark = pytest.mark.integration
 

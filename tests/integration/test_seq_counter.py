@@ -13,8 +13,9 @@ import pytest
 import redis
 
 from producers.publisher import Publisher
-from shared import keys, pipeline
+from shared import keys
 from shared.events import SEQ_ASSIGNED
+from shared.ingest import pipeline
 from shared.queues import ROUTES, TaskName
 from workers.bootstrap import Container, build_container
 

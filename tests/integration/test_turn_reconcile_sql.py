@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from shared import lifecycle
+from cli.main import app as cli_app
 from shared.events import EventLimits, TurnPublished, validate_turn
+from shared.ingest.pipeline import sync_turn_index, turn_payload
+from shared.lifecycle import sweeps as lifecycle
 from shared.models import turn_point_id
-from shared.pipeline import sync_turn_index, turn_payload
 from shared.ports import IndexPoint
 from shared.settings import Settings
 from workers.bootstrap import Container, build_container
-from workers.cli import app as cli_app
 
 pytestmark = pytest.mark.integration
 

@@ -3,7 +3,7 @@
 The same MemoryTools that run on the library run on ApiBackend(CuememClient): search_memory is
 POST /v1/recall for the tools' user, remember is POST /v1/events with the remember metadata,
 forget is a soft DELETE; API errors come back as tool error text naming the field. The MCP server
-(producers.mcp_server) is driven in-process by the SDK's own client.
+(service.mcp.server) is driven in-process by the SDK's own client.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def test_backends_import_nothing_from_workers() -> None:
 
 def _mcp(api: Api, calls: list[tuple[str, dict[str, Any]]]) -> tuple[Any, list[Any]]:
     mcp = pytest.importorskip("mcp")
-    from producers.mcp_server import build_server
+    from service.mcp.server import build_server
 
     server = build_server(api_tools(api))
 

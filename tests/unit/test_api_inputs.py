@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from service.serve import ServeRefused, check_options
-from shared import curation
+from service.http.serve import ServeRefused, check_options
 from shared.api_keys import hash_key, issue_key, key_prefix, matches, presented_key
+from shared.lifecycle import curation
 from shared.models import MemoryStatus, MemoryType
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)

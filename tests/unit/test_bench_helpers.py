@@ -8,13 +8,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from workers.bench import synthetic as S
-from workers.bench.ingest_pipeline import parse_task_times, rate_schedule
-from workers.bench.ingest_report import evaluate_targets as ingest_targets
-from workers.bench.ingest_report import ratios, where_time_goes
-from workers.bench.latency_data import float4_array_binary, noisy_unit
-from workers.bench.latency_log import CANNED, MAX_EXTRA_TURNS, exchange, extra_turns, turn_seq
-from workers.bench.latency_measure import (
+from bench import synthetic as S
+from bench.ingest_pipeline import parse_task_times, rate_schedule
+from bench.ingest_report import evaluate_targets as ingest_targets
+from bench.ingest_report import ratios, where_time_goes
+from bench.latency_data import float4_array_binary, noisy_unit
+from bench.latency_log import CANNED, MAX_EXTRA_TURNS, exchange, extra_turns, turn_seq
+from bench.latency_measure import (
     _Timed,
     fused_timings,
     mean_candidates,
@@ -22,8 +22,8 @@ from workers.bench.latency_measure import (
     stage_samples,
     summarize_records,
 )
-from workers.bench.latency_report import verdict
-from workers.bench.scratch import database_url_for, libpq_url
+from bench.latency_report import verdict
+from bench.scratch import database_url_for, libpq_url
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -75,7 +75,7 @@ def test_generated_cues_equal_the_real_pipeline(pool) -> None:
     what extraction gives for the generated text."""
     from shared import cues
     from shared.events import Role, TurnPublished
-    from shared.extraction import extract
+    from shared.ingest.extraction import extract
 
     entries, analyses = pool
     memories = list(S.generate_memories("u", 400, entries, analyses, seed=1, now=NOW))

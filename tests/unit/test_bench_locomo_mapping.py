@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from bench import locomo_baselines, locomo_data, locomo_report, metrics
 from shared.events import Role, validate_turn
-from workers.bench import locomo_baselines, locomo_data, locomo_report, metrics
 
 
 def mini_sample() -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.bench.metrics import (
+from bench.metrics import (
     Item,
     aggregate,
     coverage,

@@ -124,7 +124,7 @@ def _env_example() -> list[tuple[int, bool, str, str]]:
 def _cli_group() -> Any:
     import typer
 
-    from workers.cli import app
+    from cli.main import app
 
     return typer.main.get_command(app)
 
@@ -206,7 +206,7 @@ def test_postgres_and_qdrant(services: dict[str, Any], compose: dict[str, Any]) 
 
 def test_console_script_is_the_typer_app() -> None:
     scripts = tomllib.loads(PYPROJECT.read_text())["project"]["scripts"]
-    assert scripts["cuemem"] == "workers.cli:main"
+    assert scripts["cuemem"] == "cli.main:main"
 
 
 @pytest.mark.parametrize("name", CUEMEM_SERVICES)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from shared import maintenance, pipeline
+from shared.ingest import pipeline
+from shared.lifecycle import maintenance
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES, MemoryStatus, turn_point_id
 from shared.queues import TaskName
-from shared.retrieval import RecallRequest, recall
+from shared.recall.engine import RecallRequest, recall
 from tests.unit.test_pipeline import LIMITS, NOW, Harness, turn
 
 CHAT = "lol we saw a red fox near the old mill by the river"  # chit-chat: below the threshold
@@ -181,7 +182,7 @@ def test_past_statements_come_back_only_on_request_and_marked():
 
 
 def test_the_prior_leans_by_type_and_half_life_score_and_stays_small():
-    from shared.retrieval import SCORE_WEIGHT, TYPE_WEIGHTS, _Candidate, _memory_item, _prior
+    from shared.recall.engine import SCORE_WEIGHT, TYPE_WEIGHTS, _Candidate, _memory_item, _prior
 
     h = TurnHarness()
     h.drain(turn(1, "I prefer green tea over coffee"))
@@ -232,7 +233,7 @@ def test_time_words_are_a_filter_not_keywords():
 
 
 def test_the_conversation_log_never_brings_back_a_superseded_or_forgotten_statement():
-    from shared import curation
+    from shared.lifecycle import curation
 
     h = TurnHarness()
     h.drain(turn(1, "I live in Berlin"))
@@ -323,7 +324,7 @@ def test_an_event_id_held_by_another_tenant_is_refused_naming_the_field():
 
 
 def test_a_named_range_is_ranked_by_meaning_not_by_which_turns_are_newest():
-    from shared.retrieval import WINDOW_CANDIDATES
+    from shared.recall.engine import WINDOW_CANDIDATES
 
     h = TurnHarness()
     now = NOW + timedelta(days=1)

@@ -1,4 +1,4 @@
-"""Rule-based extraction (shared.extraction): importance, drafts, splitting, summaries."""
+"""Rule-based extraction (shared.ingest.extraction): importance, drafts, splitting, summaries."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from shared.events import Role, TurnPublished
-from shared.extraction import DEFAULT_THRESHOLD, MAX_SUMMARY_CHARS, extract, is_change, is_negated, summarize
+from shared.ingest.extraction import (
+    DEFAULT_THRESHOLD,
+    MAX_SUMMARY_CHARS,
+    extract,
+    is_change,
+    is_negated,
+    summarize,
+)
 from shared.models import Extraction, MemoryDraft, MemoryType
 
 

@@ -6,10 +6,10 @@ embedder are fakes.
 
 from datetime import UTC, datetime, timedelta
 
-from shared import maintenance
-from shared.conflicts import judge_by_rules
+from shared.ingest.conflicts import judge_by_rules
+from shared.ingest.llm_paths import llm_judge
+from shared.lifecycle import maintenance
 from shared.llm import JudgeAnswer, LLMOperation
-from shared.llm_paths import llm_judge
 from shared.models import MemoryStatus, MemoryType
 from tests.unit.test_pipeline import NOW, Harness, turn
 
@@ -142,7 +142,7 @@ def test_llm_judge_decides_and_failures_fall_back_to_rules():
 
 
 def test_llm_merge_creates_a_memory_citing_both_and_keeps_the_originals():
-    from shared.conflicts import Relation, Verdict, apply
+    from shared.ingest.conflicts import Relation, Verdict, apply
 
     h = Harness()
     h.drain(turn(1, "我不吃香菜"))
@@ -189,7 +189,7 @@ def test_task_rescheduled_invalidates_the_older_task():
 def test_near_duplicate_reinforces_the_older_memory():
     from dataclasses import replace
 
-    from shared.conflicts import Relation, apply
+    from shared.ingest.conflicts import Relation, apply
 
     h = Harness()
     h.drain(turn(1, "我不吃香菜"))
@@ -270,7 +270,7 @@ def test_strategies_are_configurable_per_type():
     import pytest
     from pydantic import ValidationError
 
-    from shared.conflicts import Strategy
+    from shared.ingest.conflicts import Strategy
     from shared.settings import Settings
     from workers.bootstrap import build_container
 
@@ -283,7 +283,7 @@ def test_strategies_are_configurable_per_type():
     h.drain({**turn(2, "我现在改喝拿铁了"), "event_id": "latte"})
     older, newer = by_content(h, "我喜欢喝美式"), by_content(h, "我现在改喝拿铁了")
     # Re-judge the pair with preferences set to supersede: the older one stops being valid.
-    from shared.conflicts import apply
+    from shared.ingest.conflicts import apply
 
     older.importance, older.status_reason = 6.5, None
     out = apply(older, newer, judge_by_rules(older, newer), NOW, c.strategies)

@@ -11,8 +11,8 @@ import pytest
 
 from shared.ports import Embedder
 from shared.settings import Settings
-from workers.embedders import build_embedder
-from workers.embedders.hashing import HashingEmbedder, tokens
+from workers.endpoints.embedders import build_embedder
+from workers.endpoints.embedders.hashing import HashingEmbedder, tokens
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,8 @@ def test_pinned_vector_so_a_changed_algorithm_is_noticed() -> None:
 
 def test_stable_across_processes_with_different_hash_seeds() -> None:
     code = (
-        "from workers.embedders.hashing import HashingEmbedder as H; print(H(32).embed_query('tea 绿茶 42'))"
+        "from workers.endpoints.embedders.hashing import HashingEmbedder as H; "
+        "print(H(32).embed_query('tea 绿茶 42'))"
     )
     outputs = set()
     for seed in ("1", "2"):

@@ -248,7 +248,7 @@ def test_lexicon_paths_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_worker_processes_get_the_paths_back_intact(monkeypatch: pytest.MonkeyPatch) -> None:
-    from workers.embedded import settings_env
+    from workers.runtime.embedded import settings_env
 
     env = settings_env(Settings(lexicon_paths=[Path("/x/a.toml"), Path("b.toml")]))
     assert json.loads(env["CUEMEM_LEXICON_PATHS"]) == ["/x/a.toml", "b.toml"]

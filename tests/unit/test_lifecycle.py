@@ -9,12 +9,13 @@ from datetime import datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from shared import lifecycle
+from service.operations.recall import recall_for
 from shared.cues import cues_for_memory, entities, lexicon_tags
-from shared.lifecycle import LifecyclePolicy, RestoreRefused
-from shared.maintenance import recompute_scores
+from shared.ingest.pipeline import sync_user_index
+from shared.lifecycle import sweeps as lifecycle
+from shared.lifecycle.maintenance import recompute_scores
+from shared.lifecycle.sweeps import LifecyclePolicy, RestoreRefused
 from shared.models import Memory, MemoryStatus, MemoryType
-from shared.pipeline import sync_user_index
 from shared.ports import IndexPoint
 from shared.queues import TaskName
 from shared.scoring import DEFAULT_GAMMA, DecayPolicy, score
@@ -23,8 +24,7 @@ from tests.fake_index import FakeVectorIndex
 from tests.fakes import FakeStore
 from tests.unit.test_pipeline import NOW, Harness, turn
 from workers.bootstrap import build_container
-from workers.embedders.hashing import HashingEmbedder
-from workers.recall_api import recall_for
+from workers.endpoints.embedders.hashing import HashingEmbedder
 
 YEAR_LATER = NOW + timedelta(days=365)
 POLICY = LifecyclePolicy()

@@ -4,15 +4,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared import maintenance, pipeline
-from shared.conflicts import judge_by_rules
 from shared.events import SEQ_ASSIGNED, EventLimits, InvalidEvent, validate_turn
+from shared.ingest import pipeline
+from shared.ingest.conflicts import judge_by_rules
+from shared.lifecycle import maintenance
 from shared.models import MemoryStatus
 from shared.ports import EmbeddingModelMismatch
 from shared.queues import TaskName
 from tests.fake_index import FakeVectorIndex
 from tests.fakes import FakeStore
-from workers.embedders.hashing import HashingEmbedder
+from workers.endpoints.embedders.hashing import HashingEmbedder
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 LIMITS = EventLimits()

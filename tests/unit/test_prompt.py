@@ -1,4 +1,4 @@
-"""The prompt block and the token budget (shared.prompt): known outputs, cuts, order, determinism."""
+"""The prompt block and the token budget (shared.recall.prompt): known outputs, cuts, order, determinism."""
 
 from __future__ import annotations
 
@@ -6,8 +6,16 @@ from typing import Any
 
 import pytest
 
-from shared.prompt import LABELS, TYPE_ORDER, choose_language, fit_budget, item_line, label, prompt_block
-from shared.retrieval import RecallItem
+from shared.recall.engine import RecallItem
+from shared.recall.prompt import (
+    LABELS,
+    TYPE_ORDER,
+    choose_language,
+    fit_budget,
+    item_line,
+    label,
+    prompt_block,
+)
 from shared.text import approx_token_count
 
 

@@ -11,7 +11,7 @@ from kombu.utils.scheduling import cycle_by_name
 from shared.queues import INDEX_OWNER_QUEUES, PIPELINE_QUEUES, ROUTES, Queue, TaskName
 from shared.settings import Settings
 from workers.reliability import queue_order_for
-from workers.runtime import index_owner_command, worker_queues
+from workers.runtime.processes import index_owner_command, worker_queues
 
 OWNER = [q.value for q in INDEX_OWNER_QUEUES]
 EMBEDDED = Settings(qdrant_url=None)

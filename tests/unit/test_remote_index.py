@@ -14,7 +14,7 @@ import pytest
 
 from shared.ports import IndexHit, SparseTerms
 from shared.queues import Queue, SearchMode, TaskName
-from shared.sparse import sparse_query
+from shared.recall.sparse import sparse_query
 from workers.index.remote import RemoteSearchIndex
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -86,14 +86,14 @@ def test_keyword_search_without_terms_sends_nothing() -> None:
 
 
 # The real task, fed what RemoteSearchIndex sends (after a JSON round trip), against the fake index.
-# In a subprocess: importing workers.tasks configures Celery from the environment, which must not
+# In a subprocess: importing workers.tasks.stages configures Celery from the environment, which must not
 # leak into the other tests of this session.
 _ROUND_TRIP = """
 import json
 from types import SimpleNamespace
-import workers.tasks as tasks
+import workers.tasks.stages as tasks
 from shared.ports import IndexPoint
-from shared.sparse import sparse_document, sparse_query
+from shared.recall.sparse import sparse_document, sparse_query
 from tests.fake_index import FakeVectorIndex
 from workers.index.remote import RemoteSearchIndex
 

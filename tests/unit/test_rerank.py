@@ -1,4 +1,4 @@
-"""shared.rerank.rerank_order with fake rerankers: reorder the top N, stable ties, failures kept out
+"""shared.recall.rerank.rerank_order with fake rerankers: reorder the top N, stable ties, failures kept out
 of recall."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from shared.ports import Reranker
-from shared.rerank import DEFAULT_TOP_N, RerankResult, rerank_order
+from shared.recall.rerank import DEFAULT_TOP_N, RerankResult, rerank_order
 
 
 class ScoreByWord:

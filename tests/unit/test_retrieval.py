@@ -3,7 +3,7 @@ isolation. Extraction is the real rule-based one; the embedder is deterministic 
 
 from datetime import timedelta
 
-from shared.retrieval import RecallRequest, rarity, recall, time_windows
+from shared.recall.engine import RecallRequest, rarity, recall, time_windows
 from tests.unit.test_pipeline import NOW, Harness, turn
 
 
@@ -98,7 +98,7 @@ def test_recall_never_crosses_users():
 
 
 def test_duplicate_texts_do_not_fill_the_list():
-    from shared.retrieval import RecallItem, _Candidate, diverse
+    from shared.recall.engine import RecallItem, _Candidate, diverse
 
     def cand(i, text):
         return _Candidate(

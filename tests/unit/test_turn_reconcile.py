@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared import lifecycle
 from shared.events import validate_turn
+from shared.ingest.pipeline import turn_payload
+from shared.lifecycle import sweeps as lifecycle
 from shared.models import turn_point_id
-from shared.pipeline import turn_payload
 from shared.ports import IndexPoint
 from tests.unit.test_conversation_log_recall import CHAT, TurnHarness
 from tests.unit.test_pipeline import LIMITS, turn

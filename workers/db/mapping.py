@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from shared.events import Role, TurnPublished
 from shared.models import Memory, MemoryStatus, MemoryType
-from shared.unit_of_work import StoredEvent
+from shared.storage import StoredEvent
 from workers.db.tables import EventRow, MemoryRow
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, defer, undefer
 from shared.events import TurnPublished
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.scoring import DecayPolicy, score_sql
-from shared.unit_of_work import (
+from shared.storage import (
     DeadLetter,
     HistoryEntry,
     IndexState,

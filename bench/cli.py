@@ -1,0 +1,198 @@
+"""`cuemem bench ...`: one command per benchmark. Each prints progress, records the machine and
+the exact command, and writes results.json plus a Markdown report into --out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+bench_app = typer.Typer(
+    help="Benchmarks (they measure and report; they are not tests).", no_args_is_help=True
+)
+
+
+@bench_app.callback()
+def _user_lexicon() -> None:
+    # Some benchmarks analyse text without a container (latency, baselines): install the user cue
+    # lexicon (CUEMEM_LEXICON_PATHS) here so that every benchmark measures the configured words.
+    from shared.settings import Settings
+    from workers.lexicon import apply_lexicon
+
+    apply_lexicon(Settings())
+
+
+@bench_app.command("decay")
+def decay_cmd(
+    out: Annotated[Path, typer.Option("--out", help="Where results.json and report.md go")],
+    sizes: Annotated[str, typer.Option(help="Comma-separated table sizes")] = "100000,1000000",
+    index_sizes: Annotated[str, typer.Option(help="Comma-separated index sync sizes")] = "100000",
+    database_url: Annotated[
+        str, typer.Option(help="Admin URL of a Postgres server; a fresh database is created and dropped")
+    ] = "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+) -> None:
+    """Half-life score recompute and index sync at 100k and 1M memories."""
+    from bench.decay import run_decay
+
+    def parse(value: str, option: str) -> list[int]:
+        try:
+            return [int(x) for x in value.split(",") if x.strip()]
+        except ValueError:
+            raise typer.BadParameter(
+                f"{value!r} is not a comma-separated list of integers", param_hint=option
+            ) from None
+
+    out.mkdir(parents=True, exist_ok=True)
+    run_decay(database_url, out, parse(sizes, "--sizes"), parse(index_sizes, "--index-sizes"))
+
+
+@bench_app.command("locomo")
+def locomo_cmd(
+    data: Annotated[Path, typer.Option("--data", help="locomo10.json (CC BY-NC; read, never copied)")],
+    out: Annotated[Path, typer.Option("--out", help="Where results.json, report.md and plots go")],
+    conversations: Annotated[
+        int | None, typer.Option("--conversations", min=1, help="Only the first N conversations")
+    ] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", help="cuemem state to ingest into (default: a fresh data/ under --out)"),
+    ] = None,
+) -> None:
+    """LoCoMo retrieval recall: every turn through the real pipeline, cuemem vs BM25/dense/hybrid."""
+    from bench.locomo import run_locomo
+    from bench.locomo_data import LocomoDataError, load_locomo
+
+    if not data.is_file():
+        raise typer.BadParameter(f"{data} does not exist or is not a file", param_hint="--data")
+    try:
+        load_locomo(data)  # fail before starting any service
+    except LocomoDataError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--data") from None
+    try:
+        run_locomo(data, out, conversations=conversations, data_dir=data_dir)
+    except LocomoDataError as exc:  # an --out/data dir this benchmark did not make
+        raise typer.BadParameter(str(exc), param_hint="--out") from None
+
+
+def _csv_positive_ints(value: str, option: str) -> list[int]:
+    try:
+        out = [int(v.replace("_", "")) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise typer.BadParameter(
+            f"{value!r} is not a comma-separated list of integers", param_hint=option
+        ) from None
+    if not out or any(v <= 0 for v in out):
+        raise typer.BadParameter(f"{value!r} must list positive integers", param_hint=option)
+    return out
+
+
+@bench_app.command("latency")
+def latency_command(
+    out: Annotated[Path, typer.Option("--out", help="Directory for results.json and report.md")],
+    sizes: Annotated[str, typer.Option("--sizes", help="Memories per measured user")] = "1000,10000,100000",
+    queries: Annotated[int, typer.Option("--queries", min=10, help="Recall queries per user and mode")] = 200,
+    clients: Annotated[int, typer.Option("--clients", min=1, help="Concurrent client threads")] = 4,
+    data_dir: Annotated[
+        Path | None, typer.Option("--data-dir", help="Where the Qdrant shard goes (default: a temp dir)")
+    ] = None,
+    deterministic_1m: Annotated[
+        bool, typer.Option("--deterministic-1m/--no-deterministic-1m", help="Also time the cue stage at 1M")
+    ] = True,
+    big_rows: Annotated[
+        int, typer.Option("--big-rows", min=1000, help="Memories of the user of the deterministic scale test")
+    ] = 1_000_000,
+    hnsw: Annotated[bool, typer.Option("--hnsw/--no-hnsw", help="Re-measure after building HNSW")] = True,
+    turns: Annotated[
+        bool,
+        typer.Option(
+            "--turns/--no-turns",
+            help="Give every user a conversation log and search it as recall does by default "
+            "(--no-turns: memories only, as with CUEMEM_INDEX_TURNS off)",
+        ),
+    ] = True,
+    turns_per_memory: Annotated[
+        float,
+        typer.Option(
+            "--turns-per-memory",
+            min=1.0,
+            max=8.0,
+            help="Turns in the log per memory, its source turn included",
+        ),
+    ] = 2.0,
+    pool_size: Annotated[
+        int, typer.Option("--pool-size", min=50, help="Distinct texts embedded with E5")
+    ] = 2000,
+    pg_admin: Annotated[
+        str, typer.Option("--pg-admin", help="Admin URL: a fresh database is created there and dropped")
+    ] = "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+    redis_url: Annotated[
+        str, typer.Option("--redis-url", help="A dedicated Redis db (flushed) for working memory")
+    ] = "redis://127.0.0.1:6379/14",
+    keep: Annotated[bool, typer.Option("--keep", help="Keep the database and data dir (debugging)")] = False,
+) -> None:
+    """Recall latency per stage at 1k/10k/100k memories per user; the cue stage alone at 1M."""
+    from bench.latency import LatencyConfig, run
+
+    cfg = LatencyConfig(
+        out=out,
+        sizes=_csv_positive_ints(sizes, "--sizes"),
+        queries=queries,
+        clients=clients,
+        data_dir=data_dir,
+        deterministic_1m=deterministic_1m,
+        big_rows=big_rows,
+        hnsw=hnsw,
+        turns=turns,
+        turns_per_memory=turns_per_memory,
+        pool_size=pool_size,
+        pg_admin=pg_admin,
+        redis_url=redis_url,
+        keep=keep,
+    )
+    results = run(cfg)
+    for t in results["targets"]:
+        typer.echo(f"{t['verdict']:>10}  {t['target']}: {t['measured']}")
+    typer.echo(f"report: {out / 'report.md'}")
+
+
+@bench_app.command("ingest")
+def ingest_command(
+    out: Annotated[Path, typer.Option("--out", help="Directory for results.json and report.md")],
+    events: Annotated[int, typer.Option("--events", min=20, help="Turns published per worker count")] = 2000,
+    workers: Annotated[str, typer.Option("--workers", help="Pipeline worker processes to try")] = "1,2,4",
+    steady_seconds: Annotated[
+        float, typer.Option("--steady-seconds", min=1, help="Length of the steady-load phase")
+    ] = 30.0,
+    steady_fraction: Annotated[
+        float, typer.Option("--steady-fraction", min=0.05, max=1.0, help="Steady rate as a share of capacity")
+    ] = 0.8,
+    noop_tasks: Annotated[
+        int, typer.Option("--noop-tasks", min=100, help="No-op tasks per worker count")
+    ] = 2000,
+    pg_admin: Annotated[
+        str, typer.Option("--pg-admin", help="Admin URL: a fresh database per phase, dropped at the end")
+    ] = "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+    redis_url: Annotated[
+        str, typer.Option("--redis-url", help="A dedicated Redis db (flushed): broker and working memory")
+    ] = "redis://127.0.0.1:6379/12",
+    keep: Annotated[bool, typer.Option("--keep", help="Keep databases and data dirs (debugging)")] = False,
+) -> None:
+    """Events/s through the whole pipeline at 1/2/4 workers vs raw embedding and a no-op task."""
+    from bench.ingest import IngestConfig, run
+
+    cfg = IngestConfig(
+        out=out,
+        events=events,
+        workers=_csv_positive_ints(workers, "--workers"),
+        steady_seconds=steady_seconds,
+        steady_fraction=steady_fraction,
+        noop_tasks=noop_tasks,
+        pg_admin=pg_admin,
+        redis_url=redis_url,
+        keep=keep,
+    )
+    results = run(cfg)
+    for t in results["targets"]:
+        typer.echo(f"{t['verdict']:>10}  {t['target']}: {t['measured']}")
+    typer.echo(f"report: {out / 'report.md'}")

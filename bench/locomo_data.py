@@ -1,0 +1,170 @@
+"""LoCoMo data: the samples file parsed into conversations, their turns and questions.
+
+The data file is CC BY-NC: it is read from the path given, never copied.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench import metrics
+
+SESSION_KEY = re.compile(r"^session_(\d+)$")
+SESSION_TIME_FORMAT = "%I:%M %p on %d %B, %Y"
+
+
+class LocomoDataError(ValueError):
+    """The data file is not LoCoMo as the harness knows it."""
+
+
+# --- the data -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Turn:
+    sample_id: str
+    session: int
+    position: int  # 1-based, within the session
+    dia_id: str
+    speaker: str
+    text: str
+    at: datetime
+    caption: str | None = None
+
+    @property
+    def content(self) -> str:
+        out = f"{self.speaker}: {self.text}"
+        if self.caption:
+            out += f" [shares a photo: {self.caption}]"
+        return out
+
+    @property
+    def event_id(self) -> str:
+        return f"{self.sample_id}.{self.dia_id}"
+
+    @property
+    def session_id(self) -> str:
+        return f"session_{self.session}"
+
+    def event(self) -> dict[str, Any]:
+        """The turn as a published event (the shape ``Publisher.publish_turn`` takes)."""
+        return {
+            "event_id": self.event_id,
+            "user_id": self.sample_id,
+            "session_id": self.session_id,
+            "seq": self.position,
+            "role": "user",
+            "content": self.content,
+            "at": self.at.isoformat(),
+            "metadata": {"speaker": self.speaker, "dia_id": self.dia_id, "source": "locomo"},
+        }
+
+
+@dataclass(frozen=True)
+class Question:
+    sample_id: str
+    number: int  # position in the sample's qa list
+    text: str
+    category: int
+    evidence: metrics.Evidence
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    speakers: tuple[str, str]
+    turns: list[Turn]
+    questions: list[Question]
+
+    @property
+    def now(self) -> datetime:
+        """Just after the conversation: one minute after its latest turn."""
+        return max(t.at for t in self.turns) + timedelta(minutes=1)
+
+    def dia_of_event(self, event_id: str) -> str | None:
+        prefix = f"{self.sample_id}."
+        return event_id[len(prefix) :] if event_id.startswith(prefix) else None
+
+
+def parse_session_time(text: str) -> datetime:
+    """``"1:56 pm on 8 May, 2023"`` -> 2023-05-08 13:56 UTC."""
+    try:
+        return datetime.strptime(" ".join(text.split()), SESSION_TIME_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        raise LocomoDataError(
+            f"session time {text!r} does not read as e.g. '1:56 pm on 8 May, 2023'"
+        ) from None
+
+
+def parse_conversation(sample: Any) -> Conversation:
+    if not isinstance(sample, dict) or not isinstance(sample.get("conversation"), dict):
+        raise LocomoDataError("each sample must be an object with a 'conversation' object")
+    sample_id = sample.get("sample_id")
+    if not isinstance(sample_id, str) or not sample_id:
+        raise LocomoDataError("a sample has no 'sample_id'")
+    conv = sample["conversation"]
+    sessions: list[tuple[int, list[Any]]] = []
+    for key, value in conv.items():
+        match = SESSION_KEY.match(key)
+        if match and isinstance(value, list):  # date-only sessions (no turn list) are ignored
+            sessions.append((int(match.group(1)), value))
+    turns: list[Turn] = []
+    for number, raw_turns in sorted(sessions):
+        when = conv.get(f"session_{number}_date_time")
+        if not isinstance(when, str):
+            raise LocomoDataError(f"{sample_id}: session_{number} has no session_{number}_date_time")
+        start = parse_session_time(when)
+        for position, raw in enumerate(raw_turns, 1):
+            try:
+                turns.append(
+                    Turn(
+                        sample_id=sample_id,
+                        session=number,
+                        position=position,
+                        dia_id=str(raw["dia_id"]),
+                        speaker=str(raw["speaker"]),
+                        text=str(raw["text"]),
+                        at=start + timedelta(seconds=position),
+                        caption=str(raw["blip_caption"]) if raw.get("blip_caption") else None,
+                    )
+                )
+            except (KeyError, TypeError):
+                raise LocomoDataError(
+                    f"{sample_id}: session_{number} turn {position} lacks speaker, dia_id or text"
+                ) from None
+    if not turns:
+        raise LocomoDataError(f"{sample_id}: no turns")
+    known = {t.dia_id for t in turns}
+    questions = []
+    for number, qa in enumerate(sample.get("qa") or []):
+        if not isinstance(qa, dict) or "question" not in qa or "category" not in qa:
+            raise LocomoDataError(f"{sample_id}: qa {number} lacks 'question' or 'category'")
+        questions.append(
+            Question(
+                sample_id=sample_id,
+                number=number,
+                text=str(qa["question"]),
+                category=int(qa["category"]),
+                evidence=metrics.parse_evidence(qa.get("evidence") or [], known),
+            )
+        )
+    speakers = (str(conv.get("speaker_a", "")), str(conv.get("speaker_b", "")))
+    return Conversation(sample_id, speakers, turns, questions)
+
+
+def load_locomo(path: Path) -> list[Conversation]:
+    """Read and parse the data file; LocomoDataError (with the reason) when it cannot be used."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise LocomoDataError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise LocomoDataError(f"{path} is not readable JSON: {exc}") from None
+    if not isinstance(raw, list) or not raw:
+        raise LocomoDataError(f"{path} must hold a non-empty JSON list of LoCoMo samples")
+    return [parse_conversation(sample) for sample in raw]

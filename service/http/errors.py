@@ -1,0 +1,147 @@
+"""The one error shape of the API, and the mapping from domain exceptions to it.
+
+Every error answers ``{"error": {"code", "message", "fields": [{"field", "problem"}]}}`` with a
+4xx status that fits (503 when a backing service is down); bad input never gives a 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from shared.events import FieldError, InvalidEvent
+from shared.lifecycle.curation import InvalidInput, MemoryNotFound, Refused
+from shared.ports import EmbeddingModelMismatch, IndexUnavailable
+
+log = logging.getLogger(__name__)
+
+_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid_input",
+    503: "unavailable",
+}
+
+
+class ApiError(Exception):
+    def __init__(
+        self, status: int, message: str, *, code: str | None = None, fields: Sequence[FieldError] = ()
+    ):
+        self.status = status
+        self.code = code or _CODES.get(status, "error")
+        self.message = message
+        self.fields = list(fields)
+        super().__init__(message)
+
+
+def error_body(code: str, message: str, fields: Iterable[FieldError] = ()) -> dict[str, Any]:
+    return {
+        "error": {
+            "code": code,
+            "message": message,
+            "fields": [{"field": f.field, "problem": f.problem} for f in fields],
+        }
+    }
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    fields: Iterable[FieldError] = (),
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    return JSONResponse(error_body(code, message, fields), status_code=status, headers=headers)
+
+
+def _field_name(loc: Sequence[Any]) -> str:
+    """("body", "events", 3, "role") -> "events[3].role"; ("query", "limit") -> "limit"."""
+    parts = list(loc[1:] if loc and loc[0] in ("body", "query", "path", "header") else loc)
+    if not parts:
+        return "body"
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def validation_fields(errors: Sequence[Any]) -> list[FieldError]:
+    fields = []
+    for err in errors:
+        name = _field_name(err.get("loc", ()))
+        if err.get("type") == "extra_forbidden":
+            problem = (
+                "is set by the API key's tenant; a request never names one"
+                if name.endswith("tenant_id")
+                else "is not a known field"
+            )
+        else:
+            problem = str(err.get("msg", "is invalid"))
+        fields.append(FieldError(name, problem))
+    return fields
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return error_response(exc.status, exc.code, exc.message, exc.fields, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return error_response(
+                400, "malformed_json", "the body is not valid JSON", validation_fields(errors)
+            )
+        fields = validation_fields(errors)
+        return error_response(422, "invalid_input", "; ".join(str(f) for f in fields), fields)
+
+    @app.exception_handler(InvalidEvent)
+    async def invalid_event(_: Request, exc: InvalidEvent) -> JSONResponse:
+        return error_response(422, "invalid_input", str(exc), exc.errors)
+
+    @app.exception_handler(InvalidInput)
+    async def invalid_input(_: Request, exc: InvalidInput) -> JSONResponse:
+        return error_response(422, "invalid_input", str(exc), exc.errors)
+
+    @app.exception_handler(MemoryNotFound)
+    async def not_found(_: Request, exc: MemoryNotFound) -> JSONResponse:
+        return error_response(404, "not_found", str(exc), [FieldError("memory_id", "no such memory")])
+
+    @app.exception_handler(Refused)
+    async def refused(_: Request, exc: Refused) -> JSONResponse:
+        return error_response(409, "conflict", str(exc))
+
+    @app.exception_handler(IndexUnavailable)
+    async def index_down(_: Request, exc: IndexUnavailable) -> JSONResponse:
+        return error_response(503, "index_unavailable", str(exc))
+
+    @app.exception_handler(EmbeddingModelMismatch)
+    async def model_mismatch(_: Request, exc: EmbeddingModelMismatch) -> JSONResponse:
+        return error_response(503, "embedding_model_mismatch", str(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _CODES.get(exc.status_code, "error")
+        return error_response(exc.status_code, code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(500, "internal", "internal error; the server log has the details")

@@ -1,0 +1,55 @@
+"""The memory inspector: one static page (``service/http/static/``) that speaks the ``/v1`` API from
+the browser with the key the operator pastes in. No build step: plain HTML, CSS and JS.
+
+The page is served without a key (it holds no data); every call it makes carries the key and is
+scoped to that key's tenant like any other client. The Content-Security-Policy allows only the
+page's own script and style, and the script writes data with ``textContent`` only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.responses import RedirectResponse, Response
+
+STATIC = Path(__file__).parent / "static"
+ASSETS = {
+    "index.html": "text/html; charset=utf-8",
+    "inspector.js": "text/javascript; charset=utf-8",
+    "inspector.css": "text/css; charset=utf-8",
+}
+HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+
+def _asset(name: str) -> Response:
+    return Response((STATIC / name).read_bytes(), media_type=ASSETS[name], headers=HEADERS)
+
+
+def install(app: FastAPI) -> None:
+    """``GET /inspector/`` (the page), its script and style; ``/inspector`` redirects."""
+
+    @app.get("/inspector", include_in_schema=False)
+    def inspector_redirect() -> RedirectResponse:
+        # Relative, so that the page also works behind a proxy that adds a path prefix.
+        return RedirectResponse("inspector/", status_code=307)
+
+    @app.get("/inspector/", include_in_schema=False)
+    def inspector_page() -> Response:
+        return _asset("index.html")
+
+    @app.get("/inspector/inspector.js", include_in_schema=False)
+    def inspector_script() -> Response:
+        return _asset("inspector.js")
+
+    @app.get("/inspector/inspector.css", include_in_schema=False)
+    def inspector_style() -> Response:
+        return _asset("inspector.css")

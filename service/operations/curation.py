@@ -1,0 +1,340 @@
+"""The HTTP API's operations on a container: transactions around ``shared.lifecycle.curation``, the index
+brought up to date after each commit, readiness and the numbers ``/metrics`` reads.
+
+An API server is a long-running process beside the workers. On the embedded default it must
+never own the embedded vector index (the engine admits one process, and the index worker is it):
+:func:`api_container` gives it indexes that search through the index worker and refuse writes,
+and every write here falls back to sending the index worker a task.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from shared.api_keys import ApiKey, issue_key, key_prefix, matches
+from shared.ingest.pipeline import sync_user_index
+from shared.lifecycle import curation
+from shared.models import Memory, MemoryStatus, MemoryType, turn_point_id
+from shared.queues import IndexKind, Queue, TaskName
+from shared.settings import Settings
+from shared.storage import FollowUp, UnitOfWork
+from workers.bootstrap import Container, build_container
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def api_container(settings: Settings, *, search_timeout_s: float = 10.0) -> Container:
+    """The container an API server runs on. With a Qdrant server, the usual one; on the embedded
+    index, one whose indexes only search through the index worker (see the module doc)."""
+    if settings.qdrant_url:
+        return build_container(settings)
+    from celery import Celery
+
+    from workers.index.remote import RemoteSearchIndex
+
+    if not settings.broker_url:
+        raise RuntimeError("CUEMEM_BROKER_URL is not set; the API cannot reach the index worker")
+    app = Celery("cuemem-api", broker=settings.broker_url, backend=settings.broker_url, set_as_current=False)
+    app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
+    container = build_container(
+        settings,
+        index=RemoteSearchIndex(app, search_timeout_s, IndexKind.MEMORIES),
+        turn_index=RemoteSearchIndex(app, search_timeout_s, IndexKind.TURNS)
+        if settings.index_turns
+        else None,
+    )
+    container._closers.append(app.close)
+    return container
+
+
+# --- API keys ---------------------------------------------------------------------------------
+
+
+def create_key(container: Container, tenant_id: str, name: str) -> dict[str, Any]:
+    """A new key for the tenant: ``{id, tenant_id, name, key}``; the key is not stored, only its hash."""
+    curation.check_ids({"tenant": tenant_id}, container.settings.max_id_chars)
+    issued = issue_key(tenant_id, name, container.clock())
+    with container.uow() as uow:
+        uow.api_keys.add(issued.record, issued.key_hash)
+        uow.commit()
+    log.info("api key %s created for tenant %s", issued.record.id, tenant_id)
+    return {"id": issued.record.id, "tenant_id": tenant_id, "name": name, "key": issued.key}
+
+
+def list_keys(container: Container, tenant_id: str | None) -> list[ApiKey]:
+    with container.uow() as uow:
+        return uow.api_keys.list(tenant_id)
+
+
+def revoke_key(container: Container, key_id: str) -> ApiKey | None:
+    with container.uow() as uow:
+        key = uow.api_keys.revoke(key_id, container.clock())
+        uow.commit()
+    if key is not None:
+        log.info("api key %s of tenant %s revoked", key.id, key.tenant_id)
+    return key
+
+
+def tenant_of_key(container: Container, key: str) -> str | None:
+    """The tenant of a valid, unrevoked key; None otherwise (one indexed read per request, so a
+    revocation takes effect at once)."""
+    prefix = key_prefix(key)
+    if prefix is None:
+        return None
+    with container.uow() as uow:
+        candidates = uow.api_keys.by_prefix(prefix)
+    for record, key_hash in candidates:
+        if matches(key, key_hash):
+            return record.tenant_id if record.active else None
+    return None
+
+
+# --- memories ---------------------------------------------------------------------------------
+
+
+def list_memories(
+    container: Container,
+    tenant_id: str,
+    user_id: str,
+    statuses: frozenset[MemoryStatus],
+    memory_type: MemoryType | None,
+    limit: int,
+    offset: int,
+) -> tuple[list[Memory], int]:
+    with container.uow() as uow:
+        return uow.curation.page(tenant_id, user_id, statuses, memory_type, limit, offset)
+
+
+def list_users(container: Container, tenant_id: str, limit: int, offset: int) -> dict[str, Any]:
+    """The tenant's users that have memories: ``{"items": [{user_id, memories, active}], "total"}``."""
+    with container.uow() as uow:
+        rows, total = uow.curation.users(tenant_id, limit, offset)
+    items = [{"user_id": user, "memories": n, "active": active} for user, n, active in rows]
+    return {"items": items, "total": total}
+
+
+def get_memory(container: Container, tenant_id: str, user_id: str, memory_id: str) -> Memory:
+    with container.uow() as uow:
+        memory = uow.memories.get(tenant_id, user_id, memory_id)
+    if memory is None:
+        raise curation.MemoryNotFound(memory_id, user_id)
+    return memory
+
+
+def history(container: Container, tenant_id: str, user_id: str, memory_id: str) -> dict[str, Any]:
+    from shared.lifecycle.maintenance import history_chain
+
+    with container.uow() as uow:
+        chain = history_chain(uow, tenant_id, user_id, memory_id)
+    if not chain["found"]:
+        raise curation.MemoryNotFound(memory_id, user_id)
+    return chain
+
+
+def _changed(container: Container, tenant_id: str, user_id: str, change: Callable[[UnitOfWork], T]) -> T:
+    """Run one change in its own transaction, then bring the user's index up to date."""
+    with container.uow() as uow:
+        result = change(uow)
+        uow.commit()
+    sync_index(container, tenant_id, user_id)
+    return result
+
+
+def edit(
+    container: Container, tenant_id: str, user_id: str, memory_id: str, changes: curation.Edit
+) -> Memory:
+    c = container
+    memory = _changed(
+        c,
+        tenant_id,
+        user_id,
+        lambda uow: curation.edit_memory(
+            uow, c.embedder, tenant_id, user_id, memory_id, changes, c.clock(), c.lifecycle.decay
+        ),
+    )
+    log.info("memory %s of %s/%s edited: %s", memory_id, tenant_id, user_id, ",".join(changes.fields))
+    return memory
+
+
+def invalidate(container: Container, tenant_id: str, user_id: str, memory_id: str, reason: str) -> Memory:
+    now = container.clock()
+    memory = _changed(
+        container,
+        tenant_id,
+        user_id,
+        lambda uow: curation.invalidate_memory(uow, tenant_id, user_id, memory_id, reason, now),
+    )
+    log.info("memory %s of %s/%s invalidated", memory_id, tenant_id, user_id)
+    return memory
+
+
+def restore(container: Container, tenant_id: str, user_id: str, memory_id: str) -> Memory:
+    now, policy = container.clock(), container.lifecycle.decay
+    memory = _changed(
+        container,
+        tenant_id,
+        user_id,
+        lambda uow: curation.restore(uow, tenant_id, user_id, memory_id, now, policy),
+    )
+    log.info("memory %s of %s/%s restored", memory_id, tenant_id, user_id)
+    return memory
+
+
+def forget(container: Container, tenant_id: str, user_id: str, memory_id: str) -> list[str]:
+    now = container.clock()
+    memory = _changed(
+        container, tenant_id, user_id, lambda uow: curation.forget(uow, tenant_id, user_id, memory_id, now)
+    )
+    log.info("memory %s of %s/%s forgotten (soft)", memory_id, tenant_id, user_id)
+    return [memory.id]
+
+
+def purge(container: Container, tenant_id: str, user_id: str, memory_id: str) -> list[str]:
+    now = container.clock()
+    with container.uow() as uow:
+        purged = curation.purge(uow, tenant_id, user_id, memory_id, now)
+        uow.commit()
+    # After the commit: a point deleted for a row that then stayed would be missed by recall
+    # until reconciliation; a point left for a deleted row is never returned (recall re-reads
+    # every hit in Postgres) and the index worker's task or reconciliation removes it.
+    delete_points(container, tenant_id, user_id, purged.memories)
+    turn_points = [turn_point_id(tenant_id, user_id, event_id) for event_id, _ in purged.turns]
+    delete_points(container, tenant_id, user_id, turn_points, IndexKind.TURNS)
+    wm = container.working_memory
+    if wm is not None and purged.turns:
+        wm.forget(tenant_id, user_id, purged.turns)
+    log.info(
+        "memory %s of %s/%s purged with %d derived, %d source turns redacted",
+        memory_id, tenant_id, user_id, len(purged.memories) - 1, len(purged.turns),
+    )  # fmt: skip
+    return purged.memories
+
+
+# --- the index --------------------------------------------------------------------------------
+
+
+def sync_index(container: Container, tenant_id: str, user_id: str) -> str:
+    """Push the user's changed memories to the index here, or have the index worker do it."""
+    from shared.ports import IndexUnavailable
+
+    c = container
+    try:
+        with c.uow() as uow:
+            sync_user_index(uow, c.index, c.embedder, tenant_id, user_id)
+            uow.commit()
+        return "indexed"
+    except IndexUnavailable:
+        c.dispatch([FollowUp(TaskName.SYNC_INDEX.value, (tenant_id, user_id))])
+        return "sent to the index worker"
+
+
+def delete_points(
+    container: Container,
+    tenant_id: str,
+    user_id: str,
+    point_ids: list[str],
+    kind: IndexKind = IndexKind.MEMORIES,
+) -> str:
+    from shared.ports import IndexUnavailable
+
+    if not point_ids:
+        return "nothing to delete"
+    index = container.turn_index if kind is IndexKind.TURNS else container.index
+    if index is None:
+        return "no such index"
+    try:
+        index.delete(tenant_id, user_id, point_ids)
+        return "deleted"
+    except IndexUnavailable:
+        container.dispatch(
+            [FollowUp(TaskName.DELETE_POINTS.value, (tenant_id, user_id, list(point_ids), kind.value))]
+        )
+        return "sent to the index worker"
+
+
+def readiness(container: Container) -> dict[str, str]:
+    """``ok`` or why not, for Postgres, Redis and the vector index (a search that finds nothing)."""
+    out: dict[str, str] = {}
+    try:
+        with container.uow() as uow:
+            uow.meta.get("embedding_model")
+        out["postgres"] = "ok"
+    except Exception as exc:
+        out["postgres"] = f"down: {type(exc).__name__}: {str(exc)[:200]}"
+    out["redis"] = _redis_ready(container.settings)
+    try:
+        dim = container.embedder.dim
+        container.search_index().search("cuemem-ready", "probe", [0.0] * (dim - 1) + [1.0], 1)
+        out["index"] = "ok"
+    except Exception as exc:
+        out["index"] = f"down: {type(exc).__name__}: {str(exc)[:200]}"
+    return out
+
+
+def _redis_ready(settings: Settings) -> str:
+    from workers.redis.connect import connect
+
+    url = settings.effective_redis_url
+    if url is None:
+        return "down: no Redis configured"
+    client = connect(url, socket_timeout=2)
+    try:
+        client.ping()
+        return "ok"
+    except Exception as exc:
+        return f"down: {type(exc).__name__}: {str(exc)[:200]}"
+    finally:
+        client.close()
+
+
+def queue_depths(settings: Settings) -> dict[str, int]:
+    """Messages waiting per cuemem queue (LLEN on the Redis broker), plus ``unacked``: delivered
+    to a worker and not yet acknowledged. Empty when the broker is not a reachable Redis."""
+    from workers.redis.connect import connect
+
+    url = settings.broker_url or ""
+    if not url.startswith(("redis://", "rediss://", "redis+socket://")):
+        return {}
+    client = connect(url, socket_timeout=2)
+    try:
+        pipe = client.pipeline()
+        for queue in Queue:
+            pipe.llen(queue.value)
+        pipe.hlen("unacked")  # kombu's Redis transport keeps delivered, unacked messages here
+        values = pipe.execute()
+    except Exception:
+        log.warning("queue depth: broker unreachable", exc_info=True)
+        return {}
+    finally:
+        client.close()
+    names = [q.value for q in Queue] + ["unacked"]
+    return {name: int(v) for name, v in zip(names, values, strict=True)}
+
+
+def task_runs(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Run times per task recorded by every worker (workers/redis/task_metrics.py); empty without Redis."""
+    from workers.redis.connect import connect
+    from workers.redis.task_metrics import read_task_runs
+
+    url = settings.effective_redis_url
+    if url is None:
+        return {}
+    client = connect(url, socket_timeout=2)
+    try:
+        return read_task_runs(client)
+    finally:
+        client.close()
+
+
+def store_counts(container: Container) -> dict[str, Any]:
+    """Memories by status, events by stage, LLM calls and tokens: one GROUP BY each."""
+    with container.uow() as uow:
+        return {
+            "memories": uow.curation.status_counts(),
+            "events": uow.curation.stage_counts(),
+            "llm": uow.curation.llm_totals(),
+        }

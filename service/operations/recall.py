@@ -1,0 +1,157 @@
+"""Recall in-process, for apps and agent tools: one call, JSON-ready output with a prompt block.
+
+    from workers.bootstrap import build_container
+    from service.operations.recall import recall_for
+
+    c = build_container()  # CUEMEM_* settings
+    out = recall_for(c, "u42", "我不吃什么？", k=5, session_id="chat-7", budget_tokens=400)
+    out["items"]   # as `cuemem recall --json`
+    out["prompt"]  # "[长期记忆 - 用户偏好]\\n- 我不吃香菜 (2026-11-01)"
+
+Wire it into the agent tools with
+``MemoryTools(lambda q, k, s: recall_for(c, "u42", q, k=k, session_id=s), publisher, "u42", "chat-7")``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from datetime import datetime
+from typing import Any
+
+from shared.events import SAFE_ID, SAFE_ID_TEXT
+from shared.ingest.pipeline import EMBEDDING_MODEL_KEY
+from shared.lifecycle.sweeps import statuses_for
+from shared.ports import EmbeddingModelMismatch
+from shared.queues import TaskName
+from shared.recall.engine import RecallRequest, recall
+from shared.recall.prompt import DEFAULT_PROMPT_BUDGET, fit_budget, prompt_block
+from shared.storage import FollowUp
+from workers.bootstrap import Container
+
+log = logging.getLogger(__name__)
+
+# The item type of a turn found in the working memory: not a stored memory, nothing to count.
+WORKING = "working"
+
+
+def check_embedding_model(container: Container) -> None:
+    """Refuse to search vectors of another model (the fix is `cuemem reindex`)."""
+    with container.uow() as uow:
+        stored = uow.meta.get(EMBEDDING_MODEL_KEY)
+    configured = container.embedder.model_name
+    if stored is not None and stored != configured:
+        raise EmbeddingModelMismatch(stored, configured)
+
+
+def recall_for(
+    container: Container,
+    user_id: str,
+    query: str,
+    *,
+    k: int = 5,
+    now: datetime | None = None,
+    session_id: str | None = None,
+    budget_tokens: int | None = None,
+    include_archived: bool = False,
+    reinforce: bool | None = None,
+    include_history: bool = False,
+    tenant_id: str | None = None,
+) -> dict[str, Any]:
+    """Recall for one user of ``tenant_id`` (default: the container's tenant, ``CUEMEM_TENANT_ID``);
+    the public result plus ``"prompt"``. The HTTP API passes the tenant of the request's key.
+
+    ``include_archived`` adds archived memories to what may be returned; ``include_history`` adds
+    every past statement (superseded, archived, expired), each item marked by its ``status``.
+    The memories returned count as used (``reinforce``, default ``CUEMEM_REINFORCE_ON_RECALL``): the task
+    ``memory.reinforce`` is enqueued with the recall's id (``trace["recall_id"]``) and ``now``,
+    and recall does not wait for it.
+
+    ``now`` defaults to the container's clock. With ``budget_tokens``, the items are cut with
+    :func:`shared.recall.prompt.fit_budget` (contents in rank order, skipping what does not fit) and the
+    prompt block gets the same budget (its headers and dates count too, so it may hold fewer
+    items); without, the items are the top ``k`` and the block has the default budget
+    (:data:`shared.recall.prompt.DEFAULT_PROMPT_BUDGET`). The block's language follows the query.
+
+    Raises ``ValueError`` for an empty query, a ``k`` under 1 or an id outside the safe alphabet, and
+    :class:`shared.ports.EmbeddingModelMismatch` when the stored vectors are of another model.
+    """
+    if not query.strip():
+        raise ValueError("query: must not be empty")
+    if k < 1:
+        raise ValueError(f"k: must be at least 1, got {k}")
+    tenant_id = tenant_id or container.settings.tenant_id
+    for name, value in (("user_id", user_id), ("tenant_id", tenant_id)):
+        # No stored turn or memory can have another id (shared.events validates them on the way
+        # in); refusing here names the field instead of failing in Postgres (a NUL in a look-alike
+        # id raised DataError, found by tests/integration/test_isolation.py).
+        if not isinstance(value, str) or not SAFE_ID.match(value):
+            raise ValueError(f"{name}: {str(value)[:40]!r} must be non-empty and use only {SAFE_ID_TEXT}")
+    check_embedding_model(container)
+    index = container.search_index()
+    request = RecallRequest(
+        tenant_id=tenant_id,
+        user_id=user_id,
+        query=query,
+        now=now or container.clock(),
+        k=k,
+        session_id=session_id,
+        candidates=container.settings.recall_candidates,
+        statuses=statuses_for(include_archived, include_history),
+    )
+    with container.uow() as uow:
+        result = recall(
+            uow,
+            request,
+            embedder=container.embedder,
+            index=index,
+            working_memory=container.working_memory,
+            turn_index=container.search_turn_index(),
+            reranker=container.reranker(),
+            rerank_top_n=container.settings.rerank_top_n,
+        )
+    budget_trace: dict[str, int] | None = None
+    if budget_tokens is not None:
+        kept = fit_budget(result.items, budget_tokens)
+        budget_trace = {"tokens": budget_tokens, "kept": len(kept), "dropped": len(result.items) - len(kept)}
+        result = dataclasses.replace(result, items=kept)
+    items = list(result.items)
+    out = result.to_public()
+    trace = out.setdefault("trace", {})
+    if container.settings.reinforce_on_recall if reinforce is None else reinforce:
+        trace["recall_id"] = enqueue_reinforcement(container, request, items)
+    trace["vector_backend"] = getattr(index, "backend", "qdrant-server")
+    trace["embedding_model"] = container.embedder.model_name
+    if budget_trace is not None:
+        trace["budget"] = budget_trace
+    out["prompt"] = prompt_block(
+        items,
+        query=query,
+        budget_tokens=DEFAULT_PROMPT_BUDGET if budget_tokens is None else budget_tokens,
+    )
+    return out
+
+
+def enqueue_reinforcement(container: Container, request: RecallRequest, items: list[Any]) -> str | None:
+    """Send ``memory.reinforce`` for the long-term memories among ``items``; returns the recall id.
+
+    Fire and forget: recall answers whether or not the message could be sent (a lost
+    reinforcement costs a little ranking, a failed recall costs the answer). The id is fresh per
+    call, so two recalls count twice and one redelivered message counts once.
+    """
+    # Raw turns (working memory, the conversation log) are not memories: nothing to reinforce.
+    ids = sorted({item.id for item in items if item.type not in (WORKING, "turn")})
+    if not ids:
+        return None
+    recall_id = str(uuid.uuid4())
+    task = FollowUp(
+        TaskName.REINFORCE.value,
+        (recall_id, request.tenant_id, request.user_id, ids, request.now.isoformat()),
+    )
+    try:
+        container.dispatch([task])
+    except Exception:
+        log.warning("recall %s: could not enqueue its reinforcement", recall_id, exc_info=True)
+        return None
+    return recall_id

@@ -1,0 +1,338 @@
+"""Rule-based extraction: how important a chat turn is and which memory drafts it yields.
+
+Deterministic and pure: the same turn always gives the same :class:`Extraction`. Importance (0-10)
+adds up the weights of the rules that fire (preferences, profile facts, tasks, decisions, key
+entities...); chit-chat and questions stay low, except a user's question about a topic they keep
+following or about their own things ("收盘了吗", "我那只基金怎么样"), kept as an episode exactly at
+the default threshold for consolidation to find. A turn that states several different kinds of fact
+("我住杭州，不吃香菜") becomes one draft per kind.
+
+Each draft also carries its slot (the attribute it is about, from the lexicon's slot rules), whether
+it is negated or states a change, its time expressions resolved against the event's time (ISO, see
+:mod:`shared.timeexpr`) and, for a task, when it falls due. The rules are in
+:mod:`shared.ingest.extraction_rules`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from shared import cues, timeexpr
+from shared.cues import slot_for
+from shared.events import Role, TurnPublished
+from shared.ingest.extraction_rules import (
+    CHANGE_TYPE_WEIGHT,
+    COPULA_RE,
+    ENTITY_WEIGHTS,
+    RULES,
+    TYPE_ORDER,
+    interest_topic,
+    is_change,
+    is_negated,
+)
+from shared.models import Extraction, MemoryDraft, MemoryType
+from shared.text import word_set
+
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "MAX_SUMMARY_CHARS",
+    "analyse",
+    "clause_spans",
+    "clean",
+    "extract",
+    "is_change",
+    "is_chit_chat",
+    "is_negated",
+    "slot_for",
+    "statement_text",
+    "summarize",
+]
+
+DEFAULT_THRESHOLD = 5.0
+MAX_SUMMARY_CHARS = 100
+MAX_DRAFT_ENTITIES = 16
+MAX_SPLIT_CLAUSES = 24
+ELLIPSIS = "…"
+_FULL_STOPS = ".。!！?？；; "
+_I = re.IGNORECASE
+_P, _E = MemoryType.PREFERENCE, MemoryType.EPISODIC
+_ANY_TIME = datetime(2000, 1, 3, 12, 0, tzinfo=UTC)  # whether a time is named does not depend on when
+
+
+_ACK_WORDS = word_set("""
+    好的 好吧 好滴 好嘞 好 嗯嗯 嗯 哦哦 哦 噢 啊 呀 啦 吧 呃 额 行 可以 没问题 收到 明白了 明白
+    知道了 了解 谢谢你 谢谢 谢了 多谢 感谢 辛苦了 不客气 没事 没关系 对的 对 是的 是啊 你好 您好
+    早上好 晚上好 晚安 早 拜拜 再见 嗨 棒 太棒了 厉害 赞 牛 666
+    ok okay kk k thanks thank you thx ty lol lmao rofl hi hello hey there bye goodbye good night
+    morning cool nice great awesome sure yes yeah yep yup no nope np got it gotcha sounds alright
+    all right fine perfect wow oh hmm um uh ah see
+""")
+_ACK_RE = re.compile(
+    r"(?:"
+    + "|".join(sorted(map(re.escape, _ACK_WORDS), key=lambda w: (-len(w), w)))
+    + r"|[哈呵嘿嘻]+|(?:ha|he)+h?|h+m+)+"
+)
+_NON_WORD_RE = re.compile(r"[\W_]+")
+_CLAUSE_END_RE = re.compile(r"[。！？!?；;\n]+|\.(?=\s|$)|[，,](?!\d)")
+_SENTENCE_END_RE = re.compile(r"[。！？!?；;\n]+|\.(?=\s|$)")
+_CONJ_ZH_RE = re.compile(r"(?=而且|并且|另外|还有|但是|不过|同时)")
+_CONJ_EN_RE = re.compile(r"\s+(?:and|but|while|plus)\s+(?=(?:I|I'm|I've|I'd|my|we|we're|our|he|she|they)\b)")
+_WORD_RE = re.compile(r"[A-Za-z0-9']+")
+_QUESTION_RE = re.compile(
+    r"[?？]\s*$|[吗么呢嘛]\s*[。.!！~]*\s*$|^\s*(?:什么|哪|谁|为什么|怎么|是不是|有没有)"
+    r"|(?:怎么样|怎样|如何|咋样|好不好|行不行|对不对|多少|几点|什么时候|啥时候)\s*[。.!！~]*\s*$"
+    r"|^\s*(?:what|where|when|who|why|how|which)\b", _I)  # fmt: skip
+_REQUEST_RE = re.compile(
+    r"\b(?:can|could|would|will) you\b|\bplease\b|能不能|能否|可以|可不可以|麻烦|帮我", _I
+)
+_LEAD_FILLER_RE = re.compile(
+    r"^(?:(?:嗯+|呃+|额|啊+|哦+|噢|那个|就是|其实|然后|对了|好的|好吧|你好|您好|嗨|而且|并且|另外|还有|同时|不过|但是"
+    r"|当然|没问题|收到|明白了?|(?:ok|okay|well|so|um+|uh+|oh|hmm+|actually|btw|by the way|anyway|yeah|yes"
+    r"|right|hi|hello|hey|sure|great|cool|thanks|thank you|got it|no problem|of course|certainly|and|but|plus"
+    r"|also)(?=[\s,，.。!！…]|$))[\s,，、.。!！~～…]*)+", _I)  # fmt: skip
+_TRAIL_FILLER_RE = re.compile(r"(?:[\s,，、;；:：.。!！~～…]|[哈呵嘿嘻]{2,}|\blol\b|\bhaha\w*)+$", _I)
+_SPACES_RE = re.compile(r"\s+")
+# Where a summary may be cut: never at the "," of "1,000" or the ":" of "10:30" or a URL.
+_SOFT_BREAK_RE = re.compile(r"[，；：、]\s*|[,;:](?=\s)\s*|\s+")
+_ASCII_TOKEN_CHAR = re.compile(r"[A-Za-z0-9._\-#@$¥%]")
+
+
+@dataclass(frozen=True)
+class _Analysis:
+    importance: float
+    type: MemoryType
+    reasons: tuple[str, ...]
+
+
+def _spans(text: str, pattern: re.Pattern[str]) -> list[tuple[int, int]]:
+    """Split ``text`` after each delimiter match; spans keep their delimiter, blanks are dropped."""
+    out, start = [], 0
+    for m in pattern.finditer(text):
+        if m.end() > start:
+            out.append((start, m.end()))
+            start = m.end()
+    out.append((start, len(text)))
+    return [(s, e) for s, e in out if text[s:e].strip()]
+
+
+def clause_spans(text: str) -> list[tuple[int, int]]:
+    """Clauses: sentences split at commas, Chinese conjunctions and English "and I ..." joins."""
+    cuts = {e for _, e in _spans(text, _CLAUSE_END_RE)}
+    cuts |= {m.start() for m in _CONJ_ZH_RE.finditer(text) if m.start() > 0}
+    last = 0
+    for m in _CONJ_EN_RE.finditer(text):  # split only when the left part is itself a clause
+        if len(_WORD_RE.findall(text[last : m.start()])) >= 3:
+            cuts.add(m.start())
+            last = m.start()
+    bounds = [0, *sorted(c for c in cuts if 0 < c < len(text)), len(text)]
+    return [(s, e) for s, e in zip(bounds, bounds[1:], strict=False) if text[s:e].strip()]
+
+
+def is_chit_chat(text: str) -> bool:
+    """Acknowledgements, greetings, laughter and emoji only ("好的，谢谢", "lol ok", "哈哈哈")."""
+    squeezed = _NON_WORD_RE.sub("", text.lower())
+    return not squeezed or _ACK_RE.fullmatch(squeezed) is not None
+
+
+def _is_question(clause: str) -> bool:
+    return bool(_QUESTION_RE.search(clause.strip())) and not _REQUEST_RE.search(clause)
+
+
+def statement_text(text: str) -> str:
+    """``text`` without its question clauses: "我住杭州，你呢？" states only "我住杭州，"."""
+    return "".join(text[s:e] for s, e in clause_spans(text) if not _is_question(text[s:e]))
+
+
+def _entity_score(found: list[cues.Entity]) -> float:
+    if not found:
+        return 0.0
+    weights = sorted(
+        (ENTITY_WEIGHTS.get(e.kind, 2.0 if e.kind != "acronym" else 1.5) for e in found), reverse=True
+    )
+    return min(4.5, weights[0] + 0.75 * (len(weights) - 1))
+
+
+def _technical_score(text: str, has_entities: bool) -> float:
+    """A technical topic (lexicon "fact" word) stated with a value: "部署端口是8443"."""
+    if not any(h.type_hint is MemoryType.FACT for h in cues.lexicon_hits(text)):
+        return 0.0
+    if has_entities:
+        return 3.0
+    return 2.0 if COPULA_RE.search(text) else 0.0
+
+
+def _choose_type(typed: list[tuple[float, MemoryType]], text: str) -> MemoryType:
+    """The type of the heaviest typed rule; else the first lexicon hint; else episodic."""
+    if typed:
+        return max(typed, key=lambda wt: (wt[0], -TYPE_ORDER.index(wt[1])))[1]
+    hints = [h.type_hint for h in cues.lexicon_hits(text) if h.type_hint is not None]
+    return hints[0] if hints else _E
+
+
+def analyse(text: str, role: Role = Role.USER) -> _Analysis:
+    """Importance, memory type and the names of the rules that fired, for one piece of text."""
+    if is_chit_chat(text):
+        return _Analysis(0.5 if role is Role.USER else 0.0, _E, ("chit_chat",))
+    statement = statement_text(text)
+    if not statement.strip():  # a pure question asks for memory, it states none...
+        topic = interest_topic(text) if role is Role.USER else None
+        if topic is not None:  # ... but one about a followed topic or one's own things is an episode
+            return _Analysis(DEFAULT_THRESHOLD, _E, ("question", f"interest:{topic}"))
+        asked = _entity_score(cues.find_entities(text))
+        return _Analysis(round(min(3.0, 0.5 + 0.5 * asked), 2), _E, ("question",))
+    found = cues.find_entities(statement)
+    user = role is Role.USER
+    score = {Role.USER: 1.0, Role.ASSISTANT: 0.5}.get(role, 0.0)
+    reasons: list[str] = [] if user else [f"role:{role.value}"]
+    fired = [r for r in RULES if (user or not r.own_statement) and r.pattern.search(statement)]
+    if any(r.needs_time for r in fired):  # a plan counts when it names a time and is not a task already
+        timed = not any(r.type is MemoryType.TASK and not r.needs_time for r in fired) and bool(
+            timeexpr.resolve(statement, _ANY_TIME)
+        )
+        fired = [r for r in fired if timed or not r.needs_time]
+    # Diminishing returns: the strongest rule counts fully, each further one half.
+    weights = sorted((r.weight for r in fired), reverse=True)
+    score += sum(w if i == 0 else w / 2 for i, w in enumerate(weights))
+    reasons += [r.name for r in fired]
+    if found:
+        score += _entity_score(found)
+        reasons.append(f"entities:{len(found)}")
+    typed = [(r.weight, r.type) for r in fired if r.type is not None]
+    technical = _technical_score(statement, bool(found))
+    if technical:
+        score += technical
+        reasons.append("technical")
+        typed.append((technical, MemoryType.FACT))
+    if "change" in reasons and not technical:  # a changed habit is a preference unless typed otherwise
+        typed.append((CHANGE_TYPE_WEIGHT, _P))
+    if any(h.type_hint is not None for h in cues.lexicon_hits(statement)):
+        score += 0.5
+        reasons.append("topic")
+    if user and (len(_WORD_RE.findall(statement)) >= 12 or cues.CJK_RE.subn("", statement)[1] >= 20):
+        score += 0.5
+        reasons.append("substance")
+    if role in (Role.SYSTEM, Role.TOOL) and not found:
+        score = min(score, 3.0)
+        reasons.append("no_entities")
+    return _Analysis(round(max(0.0, min(10.0, score)), 2), _choose_type(typed, statement), tuple(reasons))
+
+
+def clean(text: str) -> str:
+    """Collapse whitespace and trim leading filler ("嗯，", "well,") and trailing punctuation."""
+    text = _SPACES_RE.sub(" ", text).strip()
+    trimmed = _TRAIL_FILLER_RE.sub("", _LEAD_FILLER_RE.sub("", text))
+    return trimmed or text
+
+
+def _cut(text: str, limit: int) -> str:
+    """Cut ``text`` to at most ``limit`` characters at a clause or word boundary, never inside a code."""
+    if len(text) <= limit:
+        return text
+    room = limit - len(ELLIPSIS)
+    breaks = [m.start() for m in _SOFT_BREAK_RE.finditer(text, 0, room + 1) if m.start() >= room // 2]
+    if breaks:
+        return text[: breaks[-1]].rstrip() + ELLIPSIS
+    cut = room
+    while cut > 0 and _ASCII_TOKEN_CHAR.match(text[cut - 1]) and _ASCII_TOKEN_CHAR.match(text[cut]):
+        cut -= 1  # step back to the start of the number or code that straddles the limit
+    return (text[:cut].rstrip() or text[:room]) + ELLIPSIS
+
+
+def _same(a: str, b: str) -> bool:
+    return a.rstrip(_FULL_STOPS) == b.rstrip(_FULL_STOPS)
+
+
+def summarize(text: str, role: Role = Role.USER, limit: int = MAX_SUMMARY_CHARS) -> str:
+    """A short content line: the cleaned text, or its most informative sentences within ``limit``."""
+    text = clean(statement_text(text) or text)
+    if len(text) <= limit:
+        return text
+    # Sentences keep their own full stops so that the picked ones join back into prose.
+    sentences = [_SPACES_RE.sub(" ", text[s:e]).strip() for s, e in _spans(text, _SENTENCE_END_RE)]
+    scored = sorted(((analyse(s, role).importance, -i) for i, s in enumerate(sentences)), reverse=True)
+    best_score, best_index = scored[0][0], -scored[0][1]
+    picked: list[int] = []
+    used = 0
+    for score, neg_index in scored:
+        length = len(sentences[-neg_index]) + 1
+        repeated = any(_same(sentences[i], sentences[-neg_index]) for i in picked)
+        if score >= best_score / 2 and used + length <= limit and not repeated:
+            picked.append(-neg_index)
+            used += length
+    if not picked:
+        return _cut(clean(sentences[best_index]), limit)
+    joiner = "" if cues.CJK_RE.search(text) else " "
+    return _cut(clean(joiner.join(sentences[i] for i in sorted(picked))), limit)
+
+
+@dataclass(frozen=True)
+class _Group:
+    type: MemoryType
+    start: int
+    end: int
+
+
+def _groups(text: str, role: Role, threshold: float) -> list[_Group]:
+    """Runs of clauses about one kind of fact; a new group starts at a memorable clause of a new type.
+
+    Clauses that are not memorable on their own stay with the group before them (or the first one).
+    """
+    groups: list[_Group] = []
+    lead_start: int | None = None
+    spans = clause_spans(text)
+    if len(spans) > MAX_SPLIT_CLAUSES:  # a long text is summarised as a whole, not split up
+        return groups
+    for start, end in spans:
+        found = analyse(text[start:end], role)
+        if found.importance >= threshold and (not groups or groups[-1].type != found.type):
+            groups.append(_Group(found.type, start if lead_start is None else lead_start, end))
+            lead_start = None
+        elif groups:
+            groups[-1] = _Group(groups[-1].type, groups[-1].start, end)
+        elif lead_start is None:
+            lead_start = start
+    return groups
+
+
+def _draft(text: str, role: Role, importance: float, type_: MemoryType, at: datetime) -> MemoryDraft:
+    content = summarize(text, role)
+    change = role is Role.USER and is_change(content)
+    question = not statement_text(text).strip()
+    extra = (("change",) if change else ()) + (("question",) if question else ())
+    tags = tuple(dict.fromkeys(cues.lexicon_tags(content) + extra))
+    found = cues.entities(content)[:MAX_DRAFT_ENTITIES]
+    refs = timeexpr.resolve(content, at)
+    return MemoryDraft(
+        type=type_,
+        content=content,
+        importance=importance,
+        tags=tags,
+        entities=found,
+        cues=cues.cues_for_memory(content, tags, found),
+        slot=None if question else cues.slot_for(content, type_, tags, found),
+        negated=is_negated(content),
+        change=change,
+        time_refs=tuple(dict.fromkeys(r.iso for r in refs)),
+        due_at=timeexpr.earliest_future(refs, at) if type_ is MemoryType.TASK else None,
+    )
+
+
+def extract(event: TurnPublished, threshold: float = DEFAULT_THRESHOLD) -> Extraction:
+    """Score one turn and, when it reaches ``threshold``, turn it into memory drafts."""
+    text = event.content
+    turn = analyse(text, event.role)
+    groups = [] if turn.importance < threshold else _groups(text, event.role, threshold)
+    if len(groups) >= 2:
+        parts = [(text[g.start : g.end], analyse(text[g.start : g.end], event.role)) for g in groups]
+        importance = max(turn.importance, *(a.importance for _, a in parts))
+        drafts = tuple(
+            _draft(part, event.role, a.importance, g.type, event.at)
+            for (part, a), g in zip(parts, groups, strict=True)
+        )
+        return Extraction(importance, drafts, turn.reasons + ("split:" + str(len(drafts)),))
+    if turn.importance < threshold:
+        return Extraction(turn.importance, (), turn.reasons)
+    draft = _draft(text, event.role, turn.importance, turn.type, event.at)
+    return Extraction(turn.importance, (draft,), turn.reasons)

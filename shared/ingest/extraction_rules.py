@@ -1,0 +1,248 @@
+"""The rules behind :mod:`shared.ingest.extraction`: what makes a turn important and of which type.
+
+Data, not logic: each :class:`Rule` is a named regex with a weight and a memory type. Also the
+polarity and change helpers that conflict detection shares (:func:`is_negated`, :func:`is_change`)
+and the question patterns that keep a user's recurring interests ("收盘了吗", "我那只基金怎么样").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from shared import cues
+from shared.models import MemoryType
+
+_I = re.IGNORECASE
+_P, _PR, _T, _F, _E = (MemoryType.PREFERENCE, MemoryType.PROFILE, MemoryType.TASK, MemoryType.FACT,
+                       MemoryType.EPISODIC)  # fmt: skip
+
+
+def _alt(words: str) -> str:
+    """A regex alternation group from whitespace-separated words (keeps long word lists readable)."""
+    return "(?:" + "|".join(words.split()) + ")"
+
+
+# Chinese clause start: the subject is often dropped after a comma ("我住杭州，不吃香菜").
+_ZS = r"(?:^|(?<=[\s，,。.!！?？;；:：、~～])|我们|我)"
+_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_EVENT = r"(?:meeting|appointment|interview|exam|call|flight|dinner|deadline|doctor)"
+_JOBS = (
+    r"(?:engineer|developer|programmer|doctor|nurse|teacher|lawyer|accountant|designer|student|manager"
+    r"|researcher|professor|scientist|writer|artist|chef|consultant|analyst|founder|freelancer|architect"
+    r"|data scientist)"
+)
+_HABIT_EN = r"(?:drink|eat|use|prefer|like|work|live|take|go|run|write|code|play|listen|watch|read)\b"
+_HABIT_ZH = r"(?:吃|喝|用|抽|玩|碰|买|点|看|写|练|学|打)"
+_JOBS_ZH = _alt(
+    "工程师 程序员 医生 护士 老师 教师 律师 会计 设计师 经理 学生 研究生 博士"
+    " 销售 司机 厨师 作家 记者 主管 总监 分析师 架构师 研究员 公务员 顾问 运营 编辑"
+    " 翻译 警察 演员 主播 咨询师"
+)
+_FAMILY_ZH = _alt(
+    "老婆 老公 妻子 丈夫 爱人 女儿 儿子 孩子 妈妈 爸爸 父母 母亲 父亲 哥哥 姐姐 弟弟 妹妹 男朋友 女朋友 对象"
+)
+_FAMILY_EN = (
+    r"(?:wife|husband|partner|son|daughter|kids?|children|mom|mum|mother|dad|father|parents|brother"
+    r"|sister|boyfriend|girlfriend|fianc[ée]e?|dog|cat)"
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A named pattern: its weight adds to importance, its type (if any) competes for the memory's."""
+
+    name: str
+    weight: float
+    type: MemoryType | None
+    pattern: re.Pattern[str]
+    own_statement: bool  # the speaker about themself: only a user's turn says this about the user
+    needs_time: bool = False  # fires only when the text also names a time (shared.timeexpr)
+
+
+def _any(*alternatives: str) -> re.Pattern[str]:
+    return re.compile("|".join(alternatives), _I)
+
+
+_PROHIBITION = _any(
+    r"以后(?:不要|别|都|请|记得|用|给我)|别再|不要再|千万(?:别|不要)|请(?:不要|别)|永远(?:不要|别)|从现在(?:开始|起)",
+    r"(?:^|[,.;!]\s*|\bplease\s+)(?:never|always)\b|\b(?:don't|do not) ever\b|\bfrom now on\b",
+    r"\b(?:please )?(?:don't|do not|stop) (?:use|using|send|sending|call|calling|recommend|recommending"
+    r"|suggest|suggesting|give|giving|show|showing|book|booking|mention|mentioning|email|emailing)\b",
+)
+_PREFERENCE = _any(
+    r"我(?:也|还|很|最|特别|比较|超|挺|真的|一直|更|非常)*(?:喜欢|爱吃|爱喝|爱看|爱玩|偏好|偏爱|钟爱|习惯)",
+    _ZS + r"(?:也|还|都|从来|一直)?(?:不|从不|不太|不怎么|很少|不爱|没法)(?:吃|喝|喜欢|爱|用|碰|抽)"
+    r"(?!了?(?:[，,。.！!~～]|\s*$))",  # "不用了，谢谢" declines an offer
+    r"讨厌|受不了|忌口|过敏|吃素|素食|不能吃|不能喝|乳糖不耐|最爱",
+    r"我(?:每天|平时|一般|通常|经常|总是|天天|每早|每晚)(?:都|会|要)?(?:早上|晚上|中午|早饭|午饭)?"
+    + _HABIT_ZH,
+    r"\bI (?:really |absolutely |just |do |also |still |totally |kind of )*(?:prefer|like|love|enjoy|hate"
+    r"|dislike|adore|loathe|can't stand|cannot stand|can't eat|avoid|(?:don't|do not|never) (?:like|eat|"
+    r"drink|want|use)|(?:always|usually|often|normally) (?:eat|drink|use|take|order|get|wear))\b",
+    r"\bI (?:eat|drink|have) \w+(?: \w+)? every (?:morning|day|evening|night)\b",
+    r"\bmy fav(?:ou)?rite\b|\b(?:allergic|allergy|vegetarian|vegan|lactose|gluten)\b",
+    r"\bI'm a (?:huge |big )?fan of\b",
+)
+_PROFILE = _any(
+    r"我叫|我的名字|我(?:今年)?\d{1,3}岁|我今年|我的生日|我住|住在|家住|我家在|我(?:的)?老家|我来自|搬到|毕业于",
+    r"我在[^，,。]{1,15}(?:工作|上班|实习|读书|上学|任职)|我(?:的)?(?:工作|职业)是",
+    _ZS + r"(?:在[^，,。]{1,20})?(?:做|当|担任)(?:一名|一个|个|了)?[^，,。]{0,8}?" + _JOBS_ZH,
+    r"我的?(?:主要|主力|首选)(?:编程|开发)?语言|我的?母语|我(?:主要|平时主要|日常)(?:用|写|说)",
+    r"\bmy (?:primary|main|native|first|preferred|go-to|daily|default|usual)"
+    r" (?:programming |coding |spoken )?(?:language|tongue|stack|editor|ide|os|shell)\b",
+    r"\bI (?:mainly|mostly|primarily) (?:use|code in|write|work (?:in|with)|program in|speak)\b",
+    r"我(?:是|当)(?:一名|一个|个)?[^，,。]{0,6}" + _JOBS_ZH,
+    r"\bmy name is\b|\bI'm called\b|\bcall me\b|\bI(?:'m| am) \d{1,3}(?: years old)?\b|\bmy birthday\b",
+    r"\bI (?:live|lived|grew up|was born|moved|relocated) (?:in|to|at)\b",
+    r"\bI(?:'m| am) (?:from|based in)\b",
+    r"\bmy (?:hometown|home town|address)\b|\bI (?:speak|studied|graduated|majored)\b",
+    r"\bI(?:'m| am)? (?:work|worked|working) (?:as|at|for|in|on)\b(?! (?:it|that|this|them)\b)",
+    r"\bmy (?:job|role|title|employer)\b",
+    rf"\bI(?:'m| am) an? (?:\w+ )?{_JOBS}\b",
+)
+_TASK = _any(
+    r"提醒我|记得(?:要|帮我|提醒|给|带|买|交|去|把)|别忘了|不要忘了|别忘记|待办|截止|我(?:需要|得|必须)",
+    r"(?:明天|后天|今晚|下午|晚上|待会|下周.?|周[一二三四五六日天]|\d+号|\d+点)[^，,。]{0,8}?"
+    r"(?:要|得|去|开会|见|交|考试|面试|出发|提交)",
+    r"\bremind me\b|\bdon't forget\b|\bremember to\b|\bdeadline\b|\bdue (?:on|by|date)\b|\bto-?do\b",
+    r"\bI (?:need|have|must|'ve got|got) to\b|\bI(?:'ve| have) (?:a|an) " + _EVENT + r"\b",
+    rf"\b(?:tomorrow|tonight|next (?:week|month|{_WEEKDAY})|on {_WEEKDAY})\b.{{0,30}}\b{_EVENT}\b",
+    rf"\b{_EVENT}\b.{{0,20}}\b(?:tomorrow|tonight|next (?:week|{_WEEKDAY})|on {_WEEKDAY}|at \d)",
+)
+# The assistant's own commitments ("I'll remind you"): the one task an assistant turn can state.
+_PROMISE = _any(r"\bI(?:'ll| will) remind you\b|我会提醒你|到时(?:候)?提醒你")
+_FAMILY = _any(
+    r"我(?:的)?" + _FAMILY_ZH,
+    r"我(?:有|养了)[一两三\d]?[个只条]?(?:孩子|女儿|儿子|猫|狗)",
+    rf"\bmy {_FAMILY_EN}\b",
+    r"\bI have (?:a|an|two|three|\d) (?:kids?|children|sons?|daughters?|dogs?|cats?)\b",
+)
+_DECISION = _any(
+    r"决定|定了|就这么定|就用|就选|改用|换成|选定|确定(?:用|了)|拍板|敲定",
+    r"\b(?:we|I|they) (?:have |'ve )?(?:decided|chose|picked|settled on|agreed(?: on| to)?)\b",
+    r"\blet's (?:go with|use)\b|\b(?:we'll|we will|I'll) (?:go with|stick with)\b",
+    r"\b(?:switch|switched|switching|migrate|migrated|migrating) to\b",
+)
+_REMEMBER = _any(
+    r"记住|记一下|帮我记|别忘了我",
+    r"\bremember (?:that|this|my)\b|\bkeep in mind\b|\bnote that\b|\bfor (?:future )?reference\b",
+)
+_EXPERIENCE = _any(
+    r"我(?:们)?(?:昨天|前天|上周|上个月|去年|今天|刚才|刚刚|最近|那天)",
+    r"去了|买了|看了|参加了|见了|换了|搬了|认识了|开始了|完成了|丢了|赢了|报名了|生了",
+    r"\b(?:I|we) (?:just |finally |recently )?(?:went|visited|bought|saw|met|watched|attended|started"
+    r"|finished|moved|had|tried|reviewed|discussed|talked|lost|won|joined|left|quit|signed|booked|ordered"
+    r"|received|found|made|got|took|adopted|graduated|celebrated)\b",
+    r"\b(?:yesterday|last (?:week|month|year|night|weekend|summer|winter|spring|fall))\b",
+)
+_ISSUE = _any(
+    r"坏了|没收到|还没到|没到|报错|故障|失败|出问题|出错|崩溃|打不开|连不上|用不了|丢失",
+    r"\b(?:hasn't|has not|haven't|didn't|did not|never) (?:arrived|come|shipped|worked|been delivered)\b",
+    r"\bnot working\b|\bbroken\b|\berror\b|\bfail(?:ed|s|ing|ure)?\b|\bcrash(?:ed|es|ing)?\b|\bmissing\b",
+    r"\b(?:can't|cannot) (?:log ?in|connect|access|open)\b|\bdoesn't work\b",
+)
+_OWNERSHIP = _any(
+    r"我的(?:订单|账号|账户|工单|快递|包裹|航班|预约|设备|手机|电脑|车|邮箱|电话|地址|项目|服务器)",
+    r"\bmy (?:order|account|ticket|package|parcel|flight|booking|reservation|device|phone|laptop|car"
+    r"|email|number|address|subscription|plan|server|project|repo)\b",
+)
+# A change of preference or habit ("我现在改喝拿铁了", "I no longer eat meat"): the draft is marked
+# as a change so that conflict detection lets it replace what it changes.
+CHANGE = _any(
+    r"改(?:喝|吃|抽|骑|坐|住|学|穿|听|玩|看|成|为)|换成|换用|不再|(?<!们)我(?:现在|已经|最近)?改用",
+    r"现在(?:开始|起|改|只)|现在都" + _HABIT_ZH + r"|从(?:现在|今天)(?:开始|起)|戒(?:掉|了|烟|酒|糖)",
+    _ZS + r"(?:已经|现在|早就|都)?(?:不再?|没再|不怎么)" + _HABIT_ZH + r"[^，,。！!？?了]{1,10}了",
+    r"\bno longer\b|\bI(?:'ve| have)? (?:switched|changed|moved over|converted)\b",
+    r"\bswitched (?:to|from|over)\b",
+    r"\b(?:now|these days|nowadays),? I (?:only |mostly |usually |mainly |always )?" + _HABIT_EN,
+    r"\bI now (?:only |mostly |usually |mainly |always )?" + _HABIT_EN,
+    r"\bI(?:'ve| have)? (?:stopped|quit|given up|gave up)\b|\binstead\b",
+    r"(?:\b(?:not|no|never)\b|n't\b)[^.!?]{3,40}\bany ?more\b",
+)
+# Rescheduling ("会议改到后天", "推迟到周五", "the meeting moved to Friday"): a change to a task.
+RESCHEDULE = re.compile(
+    r"(?:改到|改在|推迟到|推迟了|延期到|延后到|提前到|挪到)"
+    r"|\b(?:rescheduled|postponed|pushed back|moved (?:up )?to|brought forward)\b",
+    re.IGNORECASE,
+)
+# Ongoing activities of the speaker ("最近在写 Java 项目", "I'm learning the cello").
+_ACTIVITY = _any(
+    r"(?:最近|这段时间|这阵子|这几天|目前|现在|这学期|今年)(?:一直|都|正|也)?在(?:学|写|做|练|读|准备|研究|开发|搞|忙|带|备考|考|看)",
+    r"我(?:正|一直|也|还)?在(?:学(?!校|院|生)|练|写|读(?!者)|准备|研究|开发|搞|备考)",
+    r"\bI(?:'m| am) (?:currently |now |still |also )?(?:learning(?! (?:a lot|so much|that)\b)|studying"
+    r"|building|writing|developing|training for|preparing for|working on(?! (?:it|that|this)\b)|practi[cs]ing"
+    r"|teaching myself|taking (?:a |an )?(?:class|course|lessons))\b",
+    r"\bI(?:'ve| have) been (?:learning|studying|building|writing|working on|developing|practi[cs]ing"
+    r"|training|playing|using|coding|reading)\b",
+    r"\bI(?:'m| am) (?:currently|now) (?:using|reading|working)\b",
+)
+# A plan with a time ("三月份要去日本出差", "I'm going to visit Rome in May") is a task: analyse()
+# adds it when this matches and the statement names a time (shared.timeexpr).
+PLAN_RE = re.compile(
+    r"(?<![需重主只想不必])要(?![求是么不紧])|(?<![觉记获取懂显值使晓])得(?=去|交|做|买|写|还|赶)|打算|计划|准备|将要|会去"
+    r"|\b(?:will|going to|gonna|plan(?:ning)? to|have to|need to|must)\b|['’]ll\b",
+    _I,
+)
+# Weights: a stated preference, profile fact or task alone lifts a user turn (base 1) past 5.
+RULES: tuple[Rule, ...] = (
+    Rule("prohibition", 5.5, _P, _PROHIBITION, False),
+    Rule("preference", 5.0, _P, _PREFERENCE, True),
+    Rule("profile", 5.0, _PR, _PROFILE, True),
+    Rule("task", 5.0, _T, _TASK, True),
+    Rule("promise", 5.0, _T, _PROMISE, False),
+    Rule("plan", 4.5, _T, PLAN_RE, True, needs_time=True),  # only when no task rule fired
+    Rule("reschedule", 5.0, _T, RESCHEDULE, False),
+    Rule("change", 5.0, None, CHANGE, True),  # typed in analyse(): what changed, else a preference
+    Rule("activity", 4.5, _PR, _ACTIVITY, True),
+    Rule("family", 4.0, _PR, _FAMILY, True),
+    Rule("decision", 4.5, _F, _DECISION, False),
+    Rule("remember", 4.0, _F, _REMEMBER, False),
+    Rule("experience", 3.0, _E, _EXPERIENCE, True),
+    Rule("issue", 2.0, None, _ISSUE, False),
+    Rule("ownership", 1.5, None, _OWNERSHIP, True),
+)
+# Type precedence when two typed rules have the same weight.
+TYPE_ORDER = (_P, _PR, _T, _F, _E)
+ENTITY_WEIGHTS = {"id": 3.0, "email": 3.0, "url": 3.0, "money": 2.5, "date": 2.5, "code": 2.5}
+COPULA_RE = re.compile(r"是|为|改成|改为|设为|设置|用的|=|:|：|\b(?:is|are|set to|uses?|runs? on)\b", _I)
+
+# Weight of a change's own type claim: below the 5.0 rules (what changed keeps its type), above a
+# decision (4.5) or an experience (3.0): "I switched to decaf" is a preference, not a decision.
+CHANGE_TYPE_WEIGHT = 4.9
+
+_NEGATION = _any(
+    r"(?<!差)不(?!错|过|少|同|然|久|仅|管|如|但|论|断|好意思|客气|用谢|一定|要忘|会忘)",
+    r"没(?!事|关系|问题|错)|别(?!人|的|处|墅|名|说|忘)|莫|勿|甭|未(?!来)|无法|戒(?:掉|了|烟|酒|糖)|拒绝",
+    r"\b(?:not|never|none|nothing|neither|nor|cannot|no longer)\b(?! (?:bad|only|just))",
+    r"\bno\b(?! (?:problem|worries|doubt|way))|n't\b(?! forget)|\b(?:stop|stopped|quit)\b",
+)
+# A question about the speaker's own things ("我那只基金怎么样", "how did my stocks do today") ...
+POSSESSIVE_RE = re.compile(
+    r"我的|我那(?:只|个|支|些|几只|套|辆|台|笔|份|张|家|款)|我家的?|我们的|\b(?:my|our|mine)\b", _I
+)
+# ... unless it asks memory to recall a stored fact ("what is my phone number", "我叫什么").
+RECALL_RE = re.compile(
+    r"是什么|叫什么|是多少|是谁|是几|哪一?个|记得|知道|\b(?:what|which|who|remember|recall|know)\b", _I
+)
+
+
+def is_negated(text: str) -> bool:
+    """Whether ``text`` states a negation: 不/没/别/戒, not/never/don't/no longer ("我不用 Java")."""
+    return _NEGATION.search(text) is not None
+
+
+def is_change(text: str) -> bool:
+    """Whether ``text`` states a change: 改喝/换成/不再/不…了/现在开始, switched to/no longer/anymore."""
+    return CHANGE.search(text) is not None or RESCHEDULE.search(text) is not None
+
+
+def interest_topic(question: str) -> str | None:
+    """Why a question is worth keeping: a followed lexicon topic ("finance") or "own" (the speaker's
+    own things, not a recall question); None for everything else ("你好吗", "how are you")."""
+    topic = cues.interest_tag(cues.lexicon_tags(question))
+    if topic is not None:
+        return topic
+    if POSSESSIVE_RE.search(question) and not RECALL_RE.search(question):
+        return "own"
+    return None

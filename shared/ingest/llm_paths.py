@@ -1,0 +1,120 @@
+"""Where the write path asks the LLM, each with the rule-based answer as its fallback.
+
+The LLM proposes; the rules' structure stays: cue keys, slots and entities are always computed
+by the rules, so recall never depends on what a model chose to return. Any failure (no answer,
+invalid JSON, wrong schema) keeps the rule-based result for that turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+
+from shared import cues
+from shared.events import TurnPublished
+from shared.ingest.conflicts import Judge, Relation, Verdict, judge_by_rules
+from shared.ingest.extraction import extract
+from shared.lifecycle.consolidation import Group
+from shared.llm import (
+    INSTRUCTIONS,
+    LLM,
+    ConsolidationAnswer,
+    ExtractionAnswer,
+    ImportanceAnswer,
+    JudgeAnswer,
+    LLMOperation,
+)
+from shared.models import Extraction, Memory, MemoryDraft, MemoryType
+
+log = logging.getLogger(__name__)
+
+# Weight of the LLM's importance when both sources answer (the rules stay in the mix so that a
+# model that rates everything 10 cannot flood long-term memory).
+LLM_WEIGHT = 0.6
+
+
+def extract_with_llm(event: TurnPublished, threshold: float, llm: LLM | None) -> Extraction:
+    """Rules, then (with an LLM) one scoring call and, for a turn worth keeping, one extraction call.
+
+    The importance is the weighted mean of the rules' and the model's score; a turn under the
+    threshold costs one call, not two. Every failure falls back to the rule-based result.
+    """
+    rules = extract(event, threshold=0.0)
+    if llm is None:
+        return extract(event, threshold)
+    scored = llm.ask(
+        LLMOperation.SCORING,
+        INSTRUCTIONS[LLMOperation.SCORING],
+        {"turn": event.content, "role": event.role.value},
+        ImportanceAnswer,
+    )
+    if scored is None:
+        log.info("event %s: LLM scoring unavailable, rule-based result kept", event.event_id)
+        return extract(event, threshold)
+    importance = round(LLM_WEIGHT * scored.importance + (1 - LLM_WEIGHT) * rules.importance, 2)
+    reasons = (*rules.reasons, f"llm:{scored.importance:g}")
+    if importance < threshold:
+        return Extraction(importance=importance, drafts=(), reasons=reasons)
+    answer = llm.ask(
+        LLMOperation.EXTRACTION,
+        INSTRUCTIONS[LLMOperation.EXTRACTION],
+        {"turn": event.content, "role": event.role.value},
+        ExtractionAnswer,
+    )
+    if answer is None or not answer.memories:
+        drafts = tuple(replace(d, importance=max(d.importance, importance)) for d in rules.drafts)
+        return Extraction(importance=importance, drafts=drafts, reasons=reasons)
+    drafts_list = []
+    for proposed in answer.memories:
+        entities = tuple(
+            dict.fromkeys([*cues.entities(proposed.content), *(e.lower() for e in proposed.entities)])
+        )
+        tags = tuple(
+            dict.fromkeys([*cues.lexicon_tags(proposed.content), *(t.lower() for t in proposed.tags)])
+        )
+        drafts_list.append(
+            MemoryDraft(
+                type=MemoryType(proposed.type),
+                content=proposed.content,
+                importance=round(LLM_WEIGHT * proposed.importance + (1 - LLM_WEIGHT) * rules.importance, 2),
+                tags=tags,
+                entities=entities,
+                cues=cues.cues_for_memory(proposed.content, tags, entities),
+            )
+        )
+    return Extraction(importance=importance, drafts=tuple(drafts_list), reasons=(*reasons, "llm-extraction"))
+
+
+def llm_judge(llm: LLM | None, fallback: Judge = judge_by_rules) -> Judge:
+    if llm is None:
+        return fallback
+
+    def judge(older: Memory, newer: Memory) -> Verdict:
+        answer = llm.ask(
+            LLMOperation.JUDGING,
+            INSTRUCTIONS[LLMOperation.JUDGING],
+            {"existing": older.content, "new": newer.content},
+            JudgeAnswer,
+        )
+        if answer is None:
+            return fallback(older, newer)
+        return Verdict(Relation(answer.relation), answer.reason, "llm", answer.merged_content)
+
+    return judge
+
+
+def llm_summarizer(llm: LLM | None) -> Callable[[Group], str | None] | None:
+    if llm is None:
+        return None
+
+    def summarize(group: Group) -> str | None:
+        data = {m.id: m.content for m in group.members}
+        answer = llm.ask(
+            LLMOperation.CONSOLIDATION, INSTRUCTIONS[LLMOperation.CONSOLIDATION], data, ConsolidationAnswer
+        )
+        if answer is None or not set(answer.member_ids) <= set(data):
+            return None  # the rule-based summary is used; ids the model invented are not trusted
+        return answer.content
+
+    return summarize

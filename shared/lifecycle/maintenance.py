@@ -1,0 +1,266 @@
+"""Maintenance over stored memories: reindex, half-life score recompute, consolidation, history.
+
+These jobs run from beat and from `cuemem maintain`/`cuemem reindex`; long ones commit batch by
+batch (or user by user) so that progress survives an interruption and a re-run finishes the work.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from shared.events import TurnPublished
+from shared.ingest.pipeline import EMBEDDING_MODEL_KEY, memory_point, turn_point
+from shared.lifecycle.consolidation import ConsolidationPolicy, Group, build_semantic, plan, semantic_id
+from shared.models import Memory, MemoryType, is_redacted
+from shared.ports import Embedder, VectorIndex
+from shared.scoring import DecayPolicy
+from shared.storage import HistoryEntry, UnitOfWork
+
+log = logging.getLogger(__name__)
+
+
+# --- reindex ----------------------------------------------------------------------------------
+
+
+def rebuild_indexes(
+    uow_factory: Callable[[], UnitOfWork],
+    index: VectorIndex,
+    turn_index: VectorIndex | None,
+    embedder: Embedder,
+) -> dict[str, int]:
+    """`cuemem reindex`: the memory index and, when turns are indexed, the conversation log."""
+    stats = reindex(uow_factory, index, embedder)
+    if turn_index is not None:
+        stats.update(reindex_turns(uow_factory, turn_index, embedder))
+    return stats
+
+
+def reindex_turns(
+    uow_factory: Callable[[], UnitOfWork], turn_index: VectorIndex, embedder: Embedder, batch_size: int = 256
+) -> dict[str, int]:
+    """Rebuild the conversation-log index from the event log, embedding turns that have no vector
+    or one of another model. Commits batch by batch, like ``reindex``."""
+    with uow_factory() as uow:
+        uow.events.reset_turns_indexed()
+        uow.commit()
+    turn_index.reset(embedder.dim, embedder.model_name)
+    stats = {"turns_indexed": 0, "turns_embedded": 0}
+    after = ""
+    while True:
+        with uow_factory() as uow:
+            batch = uow.events.page_turns(after, batch_size)
+            if not batch:
+                break
+            after = batch[-1][0].event_id
+            vectors: dict[str, list[float]] = {}
+            stale: list[TurnPublished] = []
+            for turn, vector, model in batch:
+                if is_redacted(turn):
+                    continue  # blanked by a privacy delete: never embedded or indexed again
+                if vector is None or model != embedder.model_name:
+                    stale.append(turn)
+                else:
+                    vectors[turn.event_id] = vector
+            if stale:
+                texts = [" ".join(t.content.split()) for t in stale]
+                for turn, vector in zip(stale, embedder.embed_passages(texts), strict=True):
+                    uow.events.set_turn_vector(turn.event_id, vector, embedder.model_name)
+                    vectors[turn.event_id] = vector
+                stats["turns_embedded"] += len(stale)
+            # This page only: later pages may still hold the old model's vectors.
+            points = [turn_point(t, vectors[t.event_id]) for t, _, _ in batch if t.event_id in vectors]
+            turn_index.upsert(points)
+            uow.events.mark_turns_indexed([p_.payload["event_id"] for p_ in points])
+            stats["turns_indexed"] += len(points)
+            uow.commit()
+    log.info("turn reindex done: %s", stats)
+    return stats
+
+
+def reindex(
+    uow_factory: Callable[[], UnitOfWork], index: VectorIndex, embedder: Embedder, batch_size: int = 256
+) -> dict[str, int]:
+    """Rebuild the vector index from Postgres, re-embedding rows of any other model.
+
+    A long job, so it commits batch by batch: an interrupted run leaves rows marked unindexed,
+    and running it again finishes the work.
+    """
+    with uow_factory() as uow:
+        uow.memories.reset_indexed()
+        uow.meta.set(EMBEDDING_MODEL_KEY, embedder.model_name)
+        uow.commit()
+    index.reset(embedder.dim, embedder.model_name)
+    stats = {"indexed": 0, "reembedded": 0}
+    after = ""
+    while True:
+        with uow_factory() as uow:
+            batch = uow.memories.page_for_reindex(after, batch_size)
+            if not batch:
+                break
+            after = batch[-1].id
+            stale = [m for m in batch if m.embedding is None or m.embedding_model != embedder.model_name]
+            if stale:
+                vectors = embedder.embed_passages([m.content for m in stale])
+                for memory, vector in zip(stale, vectors, strict=True):
+                    memory.embedding = vector
+                    memory.embedding_model = embedder.model_name
+                    uow.memories.save(memory)
+                stats["reembedded"] += len(stale)
+            index.upsert([memory_point(m) for m in batch])
+            uow.memories.mark_indexed([(m.id, m.version) for m in batch])
+            uow.commit()
+            stats["indexed"] += len(batch)
+    log.info("reindex done: %s", stats)
+    return stats
+
+
+# --- decay ------------------------------------------------------------------------------------
+
+
+def recompute_scores(
+    uow_factory: Callable[[], UnitOfWork], now: datetime, policy: DecayPolicy, batch_size: int = 50_000
+) -> dict[str, int]:
+    """Recompute every memory's half-life score in Postgres, one key range per transaction.
+
+    Set-based (one UPDATE per range, no per-row Python), so it scales with the table; safe to
+    run twice (the same ``now`` yields the same scores, and unchanged rows are not written).
+    """
+    stats = {"changed": 0, "batches": 0}
+    after = ""
+    while True:
+        with uow_factory() as uow:
+            changed, last = uow.memories.recompute_scores(now, policy, after, batch_size)
+            uow.commit()
+        if last is None:
+            break
+        stats["changed"] += changed
+        stats["batches"] += 1
+        after = last
+    log.info("scores recomputed at %s: %s", now.isoformat(), stats)
+    return stats
+
+
+# --- consolidate ------------------------------------------------------------------------------
+
+
+def consolidate(
+    uow_factory: Callable[[], UnitOfWork],
+    embedder: Embedder,
+    now: datetime,
+    policy: ConsolidationPolicy | None = None,
+    summarize: Callable[[Group], str | None] | None = None,
+    max_users: int = 1000,
+) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """Turn recurring episodes into semantic memories, one user per transaction.
+
+    Returns counts and the (tenant, user) pairs whose index needs a sync. Bounded per run
+    (``max_users``) and per user (``policy.max_topics_per_user``); a second run with nothing new
+    changes nothing.
+    """
+    policy = policy or ConsolidationPolicy()
+    since = now - timedelta(days=policy.window_days)
+    with uow_factory() as uow:
+        users = uow.memories.users_with_recent(MemoryType.EPISODIC, since, max_users)
+    stats = {"users": len(users), "created": 0, "updated": 0, "unchanged": 0}
+    touched: list[tuple[str, str]] = []
+    for tenant_id, user_id in users:
+        with uow_factory() as uow:
+            uow.memories.lock_user(tenant_id, user_id)
+            episodes = uow.memories.recent_of_type(tenant_id, user_id, MemoryType.EPISODIC, since, 2000)
+            changed = False
+            for group in plan(episodes, now, policy):
+                existing = uow.memories.get(tenant_id, user_id, semantic_id(tenant_id, user_id, group.topic))
+                cited = {s["event_id"] for m in group.members for s in m.sources}
+                if existing is not None and {s["event_id"] for s in existing.sources} >= cited:
+                    stats["unchanged"] += 1
+                    continue
+                known = (
+                    {h.related_id for h in uow.history.for_memories(tenant_id, user_id, [existing.id])}
+                    if existing
+                    else set()
+                )
+                memory = build_semantic(group, now, existing, summarize(group) if summarize else None)
+                memory.embedding = embedder.embed_passages([memory.content])[0]
+                memory.embedding_model = embedder.model_name
+                if existing is None:
+                    uow.memories.add(memory)
+                    stats["created"] += 1
+                else:
+                    uow.memories.save(memory)
+                    stats["updated"] += 1
+                reason = f"{group.mentions} mentions of {group.topic} over {group.days} days"
+                for member in group.members:
+                    if member.id in known:
+                        continue
+                    uow.history.add(
+                        HistoryEntry(
+                            memory.id, tenant_id, user_id, "consolidated", reason, "rules", now, member.id
+                        )
+                    )
+                    uow.history.add(
+                        HistoryEntry(
+                            member.id,
+                            tenant_id,
+                            user_id,
+                            "consolidated_into",
+                            reason,
+                            "rules",
+                            now,
+                            memory.id,
+                        )
+                    )
+                changed = True
+            uow.commit()
+        if changed:
+            touched.append((tenant_id, user_id))
+    log.info("consolidation at %s: %s", now.isoformat(), stats)
+    return stats, touched
+
+
+# --- history ----------------------------------------------------------------------------------
+
+
+def history_chain(
+    uow: UnitOfWork, tenant_id: str, user_id: str, memory_id: str, limit: int = 50
+) -> dict[str, Any]:
+    """A memory with every memory linked to it by supersession, merge or consolidation, and the
+    history of each, oldest first. Scoped to one user: another user's id finds nothing."""
+    start = uow.memories.get(tenant_id, user_id, memory_id)
+    if start is None:
+        return {"memory_id": memory_id, "found": False, "memories": [], "history": []}
+    seen: dict[str, Memory] = {start.id: start}
+    frontier = [start.id]
+    entries: dict[tuple[str, str, str, str | None], Any] = {}
+    while frontier and len(seen) < limit:
+        batch, frontier = frontier, []
+        for entry in uow.history.for_memories(tenant_id, user_id, batch):
+            entries[(entry.memory_id, entry.action, entry.at.isoformat(), entry.related_id)] = entry
+            linked = [entry.related_id] + [m.superseded_by for m in seen.values()]
+            for other in linked:
+                if other and other not in seen:
+                    found = uow.memories.get(tenant_id, user_id, other)
+                    if found is not None:
+                        seen[other] = found
+                        frontier.append(other)
+    ordered = sorted(entries.values(), key=lambda e: (e.at, e.memory_id, e.action))
+    memories = sorted(seen.values(), key=lambda m: ((m.valid_from or m.created_at), m.id))
+    return {
+        "memory_id": memory_id,
+        "found": True,
+        "memories": [m.to_public() for m in memories],
+        "history": [
+            {
+                "memory_id": e.memory_id,
+                "action": e.action,
+                "related_id": e.related_id,
+                "reason": e.reason,
+                "judge": e.judge,
+                "event_id": e.event_id,
+                "at": e.at.isoformat(),
+            }
+            for e in ordered
+        ],
+    }

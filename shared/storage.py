@@ -1,0 +1,455 @@
+"""The storage port: repositories grouped in one unit of work.
+
+The caller owns the transaction: repositories never commit; the task adapter commits the unit of
+work once the service function returns, and only then enqueues follow-up work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from shared.api_keys import ApiKey
+from shared.events import TurnPublished
+from shared.models import Memory, MemoryStatus, MemoryType
+from shared.scoring import DecayPolicy
+
+Outcome = Literal["accepted", "duplicate", "rejected"]
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    event: TurnPublished
+    stage: str
+    importance: float | None = None
+
+
+@dataclass(frozen=True)
+class Receipt:
+    event_id: str
+    tenant_id: str
+    user_id: str
+    outcome: Outcome
+    canonical_event_id: str | None = None
+    reason: str | None = None
+    payload: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    task_name: str
+    task_id: str | None
+    event_id: str | None
+    args: list[Any]
+    reason: str
+    deliveries: int
+
+
+class EventRepository(Protocol):
+    def insert_if_absent(self, event: TurnPublished, stage: str) -> bool:
+        """Insert unless the event id or the (conversation, seq) slot is taken; True if inserted."""
+
+    def get(self, event_id: str) -> StoredEvent | None: ...
+
+    def at_seq(self, tenant_id: str, user_id: str, session_id: str, seq: int) -> StoredEvent | None: ...
+
+    def max_seq(self, tenant_id: str, user_id: str, session_id: str) -> int:
+        """The conversation's highest recorded seq (0 when it has none)."""
+
+    def set_stage(
+        self, event_id: str, stage: str, *, importance: float | None = None, reasons: Sequence[str] = ()
+    ) -> None: ...
+
+    def timeline(self, tenant_id: str, user_id: str, session_id: str) -> list[StoredEvent]:
+        """The conversation in seq order."""
+
+    def recent(
+        self, tenant_id: str, user_id: str, limit: int, session_id: str | None = None
+    ) -> list[StoredEvent]:
+        """The user's latest turns (by event time, then seq), newest first."""
+
+    def stages(self, event_ids: Sequence[str]) -> dict[str, str]: ...
+
+    def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
+        """(event id, stage) of events not done that reached their stage before the given time."""
+
+    def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
+        """Those of the events that belong to this user (others' ids are silently absent)."""
+
+    def in_window(
+        self, tenant_id: str, user_id: str, start: datetime, end: datetime, limit: int
+    ) -> list[StoredEvent]:
+        """The user's turns with event time in [start, end), newest first (then by event id)."""
+
+    def redact(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[tuple[str, str]]:
+        """Privacy: blank these turns of the user (content, metadata, vector); the row stays so the
+        sequence keeps its slot. Returns (event id, session id) of the turns redacted."""
+
+    def set_turn_vector(self, event_id: str, vector: Sequence[float], model: str) -> None:
+        """Keep the turn's own vector (the conversation-log index is rebuilt from it)."""
+
+    def turns_to_index(
+        self, tenant_id: str | None, user_id: str | None, limit: int, after_event_id: str = ""
+    ) -> list[tuple[TurnPublished, list[float], str]]:
+        """Turns with a vector not yet in the turn index (all turns of one user, or of everyone),
+        as (turn, vector, model), in event-id order after ``after_event_id``."""
+
+    def mark_turns_indexed(self, event_ids: Sequence[str], indexed: bool = True) -> None: ...
+
+    def page_turns(
+        self, after_event_id: str, limit: int
+    ) -> list[tuple[TurnPublished, list[float] | None, str | None]]:
+        """Every recorded turn with its vector and model (None when never embedded), by event id."""
+
+    def reset_turns_indexed(self) -> None:
+        """Mark every turn as not in the turn index (reindex rebuilds it)."""
+
+    def turn_states(self, tenant_id: str, user_id: str) -> list[TurnState]:
+        """One user's recorded turns as the turn index should reflect them, by event id (no
+        vectors loaded)."""
+
+    def turn_vectors(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored vectors of those of the user's turns that have one, by event id."""
+
+    def users_page(self, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+        """(tenant, user) pairs that have recorded turns, in order, after ``after`` (keyset paging)."""
+
+
+class ReceiptRepository(Protocol):
+    def add_if_absent(self, receipt: Receipt) -> bool: ...
+
+    def get_many(self, event_ids: Sequence[str]) -> dict[str, Receipt]: ...
+
+    def rejected(self, limit: int = 100) -> list[Receipt]: ...
+
+
+class MemoryRepository(Protocol):
+    def lock_user(self, tenant_id: str, user_id: str) -> None:
+        """Serialise writers of one user's memories until the transaction ends."""
+
+    def add(self, memory: Memory) -> None:
+        """Insert; a memory with the same id already present is left as it is (redelivery)."""
+
+    def get(self, tenant_id: str, user_id: str, memory_id: str) -> Memory | None: ...
+
+    def get_many(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> list[Memory]:
+        """Memories by id, scoped to one user; the embedding is not loaded (None)."""
+
+    def save(self, memory: Memory) -> None:
+        """Write back a memory read from this repository."""
+
+    def from_event(self, event_id: str) -> list[Memory]:
+        """Memories drafted from this event, in draft order."""
+
+    def active_with_hash(
+        self, tenant_id: str, user_id: str, content_hash: str, exclude_id: str
+    ) -> Memory | None: ...
+
+    def delete(self, memory_id: str) -> None:
+        """Remove a pending draft (never a persisted memory)."""
+
+    def by_cues(
+        self, tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus], limit: int
+    ) -> list[Memory]:
+        """Memories holding any of the cues, scoped to one user."""
+
+    def by_source(
+        self, tenant_id: str, user_id: str, event_id: str, statuses: Iterable[MemoryStatus]
+    ) -> list[Memory]:
+        """Memories citing this event among their sources, scoped to one user."""
+
+    def by_sources(
+        self, tenant_id: str, user_id: str, event_ids: Sequence[str], statuses: Iterable[MemoryStatus]
+    ) -> list[Memory]:
+        """Memories citing any of these events, scoped to one user (vectors not loaded)."""
+
+    def cue_counts(
+        self, tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus]
+    ) -> tuple[int, dict[str, int]]:
+        """How many memories the user has in those statuses, and how many of them hold each cue."""
+
+    def in_window(
+        self,
+        tenant_id: str,
+        user_id: str,
+        start: datetime,
+        end: datetime,
+        statuses: Iterable[MemoryStatus],
+        limit: int,
+        with_embedding: bool = False,
+    ) -> list[Memory]:
+        """Memories whose validity began in [start, end), newest first; their embeddings are
+        loaded only when asked (None otherwise)."""
+
+    def for_user(
+        self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None
+    ) -> list[Memory]: ...
+
+    def candidates(
+        self,
+        tenant_id: str,
+        user_id: str,
+        slot: str | None,
+        cues: Sequence[str],
+        exclude: Sequence[str],
+        limit: int,
+    ) -> list[Memory]:
+        """Active memories of one user that share the slot or any cue: conflict candidates."""
+
+    def recent_of_type(
+        self, tenant_id: str, user_id: str, memory_type: MemoryType, since: datetime, limit: int
+    ) -> list[Memory]:
+        """Active memories of one type whose validity began after ``since``, oldest first."""
+
+    def users_with_recent(
+        self, memory_type: MemoryType, since: datetime, limit: int
+    ) -> list[tuple[str, str]]:
+        """(tenant, user) pairs with active memories of that type since then, in a stable order."""
+
+    def unindexed(self, tenant_id: str, user_id: str, limit: int) -> list[Memory]:
+        """Persisted memories whose index copy is older than the row."""
+
+    def mark_indexed(self, memory_ids_versions: Sequence[tuple[str, int]]) -> None: ...
+
+    def page_for_reindex(self, after_id: str, limit: int) -> list[Memory]:
+        """The next page of non-pending memories of every user, in id order (keyset paging)."""
+
+    def recompute_scores(
+        self, now: datetime, policy: DecayPolicy, after_id: str, limit: int
+    ) -> tuple[int, str | None]:
+        """Recompute the score of the next ``limit`` memories by id after ``after_id``, set-based.
+
+        Returns how many rows changed and the last id covered (None when none were left).
+        """
+
+    def reset_indexed(self) -> None:
+        """Mark every memory as absent from the index (before a rebuild)."""
+
+    def embedding_models(self) -> set[str]:
+        """Distinct embedding model names among stored vectors."""
+
+    # --- lifecycle (shared/lifecycle/sweeps.py) ------------------------------------------------------
+
+    def claim_recall(self, recall_id: str, tenant_id: str, user_id: str, at: datetime) -> bool:
+        """Record that this recall's reinforcement is applied; False when it already was."""
+
+    def reinforce(
+        self, tenant_id: str, user_id: str, ids: Sequence[str], now: datetime, policy: DecayPolicy
+    ) -> int:
+        """access_count + 1, last access = now (never earlier), score recomputed, set-based, for
+        these memories of one user (pending drafts excepted). Returns how many rows changed."""
+
+    def prune_recall_claims(self, before: datetime) -> int:
+        """Forget recall claims older than ``before`` (past any redelivery)."""
+
+    def expire_tasks(
+        self, now: datetime, stated_before: datetime, reasons: tuple[str, str], after_id: str, limit: int
+    ) -> tuple[list[StatusChange], str | None]:
+        """Set-based: the next ``limit`` (by id after ``after_id``) active tasks whose due time
+        passed (reason ``reasons[0]``) or, without a due time, stated before ``stated_before``
+        (``reasons[1]``) become expired, version + 1. Returns them and the last id (None: done)."""
+
+    def archive_stale(
+        self,
+        since: datetime,
+        threshold: float,
+        policy: DecayPolicy,
+        reason: str,
+        now: datetime,
+        after_id: str,
+        limit: int,
+    ) -> tuple[list[StatusChange], str | None]:
+        """Set-based: the next ``limit`` active memories not accessed since ``since`` whose score
+        at ``since`` was already under ``threshold`` (scores only fall between accesses, so it
+        stayed under ever since) become archived, version + 1."""
+
+    def stale_scores(self, after_id: str, limit: int, tolerance: float) -> list[ScoreState]:
+        """Indexed memories (index copy current) whose payload score drifted from the row's score
+        by more than ``tolerance``, by id after ``after_id``."""
+
+    def mark_scores_indexed(self, scores: Sequence[tuple[str, float]]) -> None:
+        """The index payloads now hold these scores."""
+
+    def index_states(self, tenant_id: str, user_id: str) -> list[IndexState]:
+        """One user's memories as the index should reflect them (no vectors loaded)."""
+
+    def users_page(self, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+        """(tenant, user) pairs that have memories, in order, after ``after`` (keyset paging)."""
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    """A memory a set-based lifecycle sweep moved to another status (its history entry is next)."""
+
+    memory_id: str
+    tenant_id: str
+    user_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ScoreState:
+    memory_id: str
+    tenant_id: str
+    user_id: str
+    score: float
+
+
+@dataclass(frozen=True)
+class IndexState:
+    """What the vector index should know of one memory: the reconciliation's view of a row."""
+
+    memory_id: str
+    version: int
+    indexed_version: int
+    status: str
+    score: float
+    embedding_model: str | None
+    has_embedding: bool
+
+
+@dataclass(frozen=True)
+class TurnState:
+    """What the turn index should know of one recorded turn: the reconciliation's view of an event
+    row (``embedding_model`` is None while the turn has no vector)."""
+
+    event: TurnPublished
+    stage: str
+    embedding_model: str | None
+    turn_indexed: bool
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One thing that happened to a memory, and why. History rows are never deleted."""
+
+    memory_id: str
+    tenant_id: str
+    user_id: str
+    # created | reinforced | superseded | supersedes | merged | merged_into | importance_halved | invalidated
+    action: str
+    reason: str
+    judge: str  # rules | llm | pipeline
+    at: datetime  # the event time that caused it
+    related_id: str | None = None
+    event_id: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class HistoryRepository(Protocol):
+    def add(self, entry: HistoryEntry) -> None: ...
+
+    def for_memories(self, tenant_id: str, user_id: str, memory_ids: Sequence[str]) -> list[HistoryEntry]:
+        """Entries of these memories, oldest first, scoped to one user."""
+
+
+class LlmCallRepository(Protocol):
+    def add(self, usage: Any, event_id: str | None) -> None: ...
+
+
+class ApiKeyRepository(Protocol):
+    """API keys (``shared/api_keys.py``): records and hashes, never the keys themselves."""
+
+    def add(self, key: ApiKey, key_hash: str) -> None: ...
+
+    def by_prefix(self, prefix: str) -> list[tuple[ApiKey, str]]:
+        """Keys with this lookup prefix (normally one), revoked ones included, with their hashes."""
+
+    def list(self, tenant_id: str | None) -> list[ApiKey]: ...
+
+    def revoke(self, key_id: str, at: datetime) -> ApiKey | None:
+        """Revoke (once: a second revoke keeps the first time); None for an unknown id."""
+
+
+class CurationRepository(Protocol):
+    """What the HTTP API needs beyond the pipeline's repositories: paged listing, privacy
+    deletes, and the counts the metrics endpoint reads on each scrape."""
+
+    def page(
+        self,
+        tenant_id: str,
+        user_id: str,
+        statuses: Iterable[MemoryStatus],
+        memory_type: MemoryType | None,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[Memory], int]:
+        """One page of a user's memories (newest first, vectors not loaded) and the total."""
+
+    def users(self, tenant_id: str, limit: int, offset: int) -> tuple[list[tuple[str, int, int]], int]:
+        """One page of the tenant's users that have memories, by user id: (user id, memories of
+        any status, active memories), and the number of such users."""
+
+    def derived_from(self, tenant_id: str, user_id: str, memory_ids: Sequence[str]) -> set[str]:
+        """Ids of the user's memories made from any of these (merged or consolidated from them)."""
+
+    def purge(self, tenant_id: str, user_id: str, memory_ids: Sequence[str]) -> list[str]:
+        """Delete these memories and their history rows for good; returns the ids deleted."""
+
+    def status_counts(self) -> dict[str, int]: ...
+
+    def stage_counts(self) -> dict[str, int]: ...
+
+    def llm_totals(self) -> list[tuple[str, bool, int, int, int]]:
+        """(operation, ok, calls, prompt tokens, completion tokens) over every recorded LLM call."""
+
+
+class DeadLetterRepository(Protocol):
+    def add(self, letter: DeadLetter) -> None: ...
+
+    def for_events(self, event_ids: Sequence[str]) -> dict[str, str]:
+        """event id -> reason, for dead letters that name an event."""
+
+
+class MetaRepository(Protocol):
+    def get(self, key: str) -> str | None: ...
+
+    def set(self, key: str, value: str) -> None: ...
+
+
+class UnitOfWork(Protocol):
+    # Read-only members: an adapter may expose its concrete repositories.
+    @property
+    def events(self) -> EventRepository: ...
+
+    @property
+    def receipts(self) -> ReceiptRepository: ...
+
+    @property
+    def memories(self) -> MemoryRepository: ...
+
+    @property
+    def dead_letters(self) -> DeadLetterRepository: ...
+
+    @property
+    def meta(self) -> MetaRepository: ...
+
+    @property
+    def history(self) -> HistoryRepository: ...
+
+    @property
+    def llm_calls(self) -> LlmCallRepository: ...
+
+    @property
+    def api_keys(self) -> ApiKeyRepository: ...
+
+    @property
+    def curation(self) -> CurationRepository: ...
+
+    def __enter__(self) -> UnitOfWork: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """A task to enqueue once the unit of work has committed."""
+
+    task: str
+    args: tuple[Any, ...]

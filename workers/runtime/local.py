@@ -1,0 +1,43 @@
+"""What a CLI command needs, started for the command and stopped when it ends.
+
+On the embedded default that is Postgres and Redis from the data dir (and, for commands that
+process events, the worker processes); with CUEMEM_* URLs set it is just connections to those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+
+from shared.settings import Settings
+from workers.bootstrap import Container, build_container
+from workers.lexicon import apply_lexicon
+from workers.runtime.embedded import embedded_services
+from workers.runtime.processes import WorkerProcess, running_workers
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    container: Container
+    workers: list[WorkerProcess]
+
+    def stop_workers(self) -> None:
+        """Stop the command's own workers (warm shutdown); the embedded index is then free."""
+        for worker in self.workers:
+            worker.stop()
+        self.workers.clear()
+
+
+@contextmanager
+def open_runtime(settings: Settings, *, start_workers: bool = False, beat: bool = False) -> Iterator[Runtime]:
+    apply_lexicon(settings)  # a bad lexicon file fails before any service starts
+    with ExitStack() as stack:
+        resolved = stack.enter_context(embedded_services(settings))
+        workers: list[WorkerProcess] = []
+        if start_workers:
+            workers = stack.enter_context(running_workers(resolved, beat=beat))
+        container = build_container(resolved)
+        stack.callback(container.close)
+        yield Runtime(resolved, container, workers)
