@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from tqdm import tqdm
 
-from bench.cli import bench_app
+from cli.bench_loader import bench_app
 from producers.jsonl import count_lines, read_jsonl
 from producers.publisher import Publisher
 from service.operations.recall import recall_for
@@ -38,7 +38,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-app.add_typer(bench_app, name="bench")
+app.add_typer(bench_app(), name="bench")
 
 DataDir = Annotated[
     Path | None,

@@ -1,7 +1,7 @@
 """Ports: what the core needs from the outside world, as small protocols.
 
 Adapters live in ``workers/`` (Qdrant, embedding models); fakes for unit tests live in
-``tests/fakes.py``. Tenant and user are mandatory arguments of every index call: there is no
+``tests/support/fakes.py``. Tenant and user are mandatory arguments of every index call: there is no
 way to search or change the index without naming whose memory it is.
 """
 

@@ -1,4 +1,4 @@
-"""Fixtures for the integration tiers: the machine's real Postgres and Redis, real workers.
+"""Tier markers and the fixtures of the service tiers: the machine's real Postgres and Redis, real workers.
 
 Postgres: a fresh database per test session on CUEMEM_TEST_PG_ADMIN (default: the local server,
 trust auth), dropped at the end. Redis: one numbered database of CUEMEM_TEST_REDIS (default
@@ -101,6 +101,18 @@ def start_workers(it_settings: Settings) -> Iterator[Callable[..., list]]:
     for w in started:
         if w.process.poll() is None:
             w.stop(timeout=20)
+
+
+TIERS = ("unit", "contract", "integration", "e2e", "browser", "faults")
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """One marker per tier, from the folder a test lives in: `pytest -m e2e` runs that tier alone."""
+    for item in items:
+        tier = Path(item.fspath).resolve().relative_to(TESTS).parts[0]
+        if tier in TIERS:
+            item.add_marker(getattr(pytest.mark, tier))
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.25) -> bool:

@@ -120,7 +120,7 @@ def record_event(
             raise
         # Every text of the receipt is cleaned: a NUL in a raw user id or an unknown field's name
         # made the insert itself fail, so the turn ended "failed" with a database error instead of
-        # "rejected" with its reason (found by tests/integration/test_bad_input_e2e.py).
+        # "rejected" with its reason (found by tests/e2e/test_bad_input_e2e.py).
         uow.receipts.add_if_absent(
             Receipt(
                 event_id=raw_id,

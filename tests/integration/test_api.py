@@ -15,9 +15,7 @@ import redis
 from service.operations.curation import revoke_key
 from shared import keys as redis_keys
 from shared.models import MemoryStatus, MemoryType
-from tests.integration.api_support import api_settings, build_env, error_of, fields_of, seed_memory
-
-pytestmark = pytest.mark.integration
+from tests.support.api import api_settings, build_env, error_of, fields_of, seed_memory
 
 A, B = "tenant-a", "tenant-b"
 

@@ -10,15 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 
 from service.http.serve import is_loopback
 from service.operations.curation import api_container, create_key
 from shared.settings import Settings
-from tests.integration.helpers import wait_processed
-
-pytestmark = pytest.mark.integration
+from tests.support.services import wait_processed
 
 CUEMEM = str(Path(sys.executable).with_name("cuemem"))
 

@@ -7,11 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from tests.integration.test_cli_embedded import NOW, child_env, cuemem
-
-pytestmark = pytest.mark.integration
+from tests.e2e.test_cli_embedded import NOW, child_env, cuemem
 
 USER = "lexi"
 LEXICON = """

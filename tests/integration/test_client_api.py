@@ -20,9 +20,7 @@ from producers.backends import ApiBackend
 from producers.client import AsyncCuememClient, CuememAPIError, CuememClient
 from producers.publisher import Published
 from shared.models import MemoryType
-from tests.integration.api_support import ApiEnv, api_settings, build_env, seed_memory
-
-pytestmark = pytest.mark.integration
+from tests.support.api import ApiEnv, api_settings, build_env, seed_memory
 
 A, B = "tenant-a", "tenant-b"
 

@@ -10,8 +10,6 @@ from shared.models import Memory, MemoryStatus, MemoryType
 from shared.scoring import DecayPolicy, score
 from workers.bootstrap import build_container
 
-pytestmark = pytest.mark.integration
-
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 
 

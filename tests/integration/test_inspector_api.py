@@ -6,9 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shared.models import MemoryStatus, MemoryType
-from tests.integration.api_support import api_settings, build_env, error_of, fields_of, seed_memory
-
-pytestmark = pytest.mark.integration
+from tests.support.api import api_settings, build_env, error_of, fields_of, seed_memory
 
 A, B = "tenant-a", "tenant-b"
 

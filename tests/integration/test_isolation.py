@@ -9,7 +9,7 @@ may return nothing of it. The attacks: look-alike user ids, wildcard and filter-
 as ids and as queries, and exact-key recall with another user's memory ids and event ids.
 Already covered elsewhere and not repeated here: the API's guessed-id reads and writes on every
 memory route (tests/integration/test_api.py::test_a_key_never_reaches_another_tenants_users) and
-each index adapter's scoping (tests/integration/test_index_contract.py).
+each index adapter's scoping (tests/contract/test_index_contract.py).
 """
 
 from __future__ import annotations
@@ -33,9 +33,7 @@ from service.operations.recall import recall_for
 from shared.events import validate_turn
 from shared.models import Memory
 from shared.settings import Settings
-from tests.integration.api_support import AT, ApiEnv, api_settings, build_env, seed_memory
-
-pytestmark = pytest.mark.integration
+from tests.support.api import AT, ApiEnv, api_settings, build_env, seed_memory
 
 CUEMEM = str(Path(sys.executable).with_name("cuemem"))
 A, B = "tenant-a", "tenant-b"

@@ -24,11 +24,9 @@ from shared.models import Memory, MemoryStatus, MemoryType
 from shared.ports import IndexPoint
 from shared.scoring import DecayPolicy, score
 from shared.settings import Settings
-from tests.fakes import FakeStore
+from tests.support.fakes import FakeStore
 from workers.bootstrap import Container, build_container
 from workers.redis.beat_lock import BeatLock, BeatLockHeld, LockedScheduler
-
-pytestmark = pytest.mark.integration
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 POLICY = LifecyclePolicy(decay=DecayPolicy(base=1.5))
@@ -370,7 +368,7 @@ def test_recall_reinforces_through_a_real_worker_without_waiting(it_settings: Se
     from producers.publisher import Publisher
     from service.operations.recall import recall_for
     from tests.conftest import wait_until
-    from tests.integration.helpers import wait_processed
+    from tests.support.services import wait_processed
 
     settings = it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 16})
     c = build_container(settings)

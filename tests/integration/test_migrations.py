@@ -12,8 +12,6 @@ from tests.conftest import PG_ADMIN
 from workers.db.migrate import alembic_config, upgrade
 from workers.db.tables import Base
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def empty_database():

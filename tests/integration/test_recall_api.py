@@ -10,17 +10,13 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from producers.agent_tools import MemoryTools
 from producers.publisher import Publisher
 from service.operations.recall import recall_for
 from shared.models import MemoryStatus
 from shared.text import approx_token_count
-from tests.integration.helpers import wait_processed
+from tests.support.services import wait_processed
 from workers.bootstrap import build_container
-
-pytestmark = pytest.mark.integration
 
 AT = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 TURNS = [

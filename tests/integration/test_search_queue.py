@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import threading
 
-import pytest
 import redis
 from celery import Celery
 
@@ -24,8 +23,6 @@ from workers.endpoints.embedders import build_embedder
 from workers.index.edge import EdgeVectorIndex
 from workers.index.remote import RemoteSearchIndex
 from workers.runtime.processes import WorkerProcess, check_alive, start_index_owner
-
-pytestmark = pytest.mark.integration
 
 TENANT, USER = "t1", "alice"
 BACKLOG = 400  # memory.sync_index messages for users without memories: cheap, but each one real

@@ -8,8 +8,8 @@ key, a Postgres password in the database URL, and API keys. Then every worker lo
 line (JSON, DEBUG), every recall trace and the text columns where errors and reasons are kept are
 searched for each value and for a distinctive piece of it.
 
-Unit-level checks of the same promise, not repeated here: tests/integration/test_llm_client.py::
-test_api_key_and_user_content_never_logged, tests/integration/test_openai_embedder.py::
+Unit-level checks of the same promise, not repeated here: tests/contract/test_llm_client.py::
+test_api_key_and_user_content_never_logged, tests/contract/test_openai_embedder.py::
 test_api_key_never_appears_in_logs_errors_or_repr, tests/unit/test_api_inputs.py::
 test_issued_keys_are_random_hashed_and_found_by_prefix, and for .env.example's secret names
 tests/unit/test_compose.py::test_env_example_holds_placeholders_with_one_comment_each.
@@ -36,10 +36,8 @@ from service.http.logs import JsonFormatter
 from service.operations.curation import api_container, create_key
 from service.operations.recall import recall_for
 from shared.settings import Settings
-from tests.integration.helpers import wait_processed
-from tests.openai_stub import RecordedRequest, StubResponse, StubServer, embeddings_body
-
-pytestmark = pytest.mark.integration
+from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, embeddings_body
+from tests.support.services import wait_processed
 
 ROOT = Path(__file__).resolve().parents[2]
 LLM_KEY = "sk-llmFAKEk3y-0a1b2c3d4e5f-LLMSECRET"

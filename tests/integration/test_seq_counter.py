@@ -1,7 +1,7 @@
 """Seq counters that fell back (Redis lost its last writes in a crash), on the real Postgres and
 Redis, without workers: the producer marks the seqs its counter chose, and the recorder renumbers
 such a turn when another turn already holds its seq, instead of rejecting a turn the app was told
-was accepted. The crash itself is `tests/integration/test_faults.py::test_redis_crash_...`."""
+was accepted. The crash itself is `tests/faults/test_faults.py::test_redis_crash_...`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import base64
 import json
 from typing import Any
 
-import pytest
 import redis
 
 from producers.publisher import Publisher
@@ -18,8 +17,6 @@ from shared.events import SEQ_ASSIGNED
 from shared.ingest import pipeline
 from shared.queues import ROUTES, TaskName
 from workers.bootstrap import Container, build_container
-
-pytestmark = pytest.mark.integration
 
 RECORD_QUEUE = ROUTES[TaskName.RECORD].value
 

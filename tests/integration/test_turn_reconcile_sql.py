@@ -20,8 +20,6 @@ from shared.ports import IndexPoint
 from shared.settings import Settings
 from workers.bootstrap import Container, build_container
 
-pytestmark = pytest.mark.integration
-
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 STRAY = "00000000-0000-4000-8000-999999999999"
 

@@ -224,7 +224,7 @@ def test_apply_lexicon_without_paths_restores_the_shipped_one_and_rereads_change
 
 
 def test_the_container_installs_the_lexicon_of_its_settings(tmp_path: Path) -> None:
-    from tests.fakes import FakeStore
+    from tests.support.fakes import FakeStore
     from workers.bootstrap import build_container
 
     path = write(tmp_path, "lex.toml", '[tags.diet]\ntype = "preference"\nwords = ["allergen"]\n')

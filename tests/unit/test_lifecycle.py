@@ -20,8 +20,8 @@ from shared.ports import IndexPoint
 from shared.queues import TaskName
 from shared.scoring import DEFAULT_GAMMA, DecayPolicy, score
 from shared.settings import Settings
-from tests.fake_index import FakeVectorIndex
-from tests.fakes import FakeStore
+from tests.support.fake_index import FakeVectorIndex
+from tests.support.fakes import FakeStore
 from tests.unit.test_pipeline import NOW, Harness, turn
 from workers.bootstrap import build_container
 from workers.endpoints.embedders.hashing import HashingEmbedder

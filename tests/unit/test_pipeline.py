@@ -11,8 +11,8 @@ from shared.lifecycle import maintenance
 from shared.models import MemoryStatus
 from shared.ports import EmbeddingModelMismatch
 from shared.queues import TaskName
-from tests.fake_index import FakeVectorIndex
-from tests.fakes import FakeStore
+from tests.support.fake_index import FakeVectorIndex
+from tests.support.fakes import FakeStore
 from workers.endpoints.embedders.hashing import HashingEmbedder
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

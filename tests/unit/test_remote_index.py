@@ -94,7 +94,7 @@ from types import SimpleNamespace
 import workers.tasks.stages as tasks
 from shared.ports import IndexPoint
 from shared.recall.sparse import sparse_document, sparse_query
-from tests.fake_index import FakeVectorIndex
+from tests.support.fake_index import FakeVectorIndex
 from workers.index.remote import RemoteSearchIndex
 
 index = FakeVectorIndex()

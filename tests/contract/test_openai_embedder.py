@@ -14,7 +14,7 @@ from pydantic import SecretStr
 
 from shared.ports import Embedder
 from shared.settings import Settings
-from tests.openai_stub import RecordedRequest, StubResponse, StubServer, embeddings_body, error_body
+from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, embeddings_body, error_body
 from workers.endpoints.embedders import EmbeddingError, build_embedder
 from workers.endpoints.embedders.openai_compat import BackoffWait, OpenAIEmbedder
 

@@ -13,7 +13,7 @@ from pydantic import SecretStr
 from shared.ports import Reranker
 from shared.recall.rerank import rerank_order
 from shared.settings import Settings
-from tests.openai_stub import RecordedRequest, StubResponse, StubServer
+from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer
 from workers.endpoints.rerankers import RerankError, build_reranker
 from workers.endpoints.rerankers.http import HttpReranker, rerank_endpoint
 
@@ -183,7 +183,7 @@ def test_reranking_through_the_endpoint(stub: StubServer) -> None:
 
 
 def test_off_by_default() -> None:
-    from tests.fakes import FakeStore
+    from tests.support.fakes import FakeStore
     from workers.bootstrap import build_container
 
     settings = Settings()
@@ -193,7 +193,7 @@ def test_off_by_default() -> None:
 
 
 def test_settings_from_the_environment(stub: StubServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.fakes import FakeStore
+    from tests.support.fakes import FakeStore
     from workers.bootstrap import build_container
 
     monkeypatch.setenv("CUEMEM_RERANK_URL", url(stub))

@@ -21,9 +21,7 @@ from typing import Any
 import pytest
 
 from shared.models import Memory, MemoryStatus, MemoryType
-from tests.integration.api_support import ApiEnv, api_settings, build_env, seed_memory
-
-pytestmark = pytest.mark.integration
+from tests.support.api import ApiEnv, api_settings, build_env, seed_memory
 
 A, B = "tenant-a", "tenant-b"
 USER = "u-inspect"

@@ -23,7 +23,7 @@ from qdrant_edge import Distance, EdgeConfig, EdgeShard, EdgeVectorParams
 
 from shared.ports import EmbeddingModelMismatch, IndexPoint, IndexUnavailable, SparseTerms, VectorIndex
 from shared.recall.sparse import AVERAGE_LENGTH, K1, B, sparse_document, sparse_query
-from tests.fake_index import FakeVectorIndex
+from tests.support.fake_index import FakeVectorIndex
 from workers.index import UNRECORDED
 from workers.index.edge import EdgeVectorIndex
 from workers.index.server import QdrantServerIndex

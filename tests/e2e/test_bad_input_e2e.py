@@ -3,8 +3,8 @@ messages straight onto the broker for real worker processes, a hostile JSONL fil
 `cuemem ingest`, hostile bodies through the HTTP API, and dead letters listed and replayed with
 `cuemem dead-letters`.
 
-The API's schema-driven fuzzing is tests/integration/test_api_schemathesis.py; the fixed
-malformed-message cases are tests/integration/test_pipeline_e2e.py::test_malformed_messages_*;
+The API's schema-driven fuzzing is tests/contract/test_api_schemathesis.py; the fixed
+malformed-message cases are tests/e2e/test_pipeline_e2e.py::test_malformed_messages_*;
 the generated validation cases are tests/unit/test_bad_input.py.
 """
 
@@ -19,7 +19,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -30,13 +29,11 @@ from shared.events import InvalidEvent
 from shared.queues import ROUTES, TaskName
 from shared.settings import Settings
 from tests.conftest import wait_until
-from tests.integration.api_support import api_settings, build_env, error_of
-from tests.integration.helpers import memory_snapshot, table_counts, wait_processed
+from tests.support.api import api_settings, build_env, error_of
+from tests.support.services import memory_snapshot, table_counts, wait_processed
 from tests.unit.test_bad_input import FIELDS, GOOD, INJECTIONS, nested, value_for
 from workers.bootstrap import build_container
 from workers.failures import dead_letter
-
-pytestmark = pytest.mark.integration
 
 CUEMEM = str(Path(sys.executable).with_name("cuemem"))
 

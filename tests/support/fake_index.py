@@ -1,7 +1,7 @@
 """In-memory ``VectorIndex`` for unit tests of the core: brute-force cosine and BM25, no engine.
 
 It shares the argument checks and result ordering of the real adapters (``workers.index``), and the
-contract suite (tests/integration/test_index_contract.py) runs it beside them, so a core test that
+contract suite (tests/contract/test_index_contract.py) runs it beside them, so a core test that
 passes against the fake relies on nothing the adapters do differently.
 """
 

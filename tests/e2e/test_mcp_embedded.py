@@ -5,7 +5,7 @@ tools/list, tools/call remember, then search_memory, which finds the turn at onc
 read-your-writes) and, once the server's own embedded workers processed it, as a long-term memory;
 forget takes that memory out of recall. Closing stdin ends the server, and nothing it started
 (embedded Postgres, Redis, workers) may outlive it. It runs on the embedded default under its own
---data-dir, like tests/integration/test_cli_embedded.py.
+--data-dir, like tests/e2e/test_cli_embedded.py.
 """
 
 from __future__ import annotations
@@ -25,9 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_cli_embedded import CUEMEM, assert_nothing_running, child_env, kill_all
-
-pytestmark = pytest.mark.integration
+from tests.e2e.test_cli_embedded import CUEMEM, assert_nothing_running, child_env, kill_all
 
 pytest.importorskip("mcp")
 

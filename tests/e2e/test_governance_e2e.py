@@ -21,12 +21,10 @@ from shared.models import MemoryStatus, MemoryType
 from shared.queues import ROUTES, TaskName
 from shared.recall.engine import RecallRequest, recall
 from tests.conftest import wait_until
-from tests.integration.helpers import wait_processed
-from tests.integration.test_pipeline_e2e import _queues_empty
-from tests.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
+from tests.e2e.test_pipeline_e2e import _queues_empty
+from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
+from tests.support.services import wait_processed
 from workers.bootstrap import build_container
-
-pytestmark = pytest.mark.integration
 
 DAY0 = datetime(2026, 11, 2, 20, 0, tzinfo=UTC)
 

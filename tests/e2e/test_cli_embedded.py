@@ -26,8 +26,6 @@ from typing import Any
 import psutil
 import pytest
 
-pytestmark = pytest.mark.integration
-
 CUEMEM = Path(sys.executable).parent / "cuemem"
 NOW = "2026-11-10T09:00:00+08:00"  # every recall runs at this fixed time
 COMMAND_TIMEOUT_S = 900  # a safety net against a hung command, not an assertion

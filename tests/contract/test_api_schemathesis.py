@@ -15,9 +15,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from tests.integration.api_support import api_settings, build_env, seed_memory
-
-pytestmark = pytest.mark.integration
+from tests.support.api import api_settings, build_env, seed_memory
 
 MAX_EXAMPLES = int(os.environ.get("CUEMEM_API_FUZZ_EXAMPLES", "25"))  # per operation and mode
 

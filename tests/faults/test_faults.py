@@ -49,20 +49,18 @@ from shared.ports import IndexPoint
 from shared.queues import PIPELINE_QUEUES, ROUTES, Queue, TaskName
 from shared.settings import Settings
 from tests.conftest import wait_until
-from tests.integration.helpers import table_counts, wait_processed
-from tests.integration.test_pipeline_e2e import (
+from tests.e2e.test_pipeline_e2e import (
     _beat_sweep,
     _queue_report,
     _queues_empty,
     make_turns,
 )
-from tests.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
+from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
+from tests.support.services import table_counts, wait_processed
 from workers.bootstrap import Container, build_container
 from workers.index.edge import EdgeVectorIndex
 from workers.redis.ledger import RedisPublishLedger
 from workers.runtime.processes import WorkerProcess, check_alive, start_index_owner, start_worker
-
-pytestmark = pytest.mark.integration
 
 LONG = os.environ.get("CUEMEM_LONG_FAULTS") == "1"
 # A seed per run, printed in the report and the assertion messages, so a failing run can be

@@ -20,11 +20,9 @@ from shared.events import InvalidEvent
 from shared.models import MemoryStatus
 from shared.queues import ROUTES, TaskName
 from tests.conftest import wait_until
-from tests.integration.helpers import memory_snapshot, table_counts, wait_processed
+from tests.support.services import memory_snapshot, table_counts, wait_processed
 from workers.bootstrap import build_container
 from workers.index.edge import EdgeVectorIndex
-
-pytestmark = pytest.mark.integration
 
 BASE = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 TOPICS = [

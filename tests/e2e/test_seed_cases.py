@@ -23,10 +23,8 @@ from service.operations.recall import recall_for
 from shared.events import Role, TurnPublished
 from shared.ingest.extraction import extract
 from shared.settings import Settings
-from tests.integration.helpers import wait_processed
+from tests.support.services import wait_processed
 from workers.bootstrap import Container, build_container
-
-pytestmark = pytest.mark.integration
 
 NOW = datetime(2026, 11, 16, 10, 0, tzinfo=UTC)  # a Monday: "last week" is 2026-11-09 .. 2026-11-15
 LANGS = ("zh", "en")

@@ -27,7 +27,13 @@ from shared.llm import (
     system_prompt,
 )
 from shared.settings import Settings
-from tests.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body, error_body
+from tests.support.openai_stub import (
+    RecordedRequest,
+    StubResponse,
+    StubServer,
+    chat_completion_body,
+    error_body,
+)
 from workers.endpoints.llm import OpenAIJsonLLM, build_llm
 
 SECRET = "sk-test-very-secret-llm-key"

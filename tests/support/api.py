@@ -16,7 +16,7 @@ from shared.ingest.pipeline import _memory_hash, sync_user_index
 from shared.models import Memory, MemoryStatus, MemoryType, memory_id
 from shared.settings import Settings
 from shared.storage import FollowUp, HistoryEntry
-from tests.fake_index import FakeVectorIndex
+from tests.support.fake_index import FakeVectorIndex
 from workers.bootstrap import Container, build_container
 
 AT = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)

@@ -16,7 +16,7 @@ Usage::
         assert len(stub.requests) == 3
 
 The ``openai_stub`` fixture below gives a started server; register it with
-``pytest_plugins = ["tests.openai_stub"]`` in the root ``tests/conftest.py`` or wrap
+``pytest_plugins = ["tests.support.openai_stub"]`` in the root ``tests/conftest.py`` or wrap
 ``StubServer`` in a local fixture.
 """
 
