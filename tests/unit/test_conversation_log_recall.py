@@ -9,7 +9,8 @@ from shared.ingest import pipeline
 from shared.lifecycle import maintenance
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES, MemoryStatus, turn_point_id
 from shared.queues import TaskName
-from shared.recall.engine import RecallRequest, recall
+from shared.recall.cascade import recall
+from shared.recall.request import RecallRequest
 from tests.unit.test_pipeline import LIMITS, NOW, Harness, turn
 
 CHAT = "lol we saw a red fox near the old mill by the river"  # chit-chat: below the threshold
@@ -182,15 +183,16 @@ def test_past_statements_come_back_only_on_request_and_marked():
 
 
 def test_the_prior_leans_by_type_and_half_life_score_and_stays_small():
-    from shared.recall.engine import SCORE_WEIGHT, TYPE_WEIGHTS, _Candidate, _memory_item, _prior
+    from shared.recall.fusion import SCORE_WEIGHT, TYPE_WEIGHTS, prior
+    from shared.recall.request import Candidate, memory_item
 
     h = TurnHarness()
     h.drain(turn(1, "I prefer green tea over coffee"))
     [memory] = h.state.memories.values()
     memory.score = 10.0
-    top = _prior(_Candidate(_memory_item(memory), memory=memory))
+    top = prior(Candidate(memory_item(memory), memory=memory))
     memory.score = 0.0
-    bottom = _prior(_Candidate(_memory_item(memory), memory=memory))
+    bottom = prior(Candidate(memory_item(memory), memory=memory))
     assert (
         top == TYPE_WEIGHTS[memory.type.value] * (1 + SCORE_WEIGHT)
         and bottom == TYPE_WEIGHTS[memory.type.value]
@@ -324,7 +326,7 @@ def test_an_event_id_held_by_another_tenant_is_refused_naming_the_field():
 
 
 def test_a_named_range_is_ranked_by_meaning_not_by_which_turns_are_newest():
-    from shared.recall.engine import WINDOW_CANDIDATES
+    from shared.recall.windows import WINDOW_CANDIDATES
 
     h = TurnHarness()
     now = NOW + timedelta(days=1)
