@@ -99,6 +99,7 @@ def recall_for(
         k=k,
         session_id=session_id,
         candidates=container.settings.recall_candidates,
+        working_turns=container.settings.working_memory_turns,
         statuses=statuses_for(include_archived, include_history),
     )
     with container.uow() as uow:

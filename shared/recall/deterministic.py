@@ -22,7 +22,6 @@ from shared.recall.request import Candidate, Pool, RecallRequest, memory_item, t
 from shared.storage import UnitOfWork
 
 CONFIDENT = 3.0  # one rare entity, or a rare tag plus a keyword, or three rare keywords
-WORKING_TURNS = 20
 MAX_QUERY_CUES = 16
 TYPE_BOOST = 0.5  # the query hints at the memory's type ("忌口" -> preference)
 EXACT_KEY_SCORE = 100.0
@@ -101,14 +100,16 @@ def working_turns(
     if working_memory is not None:
         try:
             turns = working_memory.recent(
-                request.tenant_id, request.user_id, request.session_id, WORKING_TURNS
+                request.tenant_id, request.user_id, request.session_id, request.working_turns
             )
         except Exception as exc:  # Redis down: the event log still knows the recorded turns
             notes.append(
                 f"working memory unavailable ({type(exc).__name__}); read recent turns from the event log"
             )
     if turns is None:
-        stored = uow.events.recent(request.tenant_id, request.user_id, WORKING_TURNS, request.session_id)
+        stored = uow.events.recent(
+            request.tenant_id, request.user_id, request.working_turns, request.session_id
+        )
         turns = [s.event for s in stored]
     if request.session_id is not None:
         return turns

@@ -28,6 +28,9 @@ class RecallRequest:
     session_id: str | None = None
     statuses: frozenset[MemoryStatus] = RECALLABLE_STATUSES
     candidates: int = 50
+    # How many recent turns the working memory offers: the number it keeps
+    # (``Settings.working_memory_turns``, passed by ``service.operations.recall``).
+    working_turns: int = 20
 
 
 @dataclass
