@@ -2,7 +2,7 @@
 user's points) in the two indexes, the memories and the conversation log (every recorded turn).
 
 One search, two corpora. What differs is said by a :class:`Corpus`: the names of its paths,
-whether its points carry a memory status to filter by, how its searches are timed and reported,
+whether the request's memory statuses filter its points, how its searches are timed and reported,
 and how a hit becomes candidates. Every hit is re-read in Postgres, scoped to the user again:
 Postgres is the truth, and a point whose row is gone or no longer returnable is dropped.
 """
@@ -43,7 +43,7 @@ class Step:
 class Corpus:
     dense: str  # the path of its dense search (the key of its scores and its candidate count)
     keyword: str  # the path of its keyword search
-    by_status: bool  # its points carry the memory status, so the index filters by it
+    by_status: bool  # the request's memory statuses filter its points
     steps: tuple[Step, ...]
     # Which candidates the hits stand for, read in Postgres; adds new ones to the pool.
     found: Callable[[UnitOfWork, RecallRequest, Hits, Pool, list[str]], Found]
@@ -115,7 +115,8 @@ def _search(
     index: VectorIndex, request: RecallRequest, corpus: Corpus, path: str, query: SearchQuery
 ) -> list[IndexHit]:
     tenant, user, limit = request.tenant_id, request.user_id, request.candidates
-    # A turn point has no memory status: the log's index is searched with its default filter.
+    # A turn point's status is always "active" (a turn is no memory that can be retired): the
+    # log is searched with the index's default filter, whatever statuses the request names.
     statuses = ([s.value for s in request.statuses],) if corpus.by_status else ()
     if path == corpus.dense and query.vector is not None:
         return index.search(tenant, user, query.vector, limit, *statuses)
