@@ -19,7 +19,8 @@ from shared.ingest.extraction import extract
 from shared.lifecycle.maintenance import history_chain
 from shared.models import MemoryStatus, MemoryType
 from shared.queues import ROUTES, TaskName
-from shared.recall.engine import RecallRequest, recall
+from shared.recall.cascade import recall
+from shared.recall.request import RecallRequest
 from tests.conftest import wait_until
 from tests.e2e.test_pipeline_e2e import _queues_empty
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body

@@ -450,7 +450,8 @@ def test_embedding_model_change_is_refused_with_reindex_hint(it_settings, start_
 
 
 def test_read_your_writes_before_any_worker_runs(it_settings):
-    from shared.recall.engine import RecallRequest, recall
+    from shared.recall.cascade import recall
+    from shared.recall.request import RecallRequest
 
     c = build_container(it_settings)
     with Publisher.from_settings(it_settings) as pub:

@@ -9,7 +9,8 @@ from shared.ingest import pipeline
 from shared.lifecycle import maintenance
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES, MemoryStatus, turn_point_id
 from shared.queues import TaskName
-from shared.recall.engine import RecallRequest, recall
+from shared.recall.cascade import recall
+from shared.recall.request import RecallRequest
 from tests.unit.test_pipeline import LIMITS, NOW, Harness, turn
 
 CHAT = "lol we saw a red fox near the old mill by the river"  # chit-chat: below the threshold
@@ -23,11 +24,14 @@ class TurnHarness(Harness):
         assert self.turns is not None
 
 
+ASKED = NOW + timedelta(days=1)  # when ask() asks
+
+
 def ask(h, query, *, user="u1", k=5, statuses=RECALLABLE_STATUSES, reranker=None):
     with h.store.uow() as uow:
         return recall(
             uow,
-            RecallRequest("default", user, query, now=NOW + timedelta(days=1), k=k, statuses=statuses),
+            RecallRequest("default", user, query, now=ASKED, k=k, statuses=statuses),
             embedder=h.embedder,
             index=h.index,
             working_memory=None,
@@ -182,15 +186,16 @@ def test_past_statements_come_back_only_on_request_and_marked():
 
 
 def test_the_prior_leans_by_type_and_half_life_score_and_stays_small():
-    from shared.recall.engine import SCORE_WEIGHT, TYPE_WEIGHTS, _Candidate, _memory_item, _prior
+    from shared.recall.fusion import SCORE_WEIGHT, TYPE_WEIGHTS, prior
+    from shared.recall.request import Candidate, memory_item
 
     h = TurnHarness()
     h.drain(turn(1, "I prefer green tea over coffee"))
     [memory] = h.state.memories.values()
     memory.score = 10.0
-    top = _prior(_Candidate(_memory_item(memory), memory=memory))
+    top = prior(Candidate(memory_item(memory), memory=memory))
     memory.score = 0.0
-    bottom = _prior(_Candidate(_memory_item(memory), memory=memory))
+    bottom = prior(Candidate(memory_item(memory), memory=memory))
     assert (
         top == TYPE_WEIGHTS[memory.type.value] * (1 + SCORE_WEIGHT)
         and bottom == TYPE_WEIGHTS[memory.type.value]
@@ -201,7 +206,7 @@ def test_the_prior_leans_by_type_and_half_life_score_and_stays_small():
 
 def test_a_time_range_finds_a_turn_that_never_became_a_memory_and_comes_first():
     h = TurnHarness()
-    now = NOW + timedelta(days=1)
+    now = ASKED
     h.drain({**turn(1, "我去杭州出差了三天"), "at": (now - timedelta(days=6)).isoformat()})
     h.drain(
         {
@@ -210,15 +215,7 @@ def test_a_time_range_finds_a_turn_that_never_became_a_memory_and_comes_first():
         }
     )
     assert all("杭州" not in m.content for m in h.state.memories.values())  # chit-chat level
-    with h.store.uow() as uow:
-        out = recall(
-            uow,
-            RecallRequest("default", "u1", "上周我去哪儿了", now=now),
-            embedder=h.embedder,
-            index=h.index,
-            working_memory=None,
-            turn_index=h.turns,
-        )
+    out = ask(h, "上周我去哪儿了")
     top = out.items[0]
     assert top.content == "我去杭州出差了三天" and top.type == "turn"
     assert "time" in top.explanation["paths"]
@@ -281,23 +278,15 @@ def test_reindex_after_a_model_change_re_embeds_page_by_page_without_tripping_on
 
 def test_a_redacted_turn_never_shows_up_blank_by_time_or_by_a_point_that_outlived_it():
     h = TurnHarness()
-    now = NOW + timedelta(days=1)
+    now = ASKED
     h.drain({**turn(1, "我去杭州出差了三天"), "at": (now - timedelta(days=6)).isoformat()})
     with h.store.uow() as uow:
         uow.events.redact("default", "u1", ["e-u1-s1-1"])  # its point is still in the index
         uow.commit()
     assert h.turns.ids("default", "u1")
-    with h.store.uow() as uow:
-        for query in ("上周我去哪儿了", "杭州出差"):
-            out = recall(
-                uow,
-                RecallRequest("default", "u1", query, now=now),
-                embedder=h.embedder,
-                index=h.index,
-                working_memory=None,
-                turn_index=h.turns,
-            )
-            assert out.items == [], (query, out.items)
+    for query in ("上周我去哪儿了", "杭州出差"):
+        out = ask(h, query)
+        assert out.items == [], (query, out.items)
 
 
 def test_redelivered_embed_and_index_messages_resend_the_next_step():
@@ -324,10 +313,10 @@ def test_an_event_id_held_by_another_tenant_is_refused_naming_the_field():
 
 
 def test_a_named_range_is_ranked_by_meaning_not_by_which_turns_are_newest():
-    from shared.recall.engine import WINDOW_CANDIDATES
+    from shared.recall.windows import WINDOW_CANDIDATES
 
     h = TurnHarness()
-    now = NOW + timedelta(days=1)
+    now = ASKED
     week_start = now - timedelta(days=now.weekday() + 7)  # Monday of last week
     h.drain(
         {
@@ -339,15 +328,7 @@ def test_a_named_range_is_ranked_by_meaning_not_by_which_turns_are_newest():
     for i in range(2, WINDOW_CANDIDATES + 12):
         chat = f"lol {i} cats sleeping again today haha"
         h.drain({**turn(i, chat), "at": (week_start + timedelta(days=2, minutes=i)).isoformat()})
-    with h.store.uow() as uow:
-        out = recall(
-            uow,
-            RecallRequest("default", "u1", "where did I travel for work last week", now=now),
-            embedder=h.embedder,
-            index=h.index,
-            working_memory=None,
-            turn_index=h.turns,
-        )
+    out = ask(h, "where did I travel for work last week")
     top = out.items[0]
     assert "Hangzhou" in top.content, [i.content for i in out.items]
     assert "time" in top.explanation["paths"]
