@@ -10,6 +10,8 @@ from typing import Any
 
 from producers.jsonl import read_jsonl
 from producers.publisher import Publisher
+from service.operations.operator_recall import operator_recall
+from service.operations.waiting import wait_for
 from shared.models import RECALLABLE_STATUSES
 from shared.settings import Settings
 from workers.runtime.local import open_runtime
@@ -46,8 +48,6 @@ def demo_turns() -> list[dict[str, Any]]:
 def run_demo(
     settings: Settings,
     *,
-    wait_for: Callable[..., Any],
-    recall: Callable[..., dict[str, Any]],
     echo: Callable[[str], None],
 ) -> None:
     turns = demo_turns()
@@ -79,7 +79,7 @@ def run_demo(
         now = datetime.fromisoformat(DEMO_NOW)
         echo("\nrecall:")
         for query in DEMO_QUERIES:
-            out = recall(rt, DEMO_USER, query, k=3, now=now, session=None)
+            out = operator_recall(rt.container, DEMO_USER, query, k=3, now=now, session=None)
             took = out["trace"]["timings_ms"].get("total_ms", 0.0)
             echo(f"\n? {query}   [stage: {out['stage']}, {took:.1f} ms]")
             if not out["items"]:

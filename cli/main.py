@@ -18,16 +18,14 @@ from tqdm import tqdm
 from cli.bench_loader import bench_app
 from producers.jsonl import count_lines, read_jsonl
 from producers.publisher import Publisher
-from service.operations.recall import recall_for
+from service.operations.operator_recall import check_embedding_model, operator_recall
+from service.operations.waiting import WaitTimedOut, wait_for
 from shared.events import InvalidEvent, parse_at
-from shared.ingest.pipeline import EMBEDDING_MODEL_KEY
-from shared.ingest.progress import Progress, progress
 from shared.lexicon import LexiconError
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES
 from shared.ports import EmbeddingModelMismatch
-from shared.queues import Queue
 from shared.settings import Settings
-from workers.runtime.local import Runtime, open_runtime
+from workers.runtime.local import open_runtime
 from workers.runtime.processes import check_alive, index_owner_command, worker_command, worker_queues
 
 app = typer.Typer(
@@ -69,54 +67,6 @@ def _setup_logging(verbose: bool) -> None:
 
 def _echo_json(data: Any) -> None:
     typer.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
-
-
-# --- waiting ----------------------------------------------------------------------------------
-
-
-def wait_for(rt: Runtime, event_ids: list[str], timeout_s: float, *, show: bool = True) -> Progress:
-    """Poll Postgres until every event is done, a duplicate, rejected or dead-lettered."""
-    deadline = time.monotonic() + timeout_s
-    bar = tqdm(total=len(event_ids), desc="processing", unit="turn", disable=not show, file=sys.stderr)
-    try:
-        while True:
-            with rt.container.uow() as uow:
-                state = progress(uow, event_ids)
-            bar.update(state.finished - bar.n)
-            # A re-sent event counts as finished at once (its first delivery was); with the
-            # command's own workers, also wait until they consumed every message, or the
-            # re-sent ones would stay queued after the workers stop.
-            if state.complete and (not rt.workers or broker_idle(rt.settings)):
-                return state
-            check_alive(rt.workers)
-            if time.monotonic() > deadline:
-                waiting = {
-                    k: v
-                    for k, v in state.counts.items()
-                    if k not in ("done", "duplicate", "rejected", "failed")
-                }
-                raise CliError(f"timed out after {timeout_s:.0f} s; still in flight: {waiting}")
-            time.sleep(0.2)
-    finally:
-        bar.close()
-
-
-def broker_idle(settings: Settings) -> bool:
-    """No message waiting in any cuemem queue and none delivered but unacknowledged."""
-    import redis
-
-    url = settings.effective_redis_url
-    if url is None:
-        return True
-    client = redis.Redis.from_url(url)
-    try:
-        pipe = client.pipeline()
-        for queue in Queue:
-            pipe.llen(queue.value)
-        pipe.hlen("unacked")  # kombu's Redis transport keeps delivered, unacked messages here
-        return not any(pipe.execute())
-    finally:
-        client.close()
 
 
 def _publish_lines(
@@ -194,47 +144,6 @@ def ingest(
         raise typer.Exit(1)
 
 
-def _check_model(rt: Runtime) -> None:
-    with rt.container.uow() as uow:
-        stored = uow.meta.get(EMBEDDING_MODEL_KEY)
-    configured = rt.container.embedder.model_name
-    if stored is not None and stored != configured:
-        raise CliError(str(EmbeddingModelMismatch(stored, configured)))
-
-
-def run_recall(
-    rt: Runtime,
-    user: str,
-    query: str,
-    *,
-    k: int,
-    now: datetime,
-    session: str | None,
-    budget: int | None = None,
-    include_archived: bool = False,
-    reinforce: bool = False,
-    include_history: bool = False,
-) -> dict[str, Any]:
-    """`cuemem recall --json` output (plus "prompt"); the demo calls it too.
-
-    Unlike the in-process ``recall_for``, a command-line recall does not count as a use unless
-    asked (``--reinforce``): it is how operators inspect memory, and re-running the demo or a
-    recall must leave the memories as they were."""
-    _check_model(rt)
-    return recall_for(
-        rt.container,
-        user,
-        query,
-        k=k,
-        now=now,
-        session_id=session,
-        budget_tokens=budget,
-        include_archived=include_archived,
-        reinforce=reinforce,
-        include_history=include_history,
-    )
-
-
 def _parse_now(now: str | None) -> datetime:
     if now is None:
         return datetime.now(UTC)
@@ -300,8 +209,8 @@ def recall_cmd(
     if budget is not None and budget < 1:
         raise CliError(f"--budget: must be at least 1 token, got {budget}")
     with open_runtime(_settings(data_dir)) as rt:
-        out = run_recall(
-            rt,
+        out = operator_recall(
+            rt.container,
             user,
             query,
             k=k,
@@ -458,7 +367,7 @@ def maintain(
     at = _parse_now(now)
     with open_runtime(_settings(data_dir)) as rt:
         c = rt.container
-        _check_model(rt)
+        check_embedding_model(rt.container)
         policy = c.lifecycle
         store, touched = lifecycle.maintain_store(c.uow, c.embedder, at, policy)
         try:
@@ -789,7 +698,7 @@ def demo(
     from cli.demo import run_demo
 
     _setup_logging(verbose)
-    run_demo(_settings(data_dir), wait_for=wait_for, recall=run_recall, echo=typer.echo)
+    run_demo(_settings(data_dir), echo=typer.echo)
 
 
 @app.command("mcp")
@@ -846,6 +755,6 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         app()
-    except (CliError, EmbeddingModelMismatch, LexiconError) as exc:
+    except (CliError, EmbeddingModelMismatch, LexiconError, WaitTimedOut) as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(2)
