@@ -298,23 +298,10 @@ def reindex(
     """Rebuild the vector indexes (memories, conversation log) from Postgres, re-embedding vectors
     of any other model."""
     _setup_logging(verbose)
-    from shared.lifecycle.maintenance import rebuild_indexes
-    from shared.ports import IndexOwnedElsewhere
+    from service.operations.index_followups import reindex as rebuild
 
     with open_runtime(_settings(data_dir)) as rt:
-        c = rt.container
-        try:
-            stats = rebuild_indexes(c.uow, c.index, c.turn_index, c.embedder)
-        except IndexOwnedElsewhere:
-            # A running index worker owns the embedded index: let it do the rebuild.
-            from celery import Celery
-
-            from shared.queues import ROUTES, TaskName
-
-            broker = rt.settings.broker_url
-            remote = Celery("cuemem-reindex", broker=broker, backend=broker, set_as_current=False)
-            result = remote.send_task(TaskName.REINDEX.value, queue=ROUTES[TaskName.REINDEX].value)
-            stats = result.get(timeout=24 * 3600)
+        stats = rebuild(rt.container)
     typer.echo(json.dumps(stats))
 
 
@@ -358,36 +345,16 @@ def maintain(
 ) -> None:
     """Run the lifecycle once: decay, task TTL, archive, consolidation, then (where this process
     may open the index) index sync, score push, reconciliation and optimize. Prints counts as JSON."""
-    from shared.lifecycle import sweeps as lifecycle
-    from shared.ports import IndexOwnedElsewhere
-    from shared.queues import TaskName
-    from shared.storage import FollowUp
+    from service.operations.index_followups import maintain_index
+    from shared.lifecycle.sweeps import maintain_store
 
     _setup_logging(verbose)
     at = _parse_now(now)
     with open_runtime(_settings(data_dir)) as rt:
         c = rt.container
-        check_embedding_model(rt.container)
-        policy = c.lifecycle
-        store, touched = lifecycle.maintain_store(c.uow, c.embedder, at, policy)
-        try:
-            index = lifecycle.maintain_index(
-                c.uow, c.index, c.embedder, touched, policy, turn_index=c.turn_index
-            )
-            optimized = c.index.optimize()
-            if c.turn_index is not None:  # both graphs: `|`, not `or`, which would skip the second
-                optimized = c.turn_index.optimize() | optimized
-        except IndexOwnedElsewhere:
-            # A running index worker owns the embedded index: it syncs, pushes, reconciles, optimizes.
-            c.dispatch([FollowUp(TaskName.SYNC_INDEX.value, pair) for pair in touched])
-            c.dispatch(
-                [
-                    FollowUp(TaskName.PUSH_SCORES.value, ()),
-                    FollowUp(TaskName.RECONCILE.value, ()),
-                    FollowUp(TaskName.OPTIMIZE_INDEX.value, ()),
-                ]
-            )
-            index, optimized = {"indexed": 0, "sent_to_index_worker": True}, False
+        check_embedding_model(c)
+        store, touched = maintain_store(c.uow, c.embedder, at, c.lifecycle)
+        index, optimized = maintain_index(c, touched)
     summary = {"now": at.isoformat(), **store, **index, "index_optimized": optimized}
     typer.echo(json.dumps(summary))
 
@@ -403,11 +370,8 @@ def restore(
     data_dir: DataDir = None,
 ) -> None:
     """Bring an archived memory back: active again, re-indexed, with a history entry."""
-    from shared.ingest.pipeline import sync_user_index
+    from service.operations.index_followups import INDEXED, sync_index
     from shared.lifecycle.sweeps import RestoreRefused, restore_memory
-    from shared.ports import IndexOwnedElsewhere
-    from shared.queues import TaskName
-    from shared.storage import FollowUp
 
     _setup_logging(False)
     _check_user(user)
@@ -421,14 +385,9 @@ def restore(
             except RestoreRefused as exc:
                 raise CliError(f"MEMORY_ID: {exc}") from None
             uow.commit()
-        try:
-            with c.uow() as uow:
-                sync_user_index(uow, c.index, c.embedder, tenant_id, user)
-                uow.commit()
-            reindexed: bool | str = True
-        except IndexOwnedElsewhere:
-            c.dispatch([FollowUp(TaskName.SYNC_INDEX.value, (tenant_id, user))])
-            reindexed = "sent to the index worker"
+        outcome = sync_index(c, tenant_id, user)
+    # The command's JSON says true when indexed here (a stable contract), the API's word otherwise.
+    reindexed: bool | str = True if outcome == INDEXED else outcome
     typer.echo(json.dumps({"restored": memory.id, "status": memory.status.value, "indexed": reindexed}))
 
 
