@@ -361,7 +361,12 @@ def maintain(
 
 @app.command()
 def restore(
-    memory_id: Annotated[str, typer.Argument(help="An archived memory's id", metavar="MEMORY_ID")],
+    memory_id: Annotated[
+        str,
+        typer.Argument(
+            help="The id of an archived, superseded, expired or forgotten memory", metavar="MEMORY_ID"
+        ),
+    ],
     user: Annotated[str, typer.Option("--user", help="Whose memory (required)")],
     tenant: Annotated[
         str | None, typer.Option("--tenant", help="The memory's tenant [default: CUEMEM_TENANT_ID]")
@@ -369,23 +374,20 @@ def restore(
     now: Annotated[str | None, typer.Option("--now", help="ISO 8601 time of the restore")] = None,
     data_dir: DataDir = None,
 ) -> None:
-    """Bring an archived memory back: active again, re-indexed, with a history entry."""
-    from service.operations.index_followups import INDEXED, sync_index
-    from shared.lifecycle.sweeps import RestoreRefused, restore_memory
+    """Bring a memory back, as the API's restore does: active again, re-indexed, with a history entry."""
+    from service.operations.curation import restore as restore_memory
+    from service.operations.index_followups import INDEXED
+    from shared.lifecycle.curation import MemoryNotFound, Refused
 
     _setup_logging(False)
     _check_user(user)
     at = _parse_now(now)
     with open_runtime(_settings(data_dir)) as rt:
-        c = rt.container
         tenant_id = tenant or rt.settings.tenant_id
-        with c.uow() as uow:
-            try:
-                memory = restore_memory(uow, tenant_id, user, memory_id, at, c.lifecycle.decay)
-            except RestoreRefused as exc:
-                raise CliError(f"MEMORY_ID: {exc}") from None
-            uow.commit()
-        outcome = sync_index(c, tenant_id, user)
+        try:
+            memory, outcome = restore_memory(rt.container, tenant_id, user, memory_id, at)
+        except (MemoryNotFound, Refused) as exc:
+            raise CliError(f"MEMORY_ID: {exc}") from None
     # The command's JSON says true when indexed here (a stable contract), the API's word otherwise.
     reindexed: bool | str = True if outcome == INDEXED else outcome
     typer.echo(json.dumps({"restored": memory.id, "status": memory.status.value, "indexed": reindexed}))

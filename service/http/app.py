@@ -274,7 +274,7 @@ def create_app(container: Container, *, auth: bool = True, publisher: Publisher 
     @app.post(base + "/{memory_id}/restore", response_model=MemoryOut, tags=["memories"])
     def restore_memory(tenant: Tenant, user_id: User, memory_id: MemoryId) -> dict[str, Any]:
         """Active again: archived, superseded, expired or forgotten memories."""
-        return api.restore(container, tenant, user_id, memory_id).to_public()
+        return api.restore(container, tenant, user_id, memory_id)[0].to_public()
 
     @app.delete(base + "/{memory_id}", response_model=DeletedOut, tags=["memories"])
     def delete_memory(

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, TypeVar
 
-from service.operations.index_followups import delete_points, sync_index
+from service.operations.index_followups import Outcome, delete_points, sync_index
 from shared.api_keys import ApiKey, issue_key, key_prefix, matches
 from shared.lifecycle import curation
 from shared.models import Memory, MemoryStatus, MemoryType, turn_point_id
@@ -138,11 +139,16 @@ def history(container: Container, tenant_id: str, user_id: str, memory_id: str) 
 
 def _changed(container: Container, tenant_id: str, user_id: str, change: Callable[[UnitOfWork], T]) -> T:
     """Run one change in its own transaction, then bring the user's index up to date."""
+    return _changed_and_indexed(container, tenant_id, user_id, change)[0]
+
+
+def _changed_and_indexed(
+    container: Container, tenant_id: str, user_id: str, change: Callable[[UnitOfWork], T]
+) -> tuple[T, Outcome]:
     with container.uow() as uow:
         result = change(uow)
         uow.commit()
-    sync_index(container, tenant_id, user_id)
-    return result
+    return result, sync_index(container, tenant_id, user_id)
 
 
 def edit(
@@ -173,16 +179,21 @@ def invalidate(container: Container, tenant_id: str, user_id: str, memory_id: st
     return memory
 
 
-def restore(container: Container, tenant_id: str, user_id: str, memory_id: str) -> Memory:
-    now, policy = container.clock(), container.lifecycle.decay
-    memory = _changed(
+def restore(
+    container: Container, tenant_id: str, user_id: str, memory_id: str, now: datetime | None = None
+) -> tuple[Memory, Outcome]:
+    """Active again, for the API and ``cuemem restore`` alike: archived memories take the
+    lifecycle's restore (a restore is a use), superseded, expired and forgotten ones lose their end
+    of validity (``shared.lifecycle.curation.restore``). Also says where the index was synced."""
+    at, policy = now or container.clock(), container.lifecycle.decay
+    memory, indexed = _changed_and_indexed(
         container,
         tenant_id,
         user_id,
-        lambda uow: curation.restore(uow, tenant_id, user_id, memory_id, now, policy),
+        lambda uow: curation.restore(uow, tenant_id, user_id, memory_id, at, policy),
     )
     log.info("memory %s of %s/%s restored", memory_id, tenant_id, user_id)
-    return memory
+    return memory, indexed
 
 
 def forget(container: Container, tenant_id: str, user_id: str, memory_id: str) -> list[str]:
