@@ -6,8 +6,11 @@ import json
 from collections.abc import Callable
 from datetime import datetime
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 
+import typer
+
+from cli.common import DataDir, settings_for, setup_logging
 from producers.jsonl import read_jsonl
 from producers.publisher import Publisher
 from service.operations.operator_recall import operator_recall
@@ -93,3 +96,12 @@ def run_demo(
                     why += f" cos={ex['vector_score']:.2f}"
                 echo(f"   {i}. [{item['type']}] {item['content']}   <- {why}")
         echo("\nTry: cuemem recall --user demo-user '忌口' --json   |   cuemem memories --user demo-user")
+
+
+def demo(
+    data_dir: DataDir = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
+) -> None:
+    """Ingest a bundled bilingual conversation, then show what was remembered and a few recalls."""
+    setup_logging(verbose)
+    run_demo(settings_for(data_dir), echo=typer.echo)

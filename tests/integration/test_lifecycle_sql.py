@@ -14,7 +14,7 @@ from celery import Celery
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from cli.main import CliError
+from cli.common import CliError
 from cli.main import app as cli_app
 from shared.ingest.pipeline import sync_user_index
 from shared.lifecycle import sweeps as lifecycle
