@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from cli.common import CliError, DataDir, check_user, parse_now, settings_for, setup_logging
-from service.operations.operator_recall import check_embedding_model
+from service.operations.recall import check_embedding_model
 from workers.runtime.local import open_runtime
 
 

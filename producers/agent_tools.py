@@ -126,6 +126,7 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
 
 _PARAMETERS = {s["function"]["name"]: s["function"]["parameters"] for s in TOOL_SCHEMAS}
 
+
 class ToolArgumentError(ValueError):
     """A tool call's arguments do not match its schema; the message names the argument."""
 

@@ -79,17 +79,13 @@ def publish_remembered(
     )
 
 
-class CallableBackend:
-    """A recall callable and a publisher (and optionally a forget callable), wired by the app."""
+class PublishingBackend:
+    """What the backends over a publisher share: ``remember`` publishes, ``forget`` calls the
+    injected callable (or says it has none). Subclasses add ``search``."""
 
-    def __init__(self, recall: RecallFn, publisher: PublisherLike, forget: ForgetFn | None = None):
-        self.recall = recall
+    def __init__(self, publisher: PublisherLike, forget: ForgetFn | None = None):
         self.publisher = publisher
         self._forget = forget
-
-    def search(self, user_id: str, query: str, k: int, session_id: str | None) -> Mapping[str, Any]:
-        # The callable is already bound to its user (the original MemoryTools contract).
-        return self.recall(query, k, session_id)
 
     def remember(
         self, user_id: str, session_id: str, content: str, metadata: Mapping[str, Any]
@@ -100,6 +96,18 @@ class CallableBackend:
         if self._forget is None:
             raise ForgetUnsupported("forget is not available: this backend was built without it")
         return self._forget(user_id, memory_id)
+
+
+class CallableBackend(PublishingBackend):
+    """A recall callable and a publisher (and optionally a forget callable), wired by the app."""
+
+    def __init__(self, recall: RecallFn, publisher: PublisherLike, forget: ForgetFn | None = None):
+        super().__init__(publisher, forget)
+        self.recall = recall
+
+    def search(self, user_id: str, query: str, k: int, session_id: str | None) -> Mapping[str, Any]:
+        # The callable is already bound to its user (the original MemoryTools contract).
+        return self.recall(query, k, session_id)
 
 
 class ApiBackend:

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from producers.backends import ForgetFn, ForgetUnsupported, PublishedLike, PublisherLike, publish_remembered
+from producers.backends import ForgetFn, PublisherLike, PublishingBackend
 from service.operations.recall import recall_for
 from workers.bootstrap import Container
 
 
-class LibraryBackend:
+class LibraryBackend(PublishingBackend):
     """In-process: ``recall_for`` on a container, publishing through a ``Publisher``.
 
     ``forget`` is injected (``(user_id, memory_id) -> {"deleted", "hard"}``) because forgetting
@@ -32,22 +32,11 @@ class LibraryBackend:
         forget: ForgetFn | None = None,
         reinforce: bool | None = None,
     ):
+        super().__init__(publisher, forget)
         self.container = container
-        self.publisher = publisher
-        self._forget = forget
         self.reinforce = reinforce
 
     def search(self, user_id: str, query: str, k: int, session_id: str | None) -> Mapping[str, Any]:
         return recall_for(
             self.container, user_id, query, k=k, session_id=session_id, reinforce=self.reinforce
         )
-
-    def remember(
-        self, user_id: str, session_id: str, content: str, metadata: Mapping[str, Any]
-    ) -> PublishedLike:
-        return publish_remembered(self.publisher, user_id, session_id, content, metadata)
-
-    def forget(self, user_id: str, memory_id: str) -> Mapping[str, Any]:
-        if self._forget is None:
-            raise ForgetUnsupported("forget is not available: this backend was built without it")
-        return self._forget(user_id, memory_id)

@@ -11,19 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from service.operations.recall import recall_for
-from shared.ingest.pipeline import EMBEDDING_MODEL_KEY
-from shared.ports import EmbeddingModelMismatch
+from service.operations.recall import check_embedding_model, recall_for
 from workers.bootstrap import Container
-
-
-def check_embedding_model(container: Container) -> None:
-    """Raise EmbeddingModelMismatch when the stored vectors are of another model than the configured one."""
-    with container.uow() as uow:
-        stored = uow.meta.get(EMBEDDING_MODEL_KEY)
-    configured = container.embedder.model_name
-    if stored is not None and stored != configured:
-        raise EmbeddingModelMismatch(stored, configured)
 
 
 def operator_recall(
@@ -40,7 +29,7 @@ def operator_recall(
     include_history: bool = False,
 ) -> dict[str, Any]:
     """`cuemem recall --json` output (plus "prompt")."""
-    check_embedding_model(container)
+    check_embedding_model(container)  # before anything else, as the command always did
     return recall_for(
         container,
         user,
