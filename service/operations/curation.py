@@ -1,5 +1,6 @@
-"""The HTTP API's operations on a container: transactions around ``shared.lifecycle.curation``, the index
-brought up to date after each commit, readiness and the numbers ``/metrics`` reads.
+"""The HTTP API's operations on a container (``cuemem restore`` and ``cuemem keys`` use them too):
+transactions around ``shared.lifecycle.curation``, the index brought up to date after each commit,
+readiness and the numbers ``/metrics`` reads.
 
 An API server is a long-running process beside the workers. On the embedded default it must
 never own the embedded vector index (the engine admits one process, and the index worker is it):
