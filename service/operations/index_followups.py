@@ -22,7 +22,7 @@ from typing import Any, Final, Literal, TypeVar
 from shared.ingest.pipeline import sync_user_index
 from shared.lifecycle import sweeps
 from shared.lifecycle.maintenance import rebuild_indexes
-from shared.ports import IndexUnavailable
+from shared.ports import IndexOwnedElsewhere, IndexUnavailable
 from shared.queues import ROUTES, IndexKind, TaskName
 from shared.storage import FollowUp
 from workers.bootstrap import Container
@@ -42,11 +42,15 @@ Outcome = Literal["indexed", "sent to the index worker"]
 REBUILD_TIMEOUT_S = 24 * 3600
 
 
-def here_or_at_owner(here: Callable[[], T], at_owner: Callable[[], T]) -> T:
+def here_or_at_owner(
+    here: Callable[[], T],
+    at_owner: Callable[[], T],
+    falls_back: type[IndexUnavailable] = FALLS_BACK_TO_THE_OWNER,
+) -> T:
     """``here()``; when the index cannot be written from this process, ``at_owner()`` instead."""
     try:
         return here()
-    except FALLS_BACK_TO_THE_OWNER as exc:
+    except falls_back as exc:
         log.info("index not writable here (%s); sending the work to the index worker", exc)
         return at_owner()
 
@@ -124,7 +128,11 @@ def maintain_index(container: Container, touched: Sequence[tuple[str, str]]) -> 
 
 
 def reindex(container: Container) -> dict[str, int]:
-    """Rebuild both indexes from Postgres; at the owner, wait for its rebuild's counts."""
+    """Rebuild both indexes from Postgres; at the owner, wait for its rebuild's counts.
+
+    Unlike the fire-and-forget follow-ups, this one waits for its answer, so it goes to the owner
+    only when an owner is known to hold the index (``IndexOwnedElsewhere``): an unreachable server
+    is reported at once instead of waiting a day for a worker that cannot reach it either."""
     c = container
 
     def here() -> dict[str, int]:
@@ -139,4 +147,4 @@ def reindex(container: Container) -> dict[str, int]:
         stats: dict[str, int] = result.get(timeout=REBUILD_TIMEOUT_S)
         return stats
 
-    return here_or_at_owner(here, at_owner)
+    return here_or_at_owner(here, at_owner, falls_back=IndexOwnedElsewhere)

@@ -84,3 +84,13 @@ def test_nothing_to_delete_sends_nothing() -> None:
     c = Container(ReadOnlyIndex())
     assert delete_points(c, "t", "u", []) == "nothing to delete"  # type: ignore[arg-type]
     assert c.sent == []
+
+
+def test_a_waited_for_rebuild_goes_to_the_owner_only_when_one_holds_the_index() -> None:
+    """`cuemem reindex` waits for the owner's answer: an unreachable index is reported at once."""
+    owner = lambda: "at the owner"  # noqa: E731
+    held = IndexOwnedElsewhere("vector index /data/qdrant is owned by another process (pid 7)")
+    assert here_or_at_owner(lambda: _raise(held), owner, falls_back=IndexOwnedElsewhere) == "at the owner"
+    unreachable = IndexUnavailable("qdrant server at http://127.0.0.1:6333 cannot be reached")
+    with pytest.raises(IndexUnavailable, match="cannot be reached"):
+        here_or_at_owner(lambda: _raise(unreachable), owner, falls_back=IndexOwnedElsewhere)
