@@ -20,7 +20,7 @@ from producers.jsonl import count_lines, read_jsonl
 from producers.publisher import Publisher
 from service.operations.recall import recall_for
 from shared.events import InvalidEvent, parse_at
-from shared.ingest.pipeline import EMBEDDING_MODEL_KEY
+from shared.ingest.embed import EMBEDDING_MODEL_KEY
 from shared.ingest.progress import Progress, progress
 from shared.lexicon import LexiconError
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES
@@ -389,13 +389,13 @@ def reindex(
     """Rebuild the vector indexes (memories, conversation log) from Postgres, re-embedding vectors
     of any other model."""
     _setup_logging(verbose)
-    from shared.lifecycle.maintenance import rebuild_indexes
+    from shared.indexing.reindex import rebuild_indexes
     from shared.ports import IndexOwnedElsewhere
 
     with open_runtime(_settings(data_dir)) as rt:
         c = rt.container
         try:
-            stats = rebuild_indexes(c.uow, c.index, c.turn_index, c.embedder)
+            stats = rebuild_indexes(c.uow, c.indexes(), c.embedder)
         except IndexOwnedElsewhere:
             # A running index worker owns the embedded index: let it do the rebuild.
             from celery import Celery
@@ -462,12 +462,11 @@ def maintain(
         policy = c.lifecycle
         store, touched = lifecycle.maintain_store(c.uow, c.embedder, at, policy)
         try:
-            index = lifecycle.maintain_index(
-                c.uow, c.index, c.embedder, touched, policy, turn_index=c.turn_index
-            )
-            optimized = c.index.optimize()
-            if c.turn_index is not None:  # both graphs: `|`, not `or`, which would skip the second
-                optimized = c.turn_index.optimize() | optimized
+            indexes = c.indexes()
+            index = lifecycle.maintain_index(c.uow, indexes, c.embedder, touched, policy)
+            optimized = False
+            for vector_index in indexes.values():  # every graph: `|`, not `or`, which would skip one
+                optimized = vector_index.optimize() | optimized
         except IndexOwnedElsewhere:
             # A running index worker owns the embedded index: it syncs, pushes, reconciles, optimizes.
             c.dispatch([FollowUp(TaskName.SYNC_INDEX.value, pair) for pair in touched])
@@ -494,7 +493,8 @@ def restore(
     data_dir: DataDir = None,
 ) -> None:
     """Bring an archived memory back: active again, re-indexed, with a history entry."""
-    from shared.ingest.pipeline import sync_user_index
+    from shared.indexing.collections import MEMORIES
+    from shared.indexing.sync import push_unindexed
     from shared.lifecycle.sweeps import RestoreRefused, restore_memory
     from shared.ports import IndexOwnedElsewhere
     from shared.queues import TaskName
@@ -514,7 +514,7 @@ def restore(
             uow.commit()
         try:
             with c.uow() as uow:
-                sync_user_index(uow, c.index, c.embedder, tenant_id, user)
+                push_unindexed(uow, MEMORIES, c.index(), c.embedder, tenant_id, user)
                 uow.commit()
             reindexed: bool | str = True
         except IndexOwnedElsewhere:

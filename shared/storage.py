@@ -18,6 +18,9 @@ from shared.scoring import DecayPolicy
 
 Outcome = Literal["accepted", "duplicate", "rejected"]
 
+# A recorded turn with its own vector and that vector's model (None when never embedded).
+TurnRow = tuple[TurnPublished, list[float] | None, str | None]
+
 
 @dataclass(frozen=True)
 class StoredEvent:
@@ -91,16 +94,14 @@ class EventRepository(Protocol):
         """Keep the turn's own vector (the conversation-log index is rebuilt from it)."""
 
     def turns_to_index(
-        self, tenant_id: str | None, user_id: str | None, limit: int, after_event_id: str = ""
-    ) -> list[tuple[TurnPublished, list[float], str]]:
-        """Turns with a vector not yet in the turn index (all turns of one user, or of everyone),
-        as (turn, vector, model), in event-id order after ``after_event_id``."""
+        self, tenant_id: str, user_id: str, limit: int, after_event_id: str = ""
+    ) -> list[TurnRow]:
+        """One user's turns with a vector not yet in the turn index, in event-id order after
+        ``after_event_id``."""
 
     def mark_turns_indexed(self, event_ids: Sequence[str], indexed: bool = True) -> None: ...
 
-    def page_turns(
-        self, after_event_id: str, limit: int
-    ) -> list[tuple[TurnPublished, list[float] | None, str | None]]:
+    def page_turns(self, after_event_id: str, limit: int) -> list[TurnRow]:
         """Every recorded turn with its vector and model (None when never embedded), by event id."""
 
     def reset_turns_indexed(self) -> None:
@@ -208,8 +209,9 @@ class MemoryRepository(Protocol):
     ) -> list[tuple[str, str]]:
         """(tenant, user) pairs with active memories of that type since then, in a stable order."""
 
-    def unindexed(self, tenant_id: str, user_id: str, limit: int) -> list[Memory]:
-        """Persisted memories whose index copy is older than the row."""
+    def unindexed(self, tenant_id: str, user_id: str, limit: int, after_id: str = "") -> list[Memory]:
+        """One user's persisted memories whose index copy is older than the row, in id order after
+        ``after_id``."""
 
     def mark_indexed(self, memory_ids_versions: Sequence[tuple[str, int]]) -> None: ...
 

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from shared.api_keys import ApiKey, issue_key, key_prefix, matches
-from shared.ingest.pipeline import sync_user_index
+from shared.indexing.collections import MEMORIES
+from shared.indexing.sync import push_unindexed
 from shared.lifecycle import curation
 from shared.models import Memory, MemoryStatus, MemoryType, turn_point_id
 from shared.queues import IndexKind, Queue, TaskName
@@ -140,7 +141,7 @@ def _changed(container: Container, tenant_id: str, user_id: str, change: Callabl
     with container.uow() as uow:
         result = change(uow)
         uow.commit()
-    sync_index(container, tenant_id, user_id)
+    push_user_memories(container, tenant_id, user_id)
     return result
 
 
@@ -217,14 +218,14 @@ def purge(container: Container, tenant_id: str, user_id: str, memory_id: str) ->
 # --- the index --------------------------------------------------------------------------------
 
 
-def sync_index(container: Container, tenant_id: str, user_id: str) -> str:
+def push_user_memories(container: Container, tenant_id: str, user_id: str) -> str:
     """Push the user's changed memories to the index here, or have the index worker do it."""
     from shared.ports import IndexUnavailable
 
     c = container
     try:
         with c.uow() as uow:
-            sync_user_index(uow, c.index, c.embedder, tenant_id, user_id)
+            push_unindexed(uow, MEMORIES, c.index(), c.embedder, tenant_id, user_id)
             uow.commit()
         return "indexed"
     except IndexUnavailable:
@@ -243,7 +244,7 @@ def delete_points(
 
     if not point_ids:
         return "nothing to delete"
-    index = container.turn_index if kind is IndexKind.TURNS else container.index
+    index = container.index(kind)
     if index is None:
         return "no such index"
     try:

@@ -140,7 +140,7 @@ class FakeEventRepository:
             if r.get("embedding") is not None
             and not r.get("turn_indexed")
             and i > after_event_id
-            and (tenant_id is None or (r["event"].tenant_id, r["event"].user_id) == (tenant_id, user_id))
+            and (r["event"].tenant_id, r["event"].user_id) == (tenant_id, user_id)
         )
         return [(r["event"], list(r["embedding"]), r["embedding_model"]) for _, r in rows[:limit]]
 
@@ -346,11 +346,11 @@ class FakeMemoryRepository:
         }
         return sorted(pairs)[:limit]
 
-    def unindexed(self, tenant_id: str, user_id: str, limit: int) -> list[Memory]:
+    def unindexed(self, tenant_id: str, user_id: str, limit: int, after_id: str = "") -> list[Memory]:
         found = [
             m
             for m in self._mine(tenant_id, user_id)
-            if m.indexed_version < m.version and m.status is not MemoryStatus.PENDING
+            if m.indexed_version < m.version and m.status is not MemoryStatus.PENDING and m.id > after_id
         ]
         return [copy.deepcopy(m) for m in sorted(found, key=lambda m: m.id)[:limit]]
 

@@ -21,6 +21,7 @@ from shared.storage import (
     ScoreState,
     StatusChange,
     StoredEvent,
+    TurnRow,
     TurnState,
 )
 from workers.db.mapping import event_from_row, memory_from_row, memory_values
@@ -190,20 +191,21 @@ class SqlEventRepository:
         )
 
     def turns_to_index(
-        self, tenant_id: str | None, user_id: str | None, limit: int, after_event_id: str = ""
-    ) -> list[tuple[TurnPublished, list[float], str]]:
-        stmt = (
+        self, tenant_id: str, user_id: str, limit: int, after_event_id: str = ""
+    ) -> list[TurnRow]:
+        rows = self.session.scalars(
             select(EventRow)
             .options(undefer(EventRow.embedding))
             .where(
+                EventRow.tenant_id == tenant_id,
+                EventRow.user_id == user_id,
                 EventRow.embedding.is_not(None),
                 EventRow.turn_indexed.is_(False),
                 EventRow.event_id > after_event_id,
             )
+            .order_by(EventRow.event_id)
+            .limit(limit)
         )
-        if tenant_id is not None and user_id is not None:
-            stmt = stmt.where(EventRow.tenant_id == tenant_id, EventRow.user_id == user_id)
-        rows = self.session.scalars(stmt.order_by(EventRow.event_id).limit(limit))
         return [(event_from_row(r).event, list(r.embedding or []), r.embedding_model or "") for r in rows]
 
     def mark_turns_indexed(self, event_ids: Sequence[str], indexed: bool = True) -> None:
@@ -212,9 +214,7 @@ class SqlEventRepository:
                 update(EventRow).where(EventRow.event_id.in_(list(event_ids))).values(turn_indexed=indexed)
             )
 
-    def page_turns(
-        self, after_event_id: str, limit: int
-    ) -> list[tuple[TurnPublished, list[float] | None, str | None]]:
+    def page_turns(self, after_event_id: str, limit: int) -> list[TurnRow]:
         rows = self.session.scalars(
             select(EventRow)
             .options(undefer(EventRow.embedding))
@@ -577,12 +577,13 @@ class SqlMemoryRepository:
         )
         return [(r.tenant_id, r.user_id) for r in rows]
 
-    def unindexed(self, tenant_id: str, user_id: str, limit: int) -> list[Memory]:
+    def unindexed(self, tenant_id: str, user_id: str, limit: int, after_id: str = "") -> list[Memory]:
         rows = self.session.scalars(
             select(MemoryRow)
             .where(
                 MemoryRow.tenant_id == tenant_id,
                 MemoryRow.user_id == user_id,
+                MemoryRow.id > after_id,
                 MemoryRow.indexed_version < MemoryRow.version,
                 MemoryRow.status != MemoryStatus.PENDING.value,
             )
