@@ -111,17 +111,21 @@ def _store_memory_vector(uow: UnitOfWork, memory: Memory, vector: list[float], m
 
 
 def _reset_memories(uow: UnitOfWork, model: str) -> None:
-    uow.memories.reset_indexed()
+    uow.memory_index.reset_indexed()
     uow.meta.set(EMBEDDING_MODEL_KEY, model)  # the rebuilt index holds this model's vectors only
 
 
 def _mark_memories(uow: UnitOfWork, memories: Sequence[Memory]) -> None:
-    uow.memories.mark_indexed([(m.id, m.version) for m in memories])
+    uow.memory_index.mark_indexed([(m.id, m.version) for m in memories])
+
+
+def _mark_memory_states(uow: UnitOfWork, states: Sequence[PointState[IndexState]]) -> None:
+    uow.memory_index.mark_indexed([(s.row_id, s.origin.version) for s in states])
 
 
 def _mark_rewritten_memories(uow: UnitOfWork, memories: Sequence[Memory]) -> None:
     _mark_memories(uow, memories)
-    uow.memories.mark_scores_indexed([(m.id, m.score) for m in memories])
+    uow.memory_index.mark_scores_indexed([(m.id, m.score) for m in memories])
 
 
 MEMORIES: Collection[Memory, IndexState] = Collection(
@@ -136,19 +140,19 @@ MEMORIES: Collection[Memory, IndexState] = Collection(
     text=lambda m: m.content,
     indexable=lambda m: True,
     point=memory_point,
-    unindexed=lambda uow, tenant, user, limit, after: uow.memories.unindexed(tenant, user, limit, after),
+    unindexed=lambda uow, tenant, user, limit, after: uow.memory_index.unindexed(tenant, user, limit, after),
     mark=_mark_memories,
-    page=lambda uow, after, limit: uow.memories.page_for_reindex(after, limit),
+    page=lambda uow, after, limit: uow.memory_index.page_for_reindex(after, limit),
     reset=_reset_memories,
     store_vector=_store_memory_vector,
-    users_page=lambda uow, after, limit: uow.memories.users_page(after, limit),
-    states=lambda uow, tenant, user: [_memory_state(s) for s in uow.memories.index_states(tenant, user)],
+    users_page=lambda uow, after, limit: uow.memory_index.users_page(after, limit),
+    states=lambda uow, tenant, user: [_memory_state(s) for s in uow.memory_index.index_states(tenant, user)],
     load=lambda uow, tenant, user, states: [
         m for m in (uow.memories.get(tenant, user, s.row_id) for s in states) if m
     ],
-    mark_states=lambda uow, states: uow.memories.mark_indexed([(s.row_id, s.origin.version) for s in states]),
+    mark_states=_mark_memory_states,
     mark_rewritten=_mark_rewritten_memories,
-    mark_rescored=lambda uow, scores: uow.memories.mark_scores_indexed(scores),
+    mark_rescored=lambda uow, scores: uow.memory_index.mark_scores_indexed(scores),
 )
 
 

@@ -35,7 +35,7 @@ def recompute_scores(
     after = ""
     while True:
         with uow_factory() as uow:
-            changed, last = uow.memories.recompute_scores(now, policy, after, batch_size)
+            changed, last = uow.lifecycle.recompute_scores(now, policy, after, batch_size)
             uow.commit()
         if last is None:
             break

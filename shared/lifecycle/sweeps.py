@@ -84,10 +84,10 @@ def reinforce_recalled(
     ids = sorted(set(memory_ids))
     if not ids:
         return 0
-    if not uow.memories.claim_recall(recall_id, tenant_id, user_id, now):
+    if not uow.lifecycle.claim_recall(recall_id, tenant_id, user_id, now):
         log.info("recall %s already reinforced: nothing to do", recall_id)
         return 0
-    counted = uow.memories.reinforce(tenant_id, user_id, ids, now, policy)
+    counted = uow.lifecycle.reinforce(tenant_id, user_id, ids, now, policy)
     log.info("recall %s reinforced %d memories of %s/%s", recall_id, counted, tenant_id, user_id)
     return counted
 
@@ -138,10 +138,10 @@ def expire_tasks(
         uow_factory,
         "expired",
         now,
-        lambda uow, after: uow.memories.expire_tasks(now, stated_before, reasons, after, batch_size),
+        lambda uow, after: uow.lifecycle.expire_tasks(now, stated_before, reasons, after, batch_size),
     )
     with uow_factory() as uow:
-        pruned = uow.memories.prune_recall_claims(now - policy.recall_claims_kept)
+        pruned = uow.lifecycle.prune_recall_claims(now - policy.recall_claims_kept)
         uow.commit()
     stats = {"expired": expired, "recall_claims_pruned": pruned}
     log.info("task TTL at %s: %s", now.isoformat(), stats)
@@ -167,7 +167,7 @@ def archive_stale(
         uow_factory,
         "archived",
         now,
-        lambda uow, after: uow.memories.archive_stale(
+        lambda uow, after: uow.lifecycle.archive_stale(
             since, policy.archive_threshold, policy.decay, reason, now, after, batch_size
         ),
     )
@@ -221,7 +221,7 @@ def push_scores(
     after = ""
     while True:
         with uow_factory() as uow:
-            page = uow.memories.stale_scores(after, batch_size, tolerance)
+            page = uow.memory_index.stale_scores(after, batch_size, tolerance)
             if not page:
                 break
             by_user: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
@@ -229,7 +229,7 @@ def push_scores(
                 by_user.setdefault((s.tenant_id, s.user_id), {})[s.memory_id] = {"score": s.score}
             for (tenant_id, user_id), payloads in by_user.items():
                 index.set_payload(tenant_id, user_id, payloads)
-            uow.memories.mark_scores_indexed([(s.memory_id, s.score) for s in page])
+            uow.memory_index.mark_scores_indexed([(s.memory_id, s.score) for s in page])
             uow.commit()
         stats["pushed"] += len(page)
         stats["batches"] += 1

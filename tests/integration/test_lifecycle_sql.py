@@ -150,7 +150,7 @@ def test_sql_reinforcement_counts_once_per_recall_and_matches_the_formula(c, cle
     assert row_score == pytest.approx(score(m.importance, m.type, at, 3, at, POLICY.decay), rel=1e-9)
     assert row_score > score(m.importance, m.type, m.last_accessed_at, 2, at, POLICY.decay)
     with c.uow() as uow:
-        assert uow.memories.prune_recall_claims(at + timedelta(seconds=1)) == 1
+        assert uow.lifecycle.prune_recall_claims(at + timedelta(seconds=1)) == 1
         uow.commit()
 
 
@@ -178,7 +178,7 @@ def test_drift_repair_on_the_embedded_engine_after_deleting_points_by_hand(c, cl
     assert all(again[k] == 0 for k in MEMORIES.report_keys)
     rows = {m.id: m for m in memories}
     with c.uow() as uow:
-        states = {s.memory_id: s for u in ("rd", "re") for s in uow.memories.index_states("default", u)}
+        states = {s.memory_id: s for u in ("rd", "re") for s in uow.memory_index.index_states("default", u)}
     for user in ("rd", "re"):
         points = index.payloads("default", user)
         assert set(points) == {m.id for m in rows.values() if m.user_id == user}
