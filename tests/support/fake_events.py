@@ -8,13 +8,10 @@ from typing import Any
 
 from shared.events import TurnPublished
 from shared.storage import Receipt, StoredEvent, TurnState
-from tests.support.fake_state import FakeState
+from tests.support.fake_state import FakeRepository
 
 
-class FakeEventRepository:
-    def __init__(self, state: FakeState):
-        self.s = state
-
+class FakeEventRepository(FakeRepository):
     def insert_if_absent(self, event: TurnPublished, stage: str) -> bool:
         if event.event_id in self.s.events or self.at_seq(*event.conversation, event.seq) is not None:
             return False
@@ -170,10 +167,7 @@ class FakeEventRepository:
         return [(i, stage) for at, i, stage in sorted(rows) if at < stuck_before][:limit]
 
 
-class FakeReceiptRepository:
-    def __init__(self, state: FakeState):
-        self.s = state
-
+class FakeReceiptRepository(FakeRepository):
     def add_if_absent(self, receipt: Receipt) -> bool:
         if receipt.event_id in self.s.receipts:
             return False

@@ -5,14 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from shared.models import Memory, MemoryStatus
-from tests.support.fake_state import FakeState, memories_of
+from tests.support.fake_state import FakeRepository, memories_of
 
 
-class FakeLifecycleRepository:
+class FakeLifecycleRepository(FakeRepository):
     """The same semantics as the SQL adapter, row by row."""
-
-    def __init__(self, state: FakeState):
-        self.s = state
 
     def claim_recall(self, recall_id: str, tenant_id: str, user_id: str, at: datetime) -> bool:
         if recall_id in self.s.recall_claims:

@@ -6,14 +6,11 @@ import copy
 from collections.abc import Iterable, Sequence
 
 from shared.models import Memory, MemoryStatus
-from tests.support.fake_state import FakeState, memories_of, without_vector
+from tests.support.fake_state import FakeRepository, memories_of, without_vector
 
 
-class FakeMemoryRepository:
+class FakeMemoryRepository(FakeRepository):
     """Memory rows, the same semantics as the SQL adapter."""
-
-    def __init__(self, state: FakeState):
-        self.s = state
 
     def lock_user(self, tenant_id: str, user_id: str) -> None:
         return None  # the fake is single-threaded: nothing to serialise

@@ -6,14 +6,11 @@ import copy
 from collections.abc import Sequence
 
 from shared.models import Memory, MemoryStatus
-from tests.support.fake_state import FakeState, memories_of
+from tests.support.fake_state import FakeRepository, memories_of
 
 
-class FakeMemoryIndexRepository:
+class FakeMemoryIndexRepository(FakeRepository):
     """``indexed_version`` on the memory, ``indexed_score`` in the state."""
-
-    def __init__(self, state: FakeState):
-        self.s = state
 
     def unindexed(self, tenant_id: str, user_id: str, limit: int, after_id: str = "") -> list[Memory]:
         found = [

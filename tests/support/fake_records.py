@@ -6,13 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from shared.storage import DeadLetter, HistoryEntry
-from tests.support.fake_state import FakeState
+from tests.support.fake_state import FakeRepository
 
 
-class FakeHistoryRepository:
-    def __init__(self, state: FakeState):
-        self.s = state
-
+class FakeHistoryRepository(FakeRepository):
     def add(self, entry: HistoryEntry) -> None:
         self.s.history.append(entry)
 
@@ -26,18 +23,12 @@ class FakeHistoryRepository:
         return sorted(found, key=lambda h: h.at)
 
 
-class FakeLlmCallRepository:
-    def __init__(self, state: FakeState):
-        self.s = state
-
+class FakeLlmCallRepository(FakeRepository):
     def add(self, usage: Any, event_id: str | None) -> None:
         self.s.llm_calls.append((usage, event_id))
 
 
-class FakeDeadLetterRepository:
-    def __init__(self, state: FakeState):
-        self.s = state
-
+class FakeDeadLetterRepository(FakeRepository):
     def add(self, letter: DeadLetter) -> None:
         self.s.dead_letters.append(letter)
 
@@ -45,10 +36,7 @@ class FakeDeadLetterRepository:
         return {d.event_id: d.reason for d in self.s.dead_letters if d.event_id in set(event_ids)}
 
 
-class FakeMetaRepository:
-    def __init__(self, state: FakeState):
-        self.s = state
-
+class FakeMetaRepository(FakeRepository):
     def get(self, key: str) -> str | None:
         return self.s.meta.get(key)
 

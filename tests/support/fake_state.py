@@ -35,3 +35,10 @@ def without_vector(memory: Memory) -> Memory:
 
 def memories_of(state: FakeState, tenant_id: str, user_id: str) -> list[Memory]:
     return [m for m in state.memories.values() if m.tenant_id == tenant_id and m.user_id == user_id]
+
+
+class FakeRepository:
+    """A fake repository bound to the unit of work's working copy of the state."""
+
+    def __init__(self, state: FakeState):
+        self.s = state

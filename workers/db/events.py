@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, select, tuple_, update
+from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.orm import Session, undefer
+from sqlalchemy.orm import undefer
 
 from shared.events import TurnPublished
 from shared.storage import (
@@ -18,6 +18,7 @@ from shared.storage import (
     TurnState,
 )
 from workers.db.mapping import event_from_row
+from workers.db.session import SessionRepository
 from workers.db.tables import (
     EventRow,
     ReceiptRow,
@@ -26,10 +27,7 @@ from workers.db.tables import (
 REDACTED_HASH = "redacted"  # not a hash of anything: a replay of the original is refused, not merged
 
 
-class SqlEventRepository:
-    def __init__(self, session: Session):
-        self.session = session
-
+class SqlEventRepository(SessionRepository):
     def insert_if_absent(self, event: TurnPublished, stage: str) -> bool:
         stmt = (
             insert(EventRow)
@@ -247,11 +245,7 @@ class SqlEventRepository:
         return {r.event_id: list(r.embedding) for r in rows}
 
     def users_page(self, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
-        stmt = select(EventRow.tenant_id, EventRow.user_id).distinct()
-        if after is not None:
-            stmt = stmt.where(tuple_(EventRow.tenant_id, EventRow.user_id) > tuple_(*after))
-        rows = self.session.execute(stmt.order_by(EventRow.tenant_id, EventRow.user_id).limit(limit))
-        return [(r.tenant_id, r.user_id) for r in rows]
+        return self._users_after(EventRow, after, limit)
 
     def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
         rows = self.session.execute(
@@ -263,10 +257,7 @@ class SqlEventRepository:
         return [(r.event_id, r.stage) for r in rows]
 
 
-class SqlReceiptRepository:
-    def __init__(self, session: Session):
-        self.session = session
-
+class SqlReceiptRepository(SessionRepository):
     def add_if_absent(self, receipt: Receipt) -> bool:
         stmt = (
             insert(ReceiptRow)

@@ -9,23 +9,20 @@ from typing import Any
 
 from sqlalchemy import delete, text
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.orm import Session
 
 from shared.models import MemoryStatus
 from shared.scoring import DecayPolicy, score_sql
 from shared.storage import (
     StatusChange,
 )
+from workers.db.session import SessionRepository
 from workers.db.tables import (
     RecallClaimRow,
 )
 
 
-class SqlLifecycleRepository:
+class SqlLifecycleRepository(SessionRepository):
     """Set-based lifecycle changes over memories (``shared/lifecycle/``)."""
-
-    def __init__(self, session: Session):
-        self.session = session
 
     def claim_recall(self, recall_id: str, tenant_id: str, user_id: str, at: datetime) -> bool:
         stmt = (

@@ -8,20 +8,18 @@ from datetime import datetime
 
 from sqlalchemy import delete, func, or_, select, true, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm import defer
 
 from shared.models import Memory, MemoryStatus, MemoryType
 from workers.db.mapping import memory_from_row, memory_values
+from workers.db.session import SessionRepository
 from workers.db.tables import (
     MemoryRow,
 )
 
 
-class SqlMemoryRepository:
+class SqlMemoryRepository(SessionRepository):
     """Memory rows: add, read, save, and the lookups recall and conflict resolution make."""
-
-    def __init__(self, session: Session):
-        self.session = session
 
     def lock_user(self, tenant_id: str, user_id: str) -> None:
         # Two workers persisting the same repeat for one user at once would both find no active

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import func, or_, select, text, tuple_, update
-from sqlalchemy.orm import Session
+from sqlalchemy import func, or_, select, text, update
 
 from shared.models import Memory, MemoryStatus
 from shared.storage import (
@@ -14,16 +13,14 @@ from shared.storage import (
     ScoreState,
 )
 from workers.db.mapping import memory_from_row
+from workers.db.session import SessionRepository
 from workers.db.tables import (
     MemoryRow,
 )
 
 
-class SqlMemoryIndexRepository:
+class SqlMemoryIndexRepository(SessionRepository):
     """What the memory index should hold, and what it was last given."""
-
-    def __init__(self, session: Session):
-        self.session = session
 
     def unindexed(self, tenant_id: str, user_id: str, limit: int, after_id: str = "") -> list[Memory]:
         rows = self.session.scalars(
@@ -118,8 +115,4 @@ class SqlMemoryIndexRepository:
         )
 
     def users_page(self, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
-        stmt = select(MemoryRow.tenant_id, MemoryRow.user_id).distinct()
-        if after is not None:
-            stmt = stmt.where(tuple_(MemoryRow.tenant_id, MemoryRow.user_id) > tuple_(*after))
-        rows = self.session.execute(stmt.order_by(MemoryRow.tenant_id, MemoryRow.user_id).limit(limit))
-        return [(r.tenant_id, r.user_id) for r in rows]
+        return self._users_after(MemoryRow, after, limit)

@@ -7,12 +7,12 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.orm import Session
 
 from shared.storage import (
     DeadLetter,
     HistoryEntry,
 )
+from workers.db.session import SessionRepository
 from workers.db.tables import (
     DeadLetterRow,
     HistoryRow,
@@ -21,10 +21,7 @@ from workers.db.tables import (
 )
 
 
-class SqlHistoryRepository:
-    def __init__(self, session: Session):
-        self.session = session
-
+class SqlHistoryRepository(SessionRepository):
     def add(self, entry: HistoryEntry) -> None:
         self.session.add(
             HistoryRow(
@@ -70,10 +67,7 @@ class SqlHistoryRepository:
         ]
 
 
-class SqlLlmCallRepository:
-    def __init__(self, session: Session):
-        self.session = session
-
+class SqlLlmCallRepository(SessionRepository):
     def add(self, usage: Any, event_id: str | None) -> None:
         self.session.add(
             LlmCallRow(
@@ -89,10 +83,7 @@ class SqlLlmCallRepository:
         )
 
 
-class SqlDeadLetterRepository:
-    def __init__(self, session: Session):
-        self.session = session
-
+class SqlDeadLetterRepository(SessionRepository):
     def add(self, letter: DeadLetter) -> None:
         self.session.add(
             DeadLetterRow(
@@ -116,10 +107,7 @@ class SqlDeadLetterRepository:
         return {r.event_id: r.reason for r in rows}
 
 
-class SqlMetaRepository:
-    def __init__(self, session: Session):
-        self.session = session
-
+class SqlMetaRepository(SessionRepository):
     def get(self, key: str) -> str | None:
         row = self.session.get(MetaRow, key)
         return row.value if row else None
