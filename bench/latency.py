@@ -188,7 +188,7 @@ def _run(cfg: LatencyConfig, db_url: str, data_dir: Path) -> dict[str, Any]:
             f"{cfg.turns_per_memory} turns per memory in all: user chit-chat and assistant replies "
             f"(60 / 40, the ingest benchmark's mix), their vectors the canned text's real E5 vector "
             f"({len(CANNED)} texts, {canned_info['source']}) plus the same noise; in Postgres `events` "
-            "(embedding, turn_indexed) and in the turn index through shared.ingest.pipeline.turn_point and "
+            "(embedding, turn_indexed) and in the turn index through shared.indexing.points.turn_point and "
             "EdgeVectorIndex, as the pipeline leaves them"
         )
     notes.append(

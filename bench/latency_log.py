@@ -160,7 +160,7 @@ class LogWriter:
         from psycopg.types.json import Jsonb
 
         from shared.events import Role, TurnPublished, content_hash
-        from shared.ingest.pipeline import turn_point
+        from shared.indexing.points import turn_point
         from workers.endpoints.embedders.e5 import E5_MODEL_NAME
 
         # One stream of exchange shapes per user, independent of batch boundaries.

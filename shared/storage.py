@@ -18,6 +18,9 @@ from shared.scoring import DecayPolicy
 
 Outcome = Literal["accepted", "duplicate", "rejected"]
 
+# A recorded turn with its own vector and that vector's model (None when never embedded).
+TurnRow = tuple[TurnPublished, list[float] | None, str | None]
+
 
 @dataclass(frozen=True)
 class StoredEvent:
@@ -91,16 +94,14 @@ class EventRepository(Protocol):
         """Keep the turn's own vector (the conversation-log index is rebuilt from it)."""
 
     def turns_to_index(
-        self, tenant_id: str | None, user_id: str | None, limit: int, after_event_id: str = ""
-    ) -> list[tuple[TurnPublished, list[float], str]]:
-        """Turns with a vector not yet in the turn index (all turns of one user, or of everyone),
-        as (turn, vector, model), in event-id order after ``after_event_id``."""
+        self, tenant_id: str, user_id: str, limit: int, after_event_id: str = ""
+    ) -> list[TurnRow]:
+        """One user's turns with a vector not yet in the turn index, in event-id order after
+        ``after_event_id``."""
 
     def mark_turns_indexed(self, event_ids: Sequence[str], indexed: bool = True) -> None: ...
 
-    def page_turns(
-        self, after_event_id: str, limit: int
-    ) -> list[tuple[TurnPublished, list[float] | None, str | None]]:
+    def page_turns(self, after_event_id: str, limit: int) -> list[TurnRow]:
         """Every recorded turn with its vector and model (None when never embedded), by event id."""
 
     def reset_turns_indexed(self) -> None:
@@ -126,6 +127,8 @@ class ReceiptRepository(Protocol):
 
 
 class MemoryRepository(Protocol):
+    """Memory rows: what the pipeline, recall and curation add, read and save."""
+
     def lock_user(self, tenant_id: str, user_id: str) -> None:
         """Serialise writers of one user's memories until the transaction ends."""
 
@@ -208,29 +211,39 @@ class MemoryRepository(Protocol):
     ) -> list[tuple[str, str]]:
         """(tenant, user) pairs with active memories of that type since then, in a stable order."""
 
-    def unindexed(self, tenant_id: str, user_id: str, limit: int) -> list[Memory]:
-        """Persisted memories whose index copy is older than the row."""
+
+class MemoryIndexRepository(Protocol):
+    """The memories' index bookkeeping: which version (``indexed_version``) and score
+    (``indexed_score``) of each memory the vector index holds."""
+
+    def unindexed(self, tenant_id: str, user_id: str, limit: int, after_id: str = "") -> list[Memory]:
+        """One user's persisted memories whose index copy is older than the row, in id order after
+        ``after_id``."""
 
     def mark_indexed(self, memory_ids_versions: Sequence[tuple[str, int]]) -> None: ...
 
     def page_for_reindex(self, after_id: str, limit: int) -> list[Memory]:
         """The next page of non-pending memories of every user, in id order (keyset paging)."""
 
-    def recompute_scores(
-        self, now: datetime, policy: DecayPolicy, after_id: str, limit: int
-    ) -> tuple[int, str | None]:
-        """Recompute the score of the next ``limit`` memories by id after ``after_id``, set-based.
-
-        Returns how many rows changed and the last id covered (None when none were left).
-        """
-
     def reset_indexed(self) -> None:
         """Mark every memory as absent from the index (before a rebuild)."""
 
-    def embedding_models(self) -> set[str]:
-        """Distinct embedding model names among stored vectors."""
+    def index_states(self, tenant_id: str, user_id: str) -> list[IndexState]:
+        """One user's memories as the index should reflect them (no vectors loaded)."""
 
-    # --- lifecycle (shared/lifecycle/sweeps.py) ------------------------------------------------------
+    def stale_scores(self, after_id: str, limit: int, tolerance: float) -> list[ScoreState]:
+        """Indexed memories (index copy current) whose payload score drifted from the row's score
+        by more than ``tolerance``, by id after ``after_id``."""
+
+    def mark_scores_indexed(self, scores: Sequence[tuple[str, float]]) -> None:
+        """The index payloads now hold these scores."""
+
+    def users_page(self, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+        """(tenant, user) pairs that have memories, in order, after ``after`` (keyset paging)."""
+
+
+class LifecycleRepository(Protocol):
+    """Set-based lifecycle changes over memories (``shared/lifecycle/sweeps.py``, ``maintenance.py``)."""
 
     def claim_recall(self, recall_id: str, tenant_id: str, user_id: str, at: datetime) -> bool:
         """Record that this recall's reinforcement is applied; False when it already was."""
@@ -265,18 +278,13 @@ class MemoryRepository(Protocol):
         at ``since`` was already under ``threshold`` (scores only fall between accesses, so it
         stayed under ever since) become archived, version + 1."""
 
-    def stale_scores(self, after_id: str, limit: int, tolerance: float) -> list[ScoreState]:
-        """Indexed memories (index copy current) whose payload score drifted from the row's score
-        by more than ``tolerance``, by id after ``after_id``."""
+    def recompute_scores(
+        self, now: datetime, policy: DecayPolicy, after_id: str, limit: int
+    ) -> tuple[int, str | None]:
+        """Recompute the score of the next ``limit`` memories by id after ``after_id``, set-based.
 
-    def mark_scores_indexed(self, scores: Sequence[tuple[str, float]]) -> None:
-        """The index payloads now hold these scores."""
-
-    def index_states(self, tenant_id: str, user_id: str) -> list[IndexState]:
-        """One user's memories as the index should reflect them (no vectors loaded)."""
-
-    def users_page(self, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
-        """(tenant, user) pairs that have memories, in order, after ``after`` (keyset paging)."""
+        Returns how many rows changed and the last id covered (None when none were left).
+        """
 
 
 @dataclass(frozen=True)
@@ -419,6 +427,12 @@ class UnitOfWork(Protocol):
 
     @property
     def memories(self) -> MemoryRepository: ...
+
+    @property
+    def memory_index(self) -> MemoryIndexRepository: ...
+
+    @property
+    def lifecycle(self) -> LifecycleRepository: ...
 
     @property
     def dead_letters(self) -> DeadLetterRepository: ...

@@ -12,9 +12,10 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, overload
 
 from shared.events import EventLimits, TurnPublished
+from shared.indexing.collections import COLLECTIONS, Collection
 from shared.ingest.conflicts import DEFAULT_STRATEGIES, Judge, Strategy
 from shared.ingest.llm_paths import extract_with_llm, llm_judge
 from shared.lifecycle.sweeps import LifecyclePolicy, policy_from
@@ -42,8 +43,7 @@ class Container:
     uow: Callable[[], UnitOfWork]
     clock: Callable[[], datetime] = utc_now
     _embedder: Embedder | None = None
-    _index: VectorIndex | None = None
-    _turn_index: VectorIndex | None = None
+    _indexes: dict[IndexKind, VectorIndex] = field(default_factory=dict)
     _ledger: PublishLedger | None = None
     _seq_counter: SeqCounter | None = None
     _working_memory: Any = None
@@ -65,22 +65,30 @@ class Container:
             self._embedder = build_embedder(self.settings)
         return self._embedder
 
-    @property
-    def index(self) -> VectorIndex:
-        if self._index is None:
-            self._index = build_index(self.settings, on_lost=self._reconcile_soon)
-            self._closers.append(self._index.close)
-        return self._index
+    def _enabled(self, kind: IndexKind) -> bool:
+        """The memory index always; the conversation log (every recorded turn) when turns are indexed."""
+        return kind is IndexKind.MEMORIES or self.settings.index_turns
 
-    @property
-    def turn_index(self) -> VectorIndex | None:
-        """The conversation-log index (every recorded turn), or None when turns are not indexed."""
-        if not self.settings.index_turns:
+    @overload
+    def index(self, kind: Literal[IndexKind.MEMORIES] = ...) -> VectorIndex: ...
+    @overload
+    def index(self, kind: IndexKind) -> VectorIndex | None: ...
+
+    def index(self, kind: IndexKind = IndexKind.MEMORIES) -> VectorIndex | None:
+        """The index of that kind, opened for writing (the index owner), or None when disabled."""
+        if not self._enabled(kind):
             return None
-        if self._turn_index is None:
-            self._turn_index = build_index(self.settings, IndexKind.TURNS, on_lost=self._reconcile_soon)
-            self._closers.append(self._turn_index.close)
-        return self._turn_index
+        if kind not in self._indexes:
+            index = build_index(self.settings, kind, on_lost=self._reconcile_soon)
+            self._closers.append(index.close)
+            self._indexes[kind] = index
+        return self._indexes[kind]
+
+    def indexes(self) -> dict[Collection[Any, Any], VectorIndex]:
+        """Every enabled collection with its index (memories first): what the index stage, the
+        reconciliation and reindex work on."""
+        found = {c: self.index(c.kind) for c in COLLECTIONS}
+        return {c: index for c, index in found.items() if index is not None}
 
     def _reconcile_soon(self, lost: str) -> None:
         """The embedded index lost its files under this process (``workers/index/edge.py``): ask
@@ -190,21 +198,20 @@ class Container:
             self._seq_counter = RedisSeqCounter(client)
         return self._seq_counter
 
-    def search_index(self) -> VectorIndex:
-        """The index for searching from a process that is not the index worker (CLI, apps)."""
-        if self.settings.qdrant_url or self._index is not None:
-            return self.index
-        self._index = self._local_or_remote(IndexKind.MEMORIES)
-        return self._index
+    @overload
+    def search_index(self, kind: Literal[IndexKind.MEMORIES] = ...) -> VectorIndex: ...
+    @overload
+    def search_index(self, kind: IndexKind) -> VectorIndex | None: ...
 
-    def search_turn_index(self) -> VectorIndex | None:
-        """The conversation-log index for searching from any process (see ``search_index``)."""
-        if not self.settings.index_turns:
+    def search_index(self, kind: IndexKind = IndexKind.MEMORIES) -> VectorIndex | None:
+        """The index of that kind for searching from a process that is not the index worker (CLI,
+        apps): opened here while it is free, else searched through the index worker."""
+        if not self._enabled(kind):
             return None
-        if self.settings.qdrant_url or self._turn_index is not None:
-            return self.turn_index
-        self._turn_index = self._local_or_remote(IndexKind.TURNS)
-        return self._turn_index
+        if self.settings.qdrant_url or kind in self._indexes:
+            return self.index(kind)
+        self._indexes[kind] = self._local_or_remote(kind)
+        return self._indexes[kind]
 
     def _local_or_remote(self, kind: IndexKind) -> VectorIndex:
         from celery import Celery
@@ -243,8 +250,7 @@ class Container:
             except Exception:  # closing must go on for the others
                 log.exception("error while closing a resource")
         self._closers.clear()
-        self._index = None
-        self._turn_index = None
+        self._indexes.clear()
         self._working_memory = None
         self._ledger = None
         self._seq_counter = None
@@ -330,8 +336,9 @@ def build_container(
         uow=uow,
         clock=clock,
         _embedder=embedder,
-        _index=index,
-        _turn_index=turn_index,
+        _indexes={
+            k: i for k, i in ((IndexKind.MEMORIES, index), (IndexKind.TURNS, turn_index)) if i is not None
+        },
         _working_memory=working_memory,
         _dispatch=dispatch,
         _closers=closers,

@@ -19,7 +19,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from shared import keys
 from shared.events import InvalidEvent
-from shared.ingest.pipeline import EventVanished, SeqContended
+from shared.ingest.common import EventVanished
+from shared.ingest.record import SeqContended
 from shared.ports import EmbeddingModelMismatch, IndexUnavailable
 from shared.storage import DeadLetter
 from workers.endpoints.embedders import EmbeddingError

@@ -19,9 +19,10 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal, TypeVar
 
-from shared.ingest.pipeline import sync_user_index
+from shared.indexing.collections import MEMORIES
+from shared.indexing.reindex import rebuild_indexes
+from shared.indexing.sync import push_unindexed
 from shared.lifecycle import sweeps
-from shared.lifecycle.maintenance import rebuild_indexes
 from shared.ports import IndexOwnedElsewhere, IndexUnavailable
 from shared.queues import ROUTES, IndexKind, TaskName
 from shared.storage import FollowUp
@@ -61,7 +62,7 @@ def sync_index(container: Container, tenant_id: str, user_id: str) -> Outcome:
 
     def here() -> Outcome:
         with c.uow() as uow:
-            sync_user_index(uow, c.index, c.embedder, tenant_id, user_id)
+            push_unindexed(uow, MEMORIES, c.index(), c.embedder, tenant_id, user_id)
             uow.commit()
         return INDEXED
 
@@ -82,7 +83,7 @@ def delete_points(
     """Delete points of one user from the memory index or the conversation-log index."""
     if not point_ids:
         return "nothing to delete"
-    index = container.turn_index if kind is IndexKind.TURNS else container.index
+    index = container.index(kind)
     if index is None:
         return "no such index"
 
@@ -105,12 +106,11 @@ def maintain_index(container: Container, touched: Sequence[tuple[str, str]]) -> 
     c = container
 
     def here() -> tuple[dict[str, Any], bool]:
-        counts = sweeps.maintain_index(
-            c.uow, c.index, c.embedder, touched, c.lifecycle, turn_index=c.turn_index
-        )
-        optimized = c.index.optimize()
-        if c.turn_index is not None:  # both graphs: `|`, not `or`, which would skip the second
-            optimized = c.turn_index.optimize() | optimized
+        indexes = c.indexes()
+        counts = sweeps.maintain_index(c.uow, indexes, c.embedder, touched, c.lifecycle)
+        optimized = False
+        for vector_index in indexes.values():  # every graph: `|`, not `or`, which would skip one
+            optimized = vector_index.optimize() | optimized
         return counts, optimized
 
     def at_owner() -> tuple[dict[str, Any], bool]:
@@ -136,7 +136,7 @@ def reindex(container: Container) -> dict[str, int]:
     c = container
 
     def here() -> dict[str, int]:
-        return rebuild_indexes(c.uow, c.index, c.turn_index, c.embedder)
+        return rebuild_indexes(c.uow, c.indexes(), c.embedder)
 
     def at_owner() -> dict[str, int]:
         from celery import Celery

@@ -21,10 +21,10 @@ from datetime import datetime
 from typing import Any
 
 from shared.events import SAFE_ID, SAFE_ID_TEXT
-from shared.ingest.pipeline import EMBEDDING_MODEL_KEY
+from shared.ingest.embed import EMBEDDING_MODEL_KEY
 from shared.lifecycle.sweeps import statuses_for
 from shared.ports import EmbeddingModelMismatch
-from shared.queues import TaskName
+from shared.queues import IndexKind, TaskName
 from shared.recall.cascade import recall
 from shared.recall.prompt import DEFAULT_PROMPT_BUDGET, fit_budget, prompt_block
 from shared.recall.request import RecallRequest
@@ -109,7 +109,7 @@ def recall_for(
             embedder=container.embedder,
             index=index,
             working_memory=container.working_memory,
-            turn_index=container.search_turn_index(),
+            turn_index=container.search_index(IndexKind.TURNS),
             reranker=container.reranker(),
             rerank_top_n=container.settings.rerank_top_n,
         )

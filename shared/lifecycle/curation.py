@@ -5,7 +5,7 @@ Every function works in the caller's unit of work (the caller commits, then brin
 to date) and finds memories scoped to (tenant, user): another tenant's or user's id is simply not
 found, with the same answer as an id that never existed, so ids never leak across users. Each
 takes the user's advisory lock first, so a change never interleaves with conflict resolution
-(``shared/ingest/pipeline.py: resolve_event``) for the same user.
+(``shared/ingest/resolve.py: resolve_event``) for the same user.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from shared.cues import cues_for_memory, entities, lexicon_tags, slot_for
 from shared.events import SAFE_ID, SAFE_ID_TEXT, FieldError, parse_at
-from shared.ingest.pipeline import _memory_hash  # the one definition of a memory's content hash
+from shared.ingest.extract import memory_hash
 from shared.lifecycle.sweeps import RestoreRefused, restore_memory
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.ports import Embedder
@@ -270,7 +270,7 @@ def edit_memory(
         memory.tags = list(edit.tags)
     memory.cues = list(cues_for_memory(memory.content, memory.tags, memory.entities))
     memory.slot = slot_for(memory.content, memory.type, memory.tags, memory.entities)
-    memory.content_hash = _memory_hash(memory.type.value, memory.content)
+    memory.content_hash = memory_hash(memory.type.value, memory.content)
     memory.score = score(
         memory.importance, memory.type, memory.last_accessed_at, memory.access_count, now, policy
     )

@@ -1,6 +1,6 @@
-"""Maintenance over stored memories: reindex, half-life score recompute, consolidation, history.
+"""Maintenance over stored memories: half-life score recompute, consolidation, history.
 
-These jobs run from beat and from `cuemem maintain`/`cuemem reindex`; long ones commit batch by
+These jobs run from beat and from `cuemem maintain`; long ones commit batch by
 batch (or user by user) so that progress survives an interruption and a re-run finishes the work.
 """
 
@@ -11,110 +11,13 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.events import TurnPublished
-from shared.ingest.pipeline import EMBEDDING_MODEL_KEY, memory_point, turn_point
 from shared.lifecycle.consolidation import ConsolidationPolicy, Group, build_semantic, plan, semantic_id
-from shared.models import Memory, MemoryType, is_redacted
-from shared.ports import Embedder, VectorIndex
+from shared.models import Memory, MemoryType
+from shared.ports import Embedder
 from shared.scoring import DecayPolicy
 from shared.storage import HistoryEntry, UnitOfWork
 
 log = logging.getLogger(__name__)
-
-
-# --- reindex ----------------------------------------------------------------------------------
-
-
-def rebuild_indexes(
-    uow_factory: Callable[[], UnitOfWork],
-    index: VectorIndex,
-    turn_index: VectorIndex | None,
-    embedder: Embedder,
-) -> dict[str, int]:
-    """`cuemem reindex`: the memory index and, when turns are indexed, the conversation log."""
-    stats = reindex(uow_factory, index, embedder)
-    if turn_index is not None:
-        stats.update(reindex_turns(uow_factory, turn_index, embedder))
-    return stats
-
-
-def reindex_turns(
-    uow_factory: Callable[[], UnitOfWork], turn_index: VectorIndex, embedder: Embedder, batch_size: int = 256
-) -> dict[str, int]:
-    """Rebuild the conversation-log index from the event log, embedding turns that have no vector
-    or one of another model. Commits batch by batch, like ``reindex``."""
-    with uow_factory() as uow:
-        uow.events.reset_turns_indexed()
-        uow.commit()
-    turn_index.reset(embedder.dim, embedder.model_name)
-    stats = {"turns_indexed": 0, "turns_embedded": 0}
-    after = ""
-    while True:
-        with uow_factory() as uow:
-            batch = uow.events.page_turns(after, batch_size)
-            if not batch:
-                break
-            after = batch[-1][0].event_id
-            vectors: dict[str, list[float]] = {}
-            stale: list[TurnPublished] = []
-            for turn, vector, model in batch:
-                if is_redacted(turn):
-                    continue  # blanked by a privacy delete: never embedded or indexed again
-                if vector is None or model != embedder.model_name:
-                    stale.append(turn)
-                else:
-                    vectors[turn.event_id] = vector
-            if stale:
-                texts = [" ".join(t.content.split()) for t in stale]
-                for turn, vector in zip(stale, embedder.embed_passages(texts), strict=True):
-                    uow.events.set_turn_vector(turn.event_id, vector, embedder.model_name)
-                    vectors[turn.event_id] = vector
-                stats["turns_embedded"] += len(stale)
-            # This page only: later pages may still hold the old model's vectors.
-            points = [turn_point(t, vectors[t.event_id]) for t, _, _ in batch if t.event_id in vectors]
-            turn_index.upsert(points)
-            uow.events.mark_turns_indexed([p_.payload["event_id"] for p_ in points])
-            stats["turns_indexed"] += len(points)
-            uow.commit()
-    log.info("turn reindex done: %s", stats)
-    return stats
-
-
-def reindex(
-    uow_factory: Callable[[], UnitOfWork], index: VectorIndex, embedder: Embedder, batch_size: int = 256
-) -> dict[str, int]:
-    """Rebuild the vector index from Postgres, re-embedding rows of any other model.
-
-    A long job, so it commits batch by batch: an interrupted run leaves rows marked unindexed,
-    and running it again finishes the work.
-    """
-    with uow_factory() as uow:
-        uow.memories.reset_indexed()
-        uow.meta.set(EMBEDDING_MODEL_KEY, embedder.model_name)
-        uow.commit()
-    index.reset(embedder.dim, embedder.model_name)
-    stats = {"indexed": 0, "reembedded": 0}
-    after = ""
-    while True:
-        with uow_factory() as uow:
-            batch = uow.memories.page_for_reindex(after, batch_size)
-            if not batch:
-                break
-            after = batch[-1].id
-            stale = [m for m in batch if m.embedding is None or m.embedding_model != embedder.model_name]
-            if stale:
-                vectors = embedder.embed_passages([m.content for m in stale])
-                for memory, vector in zip(stale, vectors, strict=True):
-                    memory.embedding = vector
-                    memory.embedding_model = embedder.model_name
-                    uow.memories.save(memory)
-                stats["reembedded"] += len(stale)
-            index.upsert([memory_point(m) for m in batch])
-            uow.memories.mark_indexed([(m.id, m.version) for m in batch])
-            uow.commit()
-            stats["indexed"] += len(batch)
-    log.info("reindex done: %s", stats)
-    return stats
 
 
 # --- decay ------------------------------------------------------------------------------------
@@ -132,7 +35,7 @@ def recompute_scores(
     after = ""
     while True:
         with uow_factory() as uow:
-            changed, last = uow.memories.recompute_scores(now, policy, after, batch_size)
+            changed, last = uow.lifecycle.recompute_scores(now, policy, after, batch_size)
             uow.commit()
         if last is None:
             break

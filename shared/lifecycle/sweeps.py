@@ -1,5 +1,5 @@
 """The memory lifecycle: reinforcement on use, task TTL, archive and restore, score pushes to the
-index, and the reconciliation sweep between Postgres (the truth) and the vector index (derived).
+index, and one maintenance run (the reconciliation itself is ``shared/indexing/reconcile.py``).
 
 The score itself is defined once, in ``shared/scoring.py``; its set-based recompute is
 ``shared/lifecycle/maintenance.py: recompute_scores``. The sweeps here run from beat (``beat_schedule.py``)
@@ -15,16 +15,18 @@ drifted, without rewriting vectors.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.ingest.pipeline import memory_point, sync_user_index, turn_payload, turn_point
+from shared.indexing.collections import MEMORIES, Indexes
+from shared.indexing.reconcile import reconcile_indexes
+from shared.indexing.sync import push_unindexed
 from shared.lifecycle.consolidation import Group
 from shared.lifecycle.maintenance import consolidate, recompute_scores
-from shared.models import HISTORICAL_STATUSES, EventStage, Memory, MemoryStatus, is_redacted, turn_point_id
-from shared.ports import Embedder, LossAwareIndex, VectorIndex
+from shared.models import HISTORICAL_STATUSES, Memory, MemoryStatus
+from shared.ports import Embedder, VectorIndex
 from shared.scoring import DecayPolicy, score
 from shared.settings import Settings
 from shared.storage import HistoryEntry, StatusChange, UnitOfWork
@@ -35,7 +37,6 @@ JUDGE = "lifecycle"
 TASK_DUE_REASON = "task expired: its due time passed"
 TASK_AGE_REASON = "task expired: no due time and older than the task TTL"
 SWEEP_BATCH = 5000
-INDEX_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -83,10 +84,10 @@ def reinforce_recalled(
     ids = sorted(set(memory_ids))
     if not ids:
         return 0
-    if not uow.memories.claim_recall(recall_id, tenant_id, user_id, now):
+    if not uow.lifecycle.claim_recall(recall_id, tenant_id, user_id, now):
         log.info("recall %s already reinforced: nothing to do", recall_id)
         return 0
-    counted = uow.memories.reinforce(tenant_id, user_id, ids, now, policy)
+    counted = uow.lifecycle.reinforce(tenant_id, user_id, ids, now, policy)
     log.info("recall %s reinforced %d memories of %s/%s", recall_id, counted, tenant_id, user_id)
     return counted
 
@@ -137,10 +138,10 @@ def expire_tasks(
         uow_factory,
         "expired",
         now,
-        lambda uow, after: uow.memories.expire_tasks(now, stated_before, reasons, after, batch_size),
+        lambda uow, after: uow.lifecycle.expire_tasks(now, stated_before, reasons, after, batch_size),
     )
     with uow_factory() as uow:
-        pruned = uow.memories.prune_recall_claims(now - policy.recall_claims_kept)
+        pruned = uow.lifecycle.prune_recall_claims(now - policy.recall_claims_kept)
         uow.commit()
     stats = {"expired": expired, "recall_claims_pruned": pruned}
     log.info("task TTL at %s: %s", now.isoformat(), stats)
@@ -166,7 +167,7 @@ def archive_stale(
         uow_factory,
         "archived",
         now,
-        lambda uow, after: uow.memories.archive_stale(
+        lambda uow, after: uow.lifecycle.archive_stale(
             since, policy.archive_threshold, policy.decay, reason, now, after, batch_size
         ),
     )
@@ -220,7 +221,7 @@ def push_scores(
     after = ""
     while True:
         with uow_factory() as uow:
-            page = uow.memories.stale_scores(after, batch_size, tolerance)
+            page = uow.memory_index.stale_scores(after, batch_size, tolerance)
             if not page:
                 break
             by_user: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
@@ -228,263 +229,13 @@ def push_scores(
                 by_user.setdefault((s.tenant_id, s.user_id), {})[s.memory_id] = {"score": s.score}
             for (tenant_id, user_id), payloads in by_user.items():
                 index.set_payload(tenant_id, user_id, payloads)
-            uow.memories.mark_scores_indexed([(s.memory_id, s.score) for s in page])
+            uow.memory_index.mark_scores_indexed([(s.memory_id, s.score) for s in page])
             uow.commit()
         stats["pushed"] += len(page)
         stats["batches"] += 1
         after = page[-1].memory_id
     log.info("score push: %s", stats)
     return stats
-
-
-DRIFT_KEYS = ("missing", "extra", "stale", "rescored", "bookkept", "foreign")
-
-
-def reconcile_user(
-    uow: UnitOfWork,
-    index: VectorIndex,
-    model_name: str,
-    dim: int,
-    tenant_id: str,
-    user_id: str,
-    tolerance: float = 0.01,
-) -> dict[str, int]:
-    """Compare one user's memories in Postgres with their points in ``index`` and repair:
-
-    - missing: a non-pending memory with a vector of the current model has no point → upsert;
-    - stale: the point's payload version or status differs from the row → upsert;
-    - rescored: only the payload score drifted past ``tolerance`` → set the payload score;
-    - extra: a point with no such memory (or a pending one, or one without a vector) → delete;
-    - bookkept: the point is right but the row says it is not indexed yet → mark it indexed;
-    - foreign: vectors of another embedding model are left alone (``cuemem reindex`` owns those).
-
-    Memories only: the caller passes the memory index (another index instance, for conversation
-    turns, is reconciled by its own sweep, ``reconcile_turns_user``). The caller commits.
-    """
-    counts = dict.fromkeys(DRIFT_KEYS, 0)
-    states = {s.memory_id: s for s in uow.memories.index_states(tenant_id, user_id)}
-    points = index.payloads(tenant_id, user_id)
-    indexable = {
-        i: s for i, s in states.items() if s.status != MemoryStatus.PENDING.value and s.has_embedding
-    }
-    foreign = {i for i, s in indexable.items() if s.embedding_model not in (None, model_name)}
-    expected = {i: s for i, s in indexable.items() if i not in foreign}
-    counts["foreign"] = len(foreign)
-
-    extra = sorted(p for p in points if p not in expected and p not in foreign)
-    missing = sorted(i for i in expected if i not in points)
-    stale = sorted(
-        i
-        for i, s in expected.items()
-        if i in points and (points[i].get("version") != s.version or points[i].get("status") != s.status)
-    )
-    rewrite = set(missing) | set(stale)
-    rescored = sorted(
-        i
-        for i, s in expected.items()
-        if i in points and i not in rewrite and not _close(points[i].get("score"), s.score, tolerance)
-    )
-    bookkept = sorted(
-        i for i, s in expected.items() if i in points and i not in rewrite and s.indexed_version < s.version
-    )
-
-    if extra:
-        index.delete(tenant_id, user_id, extra)
-    if rewrite:
-        index.ensure(dim, model_name)
-        for chunk in _chunks(sorted(rewrite), INDEX_BATCH):
-            memories = [m for m in (uow.memories.get(tenant_id, user_id, i) for i in chunk) if m]
-            index.upsert([memory_point(m) for m in memories])
-            uow.memories.mark_indexed([(m.id, m.version) for m in memories])
-            uow.memories.mark_scores_indexed([(m.id, m.score) for m in memories])
-    if rescored:
-        index.set_payload(tenant_id, user_id, {i: {"score": expected[i].score} for i in rescored})
-        uow.memories.mark_scores_indexed([(i, expected[i].score) for i in rescored])
-    if bookkept:
-        uow.memories.mark_indexed([(i, expected[i].version) for i in bookkept])
-    counts.update(
-        missing=len(missing),
-        extra=len(extra),
-        stale=len(stale),
-        rescored=len(rescored),
-        bookkept=len(bookkept),
-    )
-    if any(counts[k] for k in ("missing", "extra", "stale", "rescored")):
-        log.warning("index drift repaired for %s/%s: %s", tenant_id, user_id, counts)
-    return counts
-
-
-def reconcile(
-    uow_factory: Callable[[], UnitOfWork],
-    index: VectorIndex,
-    model_name: str,
-    dim: int,
-    tolerance: float = 0.01,
-    users_per_page: int = 500,
-    turn_index: VectorIndex | None = None,
-) -> dict[str, int]:
-    """``reconcile_user`` for every user with memories, one transaction per user. Points of a user
-    Postgres has no memory of at all are not visited (that needs a full scan: ``cuemem reindex``).
-    Given ``turn_index`` (the conversation log), ``reconcile_turns`` runs too and its ``turns_*``
-    counts join the report."""
-    totals = {"users": 0, "points": 0, **dict.fromkeys(DRIFT_KEYS, 0)}
-    lost = _loss_of(index)
-    after: tuple[str, str] | None = None
-    while True:
-        with uow_factory() as uow:
-            users = uow.memories.users_page(after, users_per_page)
-        if not users:
-            break
-        for tenant_id, user_id in users:
-            with uow_factory() as uow:
-                counts = reconcile_user(uow, index, model_name, dim, tenant_id, user_id, tolerance)
-                uow.commit()
-            totals["users"] += 1
-            for key, value in counts.items():
-                totals[key] += value
-        after = users[-1]
-    totals["points"] = index.count()
-    _rebuilt(index, lost, model_name, dim)
-    if turn_index is not None:
-        totals.update(reconcile_turns(uow_factory, turn_index, model_name, dim, users_per_page))
-    log.info("reconciliation: %s", totals)
-    return totals
-
-
-TURN_DRIFT_KEYS = (
-    "turns_missing",
-    "turns_extra",
-    "turns_stale",
-    "turns_bookkept",
-    "turns_foreign",
-    "turns_unembedded",
-)
-
-
-def reconcile_turns_user(
-    uow: UnitOfWork, turn_index: VectorIndex, model_name: str, dim: int, tenant_id: str, user_id: str
-) -> dict[str, int]:
-    """Compare one user's recorded turns in Postgres with their points in the conversation-log
-    index (one point per turn with a vector, id ``turn_point_id``, payload ``turn_payload``) and
-    repair:
-
-    - turns_missing: a turn with a vector of the current model has no point (whether or not the
-      row says it is indexed) → upsert;
-    - turns_stale: the point's payload differs from ``turn_payload`` → upsert;
-    - turns_extra: a point with no such turn of this user, or of a turn without a vector → delete;
-    - turns_bookkept: the point is right but the row says it is not indexed → mark it indexed;
-    - turns_foreign: vectors of another embedding model are left alone (``cuemem reindex``);
-    - turns_unembedded: ``done`` turns that were never embedded (the index was turned on later,
-      say) are only counted: embedding them is ``cuemem reindex``'s job. Turns without a vector
-      that are not done yet are in the pipeline, not drift.
-
-    The caller commits.
-    """
-    states = uow.events.turn_states(tenant_id, user_id)
-    points = turn_index.payloads(tenant_id, user_id)
-    expected = {
-        turn_point_id(tenant_id, user_id, s.event.event_id): s
-        for s in states
-        if s.embedding_model == model_name
-    }
-    foreign = {
-        turn_point_id(tenant_id, user_id, s.event.event_id)
-        for s in states
-        if s.embedding_model is not None and s.embedding_model != model_name
-    }
-    unembedded = sum(
-        1
-        for s in states
-        if s.embedding_model is None and s.stage == EventStage.DONE.value and not is_redacted(s.event)
-    )
-
-    extra = sorted(p for p in points if p not in expected and p not in foreign)
-    missing = sorted(p for p in expected if p not in points)
-    stale = sorted(
-        p
-        for p, s in expected.items()
-        if p in points and any(points[p].get(k) != v for k, v in turn_payload(s.event).items())
-    )
-    rewrite = sorted({*missing, *stale})
-    bookkept = sorted(p for p, s in expected.items() if p in points and p not in stale and not s.turn_indexed)
-
-    if extra:
-        turn_index.delete(tenant_id, user_id, extra)
-    if rewrite:
-        turn_index.ensure(dim, model_name)
-        for chunk in _chunks(rewrite, INDEX_BATCH):
-            turns = [expected[p].event for p in chunk]
-            vectors = uow.events.turn_vectors(tenant_id, user_id, [t.event_id for t in turns])
-            written = [t for t in turns if t.event_id in vectors]
-            turn_index.upsert([turn_point(t, vectors[t.event_id]) for t in written])
-            uow.events.mark_turns_indexed([t.event_id for t in written])
-    if bookkept:
-        uow.events.mark_turns_indexed([expected[p].event.event_id for p in bookkept])
-    counts = {
-        "turns_missing": len(missing),
-        "turns_extra": len(extra),
-        "turns_stale": len(stale),
-        "turns_bookkept": len(bookkept),
-        "turns_foreign": len(foreign),
-        "turns_unembedded": unembedded,
-    }
-    if missing or extra or stale:
-        log.warning("turn index drift repaired for %s/%s: %s", tenant_id, user_id, counts)
-    return counts
-
-
-def reconcile_turns(
-    uow_factory: Callable[[], UnitOfWork],
-    turn_index: VectorIndex,
-    model_name: str,
-    dim: int,
-    users_per_page: int = 500,
-) -> dict[str, int]:
-    """``reconcile_turns_user`` for every user with recorded turns, one transaction per user.
-    Returns ``turns_users``, ``turns_points`` (the index's size) and the ``TURN_DRIFT_KEYS``."""
-    totals = {"turns_users": 0, "turns_points": 0, **dict.fromkeys(TURN_DRIFT_KEYS, 0)}
-    lost = _loss_of(turn_index)
-    after: tuple[str, str] | None = None
-    while True:
-        with uow_factory() as uow:
-            users = uow.events.users_page(after, users_per_page)
-        if not users:
-            break
-        for tenant_id, user_id in users:
-            with uow_factory() as uow:
-                counts = reconcile_turns_user(uow, turn_index, model_name, dim, tenant_id, user_id)
-                uow.commit()
-            totals["turns_users"] += 1
-            for key, value in counts.items():
-                totals[key] += value
-        after = users[-1]
-    totals["turns_points"] = turn_index.count()
-    _rebuilt(turn_index, lost, model_name, dim)
-    log.info("turn index reconciliation: %s", totals)
-    return totals
-
-
-def _loss_of(index: VectorIndex) -> str | None:
-    """A loss the index noted (its files vanished), read before a reconciliation starts."""
-    return index.lost() if isinstance(index, LossAwareIndex) else None
-
-
-def _rebuilt(index: VectorIndex, lost: str | None, model_name: str, dim: int) -> None:
-    """Every user Postgres has points for was reconciled since ``lost`` was noted: the index holds
-    what Postgres holds again, and its searches may answer. ``ensure`` first: with nothing to
-    restore, no write has created the (empty, and so whole) index yet."""
-    if lost is not None and isinstance(index, LossAwareIndex):
-        index.ensure(dim, model_name)
-        index.mark_rebuilt(lost)
-
-
-def _close(payload_score: object, row_score: float, tolerance: float) -> bool:
-    return isinstance(payload_score, int | float) and abs(float(payload_score) - row_score) <= tolerance
-
-
-def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 # --- one maintenance run (cuemem maintain) ----------------------------------------------------
@@ -510,29 +261,22 @@ def maintain_store(
 
 def maintain_index(
     uow_factory: Callable[[], UnitOfWork],
-    index: VectorIndex,
+    indexes: Indexes,
     embedder: Embedder,
     touched: Sequence[tuple[str, str]],
     policy: LifecyclePolicy,
-    turn_index: VectorIndex | None = None,
 ) -> dict[str, Any]:
-    """The index half, run by whoever owns the index: sync the touched users, push drifted scores,
-    then reconcile every user so that Postgres and the index (and, given ``turn_index``, the
-    conversation-log index) agree exactly."""
+    """The index half, run by whoever owns the index: push the touched users' changed memories,
+    push drifted scores, then reconcile every user so that Postgres and each of ``indexes`` (the
+    memory index, and the conversation log when it is indexed) agree exactly."""
+    index = indexes[MEMORIES]
     indexed = 0
     for tenant_id, user_id in touched:
         with uow_factory() as uow:
-            indexed += sync_user_index(uow, index, embedder, tenant_id, user_id)
+            indexed += push_unindexed(uow, MEMORIES, index, embedder, tenant_id, user_id)
             uow.commit()
     scores = push_scores(uow_factory, index, policy.score_tolerance)
-    drift = reconcile(
-        uow_factory,
-        index,
-        embedder.model_name,
-        embedder.dim,
-        policy.score_tolerance,
-        turn_index=turn_index,
-    )
+    drift = reconcile_indexes(uow_factory, indexes, embedder, policy.score_tolerance)
     return {"indexed": indexed, "scores": scores, "reconcile": drift}
 
 

@@ -892,11 +892,11 @@ def test_edge_loss_noticed_by_a_container_sends_a_reconciliation(tmp_path: Path)
     )
     c = build_container(settings, uow=lambda: None, dispatch=sent.extend)  # type: ignore[arg-type,return-value]
     try:
-        c.index.ensure(DIM, MODEL)
-        c.index.upsert([point(1, basis(0))])
+        c.index().ensure(DIM, MODEL)
+        c.index().upsert([point(1, basis(0))])
         shutil.rmtree(tmp_path / "qdrant")
         with pytest.raises(IndexUnavailable, match="vanished while pid"):
-            c.index.search(TENANT, USER, basis(0), limit=5)
+            c.index().search(TENANT, USER, basis(0), limit=5)
         assert sent == [FollowUp(TaskName.RECONCILE.value, ())]
     finally:
         c.close()

@@ -40,13 +40,13 @@ from producers.publisher import Published, Publisher
 from service.operations.recall import recall_for
 from shared import keys
 from shared.events import InvalidEvent
-from shared.ingest.pipeline import EMBEDDING_MODEL_KEY
+from shared.indexing.reconcile import reconcile_indexes
+from shared.indexing.reindex import rebuild_indexes
+from shared.ingest.embed import EMBEDDING_MODEL_KEY
 from shared.ingest.progress import progress
-from shared.lifecycle import sweeps as lifecycle
-from shared.lifecycle.maintenance import rebuild_indexes
 from shared.models import MemoryStatus, turn_point_id
 from shared.ports import IndexPoint
-from shared.queues import PIPELINE_QUEUES, ROUTES, Queue, TaskName
+from shared.queues import PIPELINE_QUEUES, ROUTES, IndexKind, Queue, TaskName
 from shared.settings import Settings
 from tests.conftest import wait_until
 from tests.e2e.test_pipeline_e2e import (
@@ -1077,12 +1077,12 @@ def test_deleted_or_stale_index_degrades_recall_and_is_restored_exactly(it_setti
 
     # Reconciliation rebuilds both indexes from Postgres, exactly.
     c = build_container(it_settings)
-    model, dim = c.embedder.model_name, c.embedder.dim
-    repaired = lifecycle.reconcile(c.uow, c.index, model, dim, turn_index=c.turn_index)
+    dim = c.embedder.dim
+    repaired = reconcile_indexes(c.uow, c.indexes(), c.embedder)
     expected_memories, expected_turns, _ = postgres_index_state(c, it_settings, users)
     assert repaired["missing"] == sum(len(v) for v in expected_memories.values()), repaired
     assert repaired["turns_missing"] == sum(len(v) for v in expected_turns.values()), repaired
-    again = lifecycle.reconcile(c.uow, c.index, model, dim, turn_index=c.turn_index)
+    again = reconcile_indexes(c.uow, c.indexes(), c.embedder)
     drift = {
         k: v for k, v in again.items() if k not in ("users", "points", "turns_users", "turns_points") and v
     }
@@ -1095,8 +1095,8 @@ def test_deleted_or_stale_index_degrades_recall_and_is_restored_exactly(it_setti
     victim = users[1]
     lost = sorted(expected_memories[victim])[:3]
     lost_turns = sorted(expected_turns[victim])[:4]
-    c.index.delete(it_settings.tenant_id, victim, lost)
-    c.turn_index.delete(it_settings.tenant_id, victim, lost_turns)  # type: ignore[union-attr]
+    c.index().delete(it_settings.tenant_id, victim, lost)
+    c.index(IndexKind.TURNS).delete(it_settings.tenant_id, victim, lost_turns)  # type: ignore[union-attr]
     bogus = IndexPoint(
         id="00000000-0000-4000-8000-000000000001",
         tenant_id=it_settings.tenant_id,
@@ -1104,12 +1104,12 @@ def test_deleted_or_stale_index_degrades_recall_and_is_restored_exactly(it_setti
         vector=[0.1] * dim,
         payload={"status": "active", "type": "fact", "score": 1.0, "version": 1},
     )
-    c.index.upsert([bogus])
+    c.index().upsert([bogus])
     c.close()
     with pytest.raises(AssertionError):
         check_index_matches(c, it_settings, users, "stale on purpose")
     c = build_container(it_settings)
-    repaired_stale = lifecycle.reconcile(c.uow, c.index, model, dim, turn_index=c.turn_index)
+    repaired_stale = reconcile_indexes(c.uow, c.indexes(), c.embedder)
     stale_counts = {k: repaired_stale[k] for k in ("missing", "extra", "turns_missing")}
     assert stale_counts == {"missing": 3, "extra": 1, "turns_missing": 4}, repaired_stale
     c.close()
@@ -1119,7 +1119,7 @@ def test_deleted_or_stale_index_degrades_recall_and_is_restored_exactly(it_setti
     shutil.rmtree(data / "qdrant")
     shutil.rmtree(data / "qdrant-turns")
     c = build_container(it_settings)
-    rebuilt = rebuild_indexes(c.uow, c.index, c.turn_index, c.embedder)
+    rebuilt = rebuild_indexes(c.uow, c.indexes(), c.embedder)
     c.close()
     figures |= check_index_matches(c, it_settings, users, "after reindex")
     restored = _recall(it_settings, users[0])
@@ -1237,7 +1237,7 @@ def test_index_deleted_under_the_running_index_worker_degrades_recall_and_is_reb
     # `cuemem reindex` (workers stopped: it runs in place) rebuilds the same ids.
     c.close()
     c = build_container(it_settings)
-    rebuilt = rebuild_indexes(c.uow, c.index, c.turn_index, c.embedder)
+    rebuilt = rebuild_indexes(c.uow, c.indexes(), c.embedder)
     c.close()
     check_index_matches(c, it_settings, names, "after reindex")
     report(

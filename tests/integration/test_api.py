@@ -318,7 +318,7 @@ def test_edit_reembeds_and_reindexes(env):
     fresh = container.embedder.embed_passages(["I drink green tea every morning"])[0]
     assert row.embedding == pytest.approx(fresh, abs=1e-6)  # stored as REAL
     assert "k:green" in row.cues and "k:coffee" not in row.cues
-    assert container.index.payloads(A, "u1")[m.id]["version"] == 2
+    assert container.index().payloads(A, "u1")[m.id]["version"] == 2
     hist = c.get(f"/v1/users/u1/memories/{m.id}/history", headers=h).json()["history"]
     assert hist[-1]["action"] == "edited" and hist[-1]["judge"] == "api" and "content" in hist[-1]["reason"]
     found = c.post("/v1/recall", json={"user_id": "u1", "query": "green tea", "reinforce": False}, headers=h)
@@ -348,7 +348,7 @@ def test_invalidate_restore_and_soft_delete(env):
     r = c.post(url + "/invalidate", json={"reason": "moved to Munich"}, headers=h)
     assert r.status_code == 200 and r.json()["status"] == "superseded"
     assert "moved to Munich" in r.json()["status_reason"] and r.json()["valid_to"]
-    assert env.container.index.payloads(A, "u1")[m.id]["status"] == "superseded"
+    assert env.container.index().payloads(A, "u1")[m.id]["status"] == "superseded"
     recall = c.post(
         "/v1/recall", json={"user_id": "u1", "query": "我住在柏林", "reinforce": False}, headers=h
     )
@@ -394,7 +394,7 @@ def test_hard_delete_removes_derived_memories_and_vectors(env):
     r = c.delete(f"/v1/users/u1/memories/{x.id}", params={"hard": "true"}, headers=h)
     assert r.status_code == 200, r.text
     assert r.json() == {"deleted": sorted([x.id, merged.id, consolidated.id]), "hard": True}
-    assert set(container.index.ids(A, "u1")) == {y.id, keep.id}
+    assert set(container.index().ids(A, "u1")) == {y.id, keep.id}
     with container.uow() as uow:
         left = {m.id for m in uow.memories.for_user(A, "u1", None)}
         audit = uow.history.for_memories(A, "u1", [x.id, merged.id, consolidated.id])
@@ -473,7 +473,7 @@ def test_a_key_never_reaches_another_tenants_users(env):
             for m in uow.memories.for_user(A, "u1", None) + uow.memories.for_user(A, "alice", None)
         }
     assert after == before
-    assert set(container.index.ids(A, "u1")) == {secret.id}
+    assert set(container.index().ids(A, "u1")) == {secret.id}
     r = c.post(
         "/v1/recall", json={"user_id": "u1", "query": "银行卡密码", "reinforce": False}, headers=env.auth(A)
     )

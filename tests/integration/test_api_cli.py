@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from service.http.serve import is_loopback
 from service.operations.curation import api_container, create_key
+from shared.queues import IndexKind
 from shared.settings import Settings
 from tests.support.services import wait_processed
 
@@ -155,9 +156,10 @@ def test_publish_recall_edit_and_purge_through_real_workers(
             w.stop()
         local = build_container(settings)
         try:
-            assert port["id"] not in local.index.ids("acme", "u1")
-            assert local.turn_index is not None
-            turn_ids = local.turn_index.ids("acme", "u1")
+            assert port["id"] not in local.index().ids("acme", "u1")
+            turn_index = local.index(IndexKind.TURNS)
+            assert turn_index is not None
+            turn_ids = turn_index.ids("acme", "u1")
             assert turn_point_id("acme", "u1", source) not in turn_ids and len(turn_ids) == 2
         finally:
             local.close()

@@ -16,7 +16,9 @@ from typer.testing import CliRunner
 
 from cli.common import CliError
 from cli.main import app as cli_app
-from shared.ingest.pipeline import sync_user_index
+from shared.indexing.collections import MEMORIES
+from shared.indexing.reconcile import reconcile_indexes
+from shared.indexing.sync import push_unindexed
 from shared.lifecycle import sweeps as lifecycle
 from shared.lifecycle.maintenance import recompute_scores
 from shared.lifecycle.sweeps import LifecyclePolicy
@@ -91,7 +93,7 @@ def _load(uow_factory, memories: list[Memory]) -> None:
 def _index_all(container: Container, users: set[str]) -> None:
     for user in sorted(users):
         with container.uow() as uow:
-            sync_user_index(uow, container.index, container.embedder, "default", user)
+            push_unindexed(uow, MEMORIES, container.index(), container.embedder, "default", user)
             uow.commit()
 
 
@@ -148,7 +150,7 @@ def test_sql_reinforcement_counts_once_per_recall_and_matches_the_formula(c, cle
     assert row_score == pytest.approx(score(m.importance, m.type, at, 3, at, POLICY.decay), rel=1e-9)
     assert row_score > score(m.importance, m.type, m.last_accessed_at, 2, at, POLICY.decay)
     with c.uow() as uow:
-        assert uow.memories.prune_recall_claims(at + timedelta(seconds=1)) == 1
+        assert uow.lifecycle.prune_recall_claims(at + timedelta(seconds=1)) == 1
         uow.commit()
 
 
@@ -156,10 +158,10 @@ def test_drift_repair_on_the_embedded_engine_after_deleting_points_by_hand(c, cl
     memories = [_memory(i, days=i, user="rd" if i % 2 else "re") for i in range(1, 41)]
     _load(c.uow, memories)
     _index_all(c, {"rd", "re"})
-    index = c.index
-    model, dim = c.embedder.model_name, c.embedder.dim
-    clean = lifecycle.reconcile(c.uow, index, model, dim)
-    assert {k: clean[k] for k in lifecycle.DRIFT_KEYS} == dict.fromkeys(lifecycle.DRIFT_KEYS, 0)
+    index = c.index()
+    dim = c.embedder.dim
+    clean = reconcile_indexes(c.uow, {MEMORIES: index}, c.embedder)
+    assert {k: clean[k] for k in MEMORIES.report_keys} == dict.fromkeys(MEMORIES.report_keys, 0)
 
     rd = sorted(index.ids("default", "rd"))
     index.delete("default", "rd", rd[:5])  # deleted by hand
@@ -169,14 +171,14 @@ def test_drift_repair_on_the_embedded_engine_after_deleting_points_by_hand(c, cl
     with c.uow() as uow:  # scores move in Postgres
         uow.session.execute(text("UPDATE memories SET score = score + 1 WHERE user_id = 'rd'"))  # type: ignore[attr-defined]
         uow.commit()
-    stats = lifecycle.reconcile(c.uow, index, model, dim)
+    stats = reconcile_indexes(c.uow, {MEMORIES: index}, c.embedder)
     assert (stats["missing"], stats["extra"], stats["stale"]) == (5, 1, 1)
     assert stats["rescored"] == 20 - 5  # the re-upserted five carried their new score already
-    again = lifecycle.reconcile(c.uow, index, model, dim)
-    assert all(again[k] == 0 for k in lifecycle.DRIFT_KEYS)
+    again = reconcile_indexes(c.uow, {MEMORIES: index}, c.embedder)
+    assert all(again[k] == 0 for k in MEMORIES.report_keys)
     rows = {m.id: m for m in memories}
     with c.uow() as uow:
-        states = {s.memory_id: s for u in ("rd", "re") for s in uow.memories.index_states("default", u)}
+        states = {s.memory_id: s for u in ("rd", "re") for s in uow.memory_index.index_states("default", u)}
     for user in ("rd", "re"):
         points = index.payloads("default", user)
         assert set(points) == {m.id for m in rows.values() if m.user_id == user}
@@ -191,13 +193,13 @@ def test_score_push_reaches_the_payloads_in_batches(c, clean_db):
     memories = [_memory(i, days=1, user="rp") for i in range(1, 31) if i % 11]
     _load(c.uow, memories)
     _index_all(c, {"rp"})
-    assert lifecycle.push_scores(c.uow, c.index, 0.01)["pushed"] == 0  # indexing recorded the score
+    assert lifecycle.push_scores(c.uow, c.index(), 0.01)["pushed"] == 0  # indexing recorded the score
     recompute_scores(c.uow, NOW + timedelta(days=20), POLICY.decay)
-    stats = lifecycle.push_scores(c.uow, c.index, 0.01, batch_size=10)
+    stats = lifecycle.push_scores(c.uow, c.index(), 0.01, batch_size=10)
     assert stats["pushed"] == len(memories) and stats["batches"] == 3
-    assert lifecycle.push_scores(c.uow, c.index, 0.01)["pushed"] == 0
+    assert lifecycle.push_scores(c.uow, c.index(), 0.01)["pushed"] == 0
     sql = _sql_rows(c)
-    for pid, payload in c.index.payloads("default", "rp").items():
+    for pid, payload in c.index().payloads("default", "rp").items():
         assert payload["score"] == pytest.approx(sql[pid][2], abs=1e-9)
 
 
@@ -234,7 +236,7 @@ def test_cli_maintain_then_restore_round_trip(c, settings, clean_db):
     second = json.loads(runner.invoke(cli_app, ["maintain", "--now", later], env=env).output)
     assert second["decay"]["changed"] == 0 and second["archive"]["archived"] == 0
     assert second["ttl"]["expired"] == 0 and second["scores"]["pushed"] == 0
-    assert all(second["reconcile"][k] == 0 for k in lifecycle.DRIFT_KEYS), second
+    assert all(second["reconcile"][k] == 0 for k in MEMORIES.report_keys), second
 
     c2 = build_container(settings)
     with c2.uow() as uow:
@@ -264,7 +266,7 @@ def test_cli_maintain_then_restore_round_trip(c, settings, clean_db):
         history = [h.action for h in uow.history.for_memories("default", "rc", [target.id])]
     assert back is not None and back.status is MemoryStatus.ACTIVE and back.indexed_version == back.version
     assert history == ["archived", "restored"]
-    assert c3.index.payloads("default", "rc")[target.id]["status"] == "active"
+    assert c3.index().payloads("default", "rc")[target.id]["status"] == "active"
     c3.close()
     again = restore(target.id, "--user", "rc")
     assert isinstance(again.exception, CliError) and "is active; only archived" in str(again.exception)

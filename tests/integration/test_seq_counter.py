@@ -14,7 +14,7 @@ import redis
 from producers.publisher import Publisher
 from shared import keys
 from shared.events import SEQ_ASSIGNED
-from shared.ingest import pipeline
+from shared.ingest.record import record_event
 from shared.queues import ROUTES, TaskName
 from workers.bootstrap import Container, build_container
 
@@ -33,7 +33,7 @@ def take_record_messages(client: redis.Redis) -> list[dict[str, Any]]:
 
 def record(c: Container, message: dict[str, Any]) -> None:
     with c.uow() as uow:
-        pipeline.record_event(uow, message, c.limits, c.seq_counter)
+        record_event(uow, message, c.limits, c.seq_counter)
         uow.commit()
 
 

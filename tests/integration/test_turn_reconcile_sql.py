@@ -13,10 +13,13 @@ from typer.testing import CliRunner
 
 from cli.main import app as cli_app
 from shared.events import EventLimits, TurnPublished, validate_turn
-from shared.ingest.pipeline import sync_turn_index, turn_payload
-from shared.lifecycle import sweeps as lifecycle
+from shared.indexing.collections import MEMORIES, TURNS
+from shared.indexing.points import turn_payload
+from shared.indexing.reconcile import reconcile_indexes
+from shared.indexing.sync import push_unindexed
 from shared.models import turn_point_id
 from shared.ports import IndexPoint
+from shared.queues import IndexKind
 from shared.settings import Settings
 from workers.bootstrap import Container, build_container
 
@@ -81,15 +84,15 @@ def test_turn_index_drift_is_repaired_on_the_embedded_engine_and_by_cuemem_maint
     }
     for user_turns in turns.values():
         _record(c, user_turns)
-    with c.uow() as uow:
-        assert sync_turn_index(uow, c.turn_index, c.embedder.model_name, c.embedder.dim, None, None) == 16
-        uow.commit()
-    index, model, dim = c.turn_index, c.embedder.model_name, c.embedder.dim
+    index, dim = c.index(IndexKind.TURNS), c.embedder.dim
     assert index is not None
-    memory_points = c.index.count()
+    with c.uow() as uow:
+        assert sum(push_unindexed(uow, TURNS, index, c.embedder, "default", u) for u in turns) == 16
+        uow.commit()
+    memory_points = c.index().count()
 
-    clean = lifecycle.reconcile(c.uow, c.index, model, dim, turn_index=index)
-    assert {k: clean[k] for k in lifecycle.TURN_DRIFT_KEYS} == dict.fromkeys(lifecycle.TURN_DRIFT_KEYS, 0)
+    clean = reconcile_indexes(c.uow, {MEMORIES: c.index(), TURNS: index}, c.embedder)
+    assert {k: clean[k] for k in TURNS.report_keys} == dict.fromkeys(TURNS.report_keys, 0)
     assert clean["turns_users"] == 2 and clean["turns_points"] == 16
 
     # Drift: two points deleted by hand, a stray point, a stale payload, a point of a turn still
@@ -111,8 +114,8 @@ def test_turn_index_drift_is_repaired_on_the_embedded_engine_and_by_cuemem_maint
     )
     _record(c, [_turn("tb", 21, "from before the turn index")], stage="done", embed=False)
 
-    stats = lifecycle.reconcile(c.uow, c.index, model, dim, turn_index=index)
-    assert {k: stats[k] for k in lifecycle.TURN_DRIFT_KEYS} == {
+    stats = reconcile_indexes(c.uow, {MEMORIES: c.index(), TURNS: index}, c.embedder)
+    assert {k: stats[k] for k in TURNS.report_keys} == {
         "turns_missing": 2,
         "turns_extra": 2,
         "turns_stale": 1,
@@ -120,12 +123,12 @@ def test_turn_index_drift_is_repaired_on_the_embedded_engine_and_by_cuemem_maint
         "turns_foreign": 0,
         "turns_unembedded": 1,
     }
-    assert all(stats[k] == 0 for k in lifecycle.DRIFT_KEYS) and c.index.count() == memory_points
+    assert all(stats[k] == 0 for k in MEMORIES.report_keys) and c.index().count() == memory_points
     _agree(c, index, "ta")
     _agree(c, index, "tb")
-    again = lifecycle.reconcile(c.uow, c.index, model, dim, turn_index=index)
-    assert {k: again[k] for k in lifecycle.TURN_DRIFT_KEYS} == {
-        **dict.fromkeys(lifecycle.TURN_DRIFT_KEYS, 0),
+    again = reconcile_indexes(c.uow, {MEMORIES: c.index(), TURNS: index}, c.embedder)
+    assert {k: again[k] for k in TURNS.report_keys} == {
+        **dict.fromkeys(TURNS.report_keys, 0),
         "turns_unembedded": 1,  # still there: embedding it is `cuemem reindex`'s job
     }
     assert again["turns_points"] == 16

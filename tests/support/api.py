@@ -12,7 +12,9 @@ from fastapi.testclient import TestClient
 
 from service.operations.curation import create_key
 from shared.cues import cues_for_memory, entities, lexicon_tags
-from shared.ingest.pipeline import _memory_hash, sync_user_index
+from shared.indexing.collections import MEMORIES
+from shared.indexing.sync import push_unindexed
+from shared.ingest.extract import memory_hash
 from shared.models import Memory, MemoryStatus, MemoryType, memory_id
 from shared.settings import Settings
 from shared.storage import FollowUp, HistoryEntry
@@ -48,7 +50,7 @@ def build_env(settings: Settings, tenants: Sequence[str] = ("tenant-a", "tenant-
         turn_index=FakeVectorIndex(),
         dispatch=lambda followups: sent.extend(followups),
     )
-    container.index.ensure(container.embedder.dim, container.embedder.model_name)
+    container.index().ensure(container.embedder.dim, container.embedder.model_name)
     keys, key_ids = {}, {}
     for tenant in tenants:
         created = create_key(container, tenant, f"tests of {tenant}")
@@ -89,7 +91,7 @@ def seed_memory(
         entities=list(ents),
         cues=list(cues_for_memory(content, tags, ents)),
         sources=[{"event_id": event, "session_id": "s1", "seq": n + 1, "at": at.isoformat()}],
-        content_hash=_memory_hash(kind.value, content),
+        content_hash=memory_hash(kind.value, content),
         embedding=c.embedder.embed_passages([content])[0],
         embedding_model=c.embedder.model_name,
         version=1,
@@ -101,7 +103,7 @@ def seed_memory(
             uow.history.add(
                 HistoryEntry(memory.id, tenant, user, "merged", "seeded merge", "rules", at, original)
             )
-        sync_user_index(uow, c.index, c.embedder, tenant, user)
+        push_unindexed(uow, MEMORIES, c.index(), c.embedder, tenant, user)
         uow.commit()
     return memory
 

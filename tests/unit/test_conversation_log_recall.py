@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from shared.ingest import pipeline
-from shared.lifecycle import maintenance
+from shared.indexing.collections import TURNS
+from shared.indexing.reindex import rebuild_collection, rebuild_indexes
+from shared.ingest.record import record_event
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES, MemoryStatus, turn_point_id
 from shared.queues import TaskName
 from shared.recall.cascade import recall
@@ -99,7 +100,7 @@ def test_reindex_rebuilds_the_conversation_log_from_postgres():
     h.drain(turn(1, CHAT))
     h.drain(turn(2, "生产环境部署端口是8443"))
     h.turns.delete("default", "u1", list(h.turns.ids("default", "u1")))
-    stats = maintenance.rebuild_indexes(h.store.uow, h.index, h.turns, h.embedder)
+    stats = rebuild_indexes(h.store.uow, h.indexes, h.embedder)
     assert stats["turns_indexed"] == 2 and stats["turns_embedded"] == 0
     assert len(h.turns.ids("default", "u1")) == 2
     assert ask(h, "red fox old mill").items[0].id == "event:e-u1-s1-1"
@@ -256,7 +257,7 @@ def test_a_redacted_turn_is_never_embedded_or_indexed_again():
         assert uow.events.redact("default", "u1", ["e-u1-s1-1"]) == [("e-u1-s1-1", "s1")]
         assert uow.events.redact("default", "someone-else", ["e-u1-s1-2"]) == []  # scoped to the user
         uow.commit()
-    stats = maintenance.rebuild_indexes(h.store.uow, h.index, h.turns, h.embedder)
+    stats = rebuild_indexes(h.store.uow, h.indexes, h.embedder)
     assert stats["turns_embedded"] == 0 and stats["turns_indexed"] == 1
     assert h.turns.ids("default", "u1") == {turn_point_id("default", "u1", "e-u1-s1-2")}
     assert all("fox" not in i.content for i in ask(h, "red fox old mill").items)
@@ -268,7 +269,7 @@ def test_reindex_after_a_model_change_re_embeds_page_by_page_without_tripping_on
         h.drain(turn(i, f"{CHAT} number {i}"))
     for row in h.state.events.values():
         row["embedding_model"] = "some-older-model"  # as if indexed under another model
-    stats = maintenance.reindex_turns(h.store.uow, h.turns, h.embedder, batch_size=2)
+    stats = rebuild_collection(h.store.uow, TURNS, h.turns, h.embedder, batch_size=2)
     assert stats == {"turns_indexed": 5, "turns_embedded": 5}
     assert all(
         r["embedding_model"] == h.embedder.model_name and r["turn_indexed"] for r in h.state.events.values()
@@ -308,7 +309,7 @@ def test_an_event_id_held_by_another_tenant_is_refused_naming_the_field():
     h.drain(turn(1, "我不吃香菜", event_id="shared-id"))
     other = {**turn(1, "生产环境部署端口是8443", event_id="shared-id", user="u2"), "tenant_id": "acme"}
     with h.store.uow() as uow, pytest.raises(InvalidEvent, match="event_id"):
-        pipeline.record_event(uow, other, LIMITS)
+        record_event(uow, other, LIMITS)
     assert h.state.events["shared-id"]["event"].content == "我不吃香菜"
 
 

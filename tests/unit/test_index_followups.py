@@ -57,9 +57,12 @@ class ReadOnlyIndex(FakeVectorIndex):
 
 @dataclass
 class Container:
-    index: FakeVectorIndex
-    turn_index: FakeVectorIndex | None = None
+    memories: FakeVectorIndex
+    turns: FakeVectorIndex | None = None
     sent: list[FollowUp] = field(default_factory=list)
+
+    def index(self, kind: IndexKind = IndexKind.MEMORIES) -> FakeVectorIndex | None:
+        return self.turns if kind is IndexKind.TURNS else self.memories
 
     def dispatch(self, followups: list[FollowUp]) -> None:
         self.sent.extend(followups)
@@ -75,7 +78,7 @@ def test_points_are_deleted_here_when_this_process_may_write() -> None:
 
 
 def test_points_of_a_read_only_index_become_a_task_for_the_owner() -> None:
-    c = Container(FakeVectorIndex(), turn_index=ReadOnlyIndex())
+    c = Container(FakeVectorIndex(), turns=ReadOnlyIndex())
     assert delete_points(c, "t", "u", [POINT], IndexKind.TURNS) == SENT  # type: ignore[arg-type]
     assert c.sent == [FollowUp(TaskName.DELETE_POINTS.value, ("t", "u", [POINT], IndexKind.TURNS.value))]
 

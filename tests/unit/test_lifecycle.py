@@ -11,7 +11,9 @@ from pydantic import ValidationError
 
 from service.operations.recall import recall_for
 from shared.cues import cues_for_memory, entities, lexicon_tags
-from shared.ingest.pipeline import sync_user_index
+from shared.indexing.collections import MEMORIES
+from shared.indexing.reconcile import reconcile_indexes
+from shared.indexing.sync import push_unindexed
 from shared.lifecycle import sweeps as lifecycle
 from shared.lifecycle.maintenance import recompute_scores
 from shared.lifecycle.sweeps import LifecyclePolicy, RestoreRefused
@@ -76,7 +78,7 @@ class World:
         )
         with self.store.uow() as uow:
             uow.memories.add(memory)
-            sync_user_index(uow, self.index, self.embedder, "default", user)
+            push_unindexed(uow, MEMORIES, self.index, self.embedder, "default", user)
             uow.commit()
         return memory
 
@@ -86,11 +88,11 @@ class World:
     def sync(self, touched: list[tuple[str, str]]) -> None:
         for tenant_id, user_id in touched:
             with self.store.uow() as uow:
-                sync_user_index(uow, self.index, self.embedder, tenant_id, user_id)
+                push_unindexed(uow, MEMORIES, self.index, self.embedder, tenant_id, user_id)
                 uow.commit()
 
     def reconcile(self) -> dict[str, int]:
-        return lifecycle.reconcile(self.store.uow, self.index, self.embedder.model_name, self.embedder.dim)
+        return reconcile_indexes(self.store.uow, {MEMORIES: self.index}, self.embedder)
 
     def agree(self, user: str = "u1") -> None:
         """Postgres and the index agree exactly: same ids, same version, status and score."""
@@ -295,7 +297,7 @@ def test_archive_and_restore_round_trip():
     assert stats["archived"] == 1
     for tenant_id, user_id in touched:
         with h.store.uow() as uow:
-            sync_user_index(uow, h.index, h.embedder, tenant_id, user_id)
+            push_unindexed(uow, MEMORIES, h.index, h.embedder, tenant_id, user_id)
             uow.commit()
     archived = h.state.memories[memory.id]
     assert archived.status is MemoryStatus.ARCHIVED  # still in Postgres, with its content
@@ -312,7 +314,7 @@ def test_archive_and_restore_round_trip():
         with pytest.raises(RestoreRefused, match="for user 'u2'"):  # another user's id finds nothing
             lifecycle.restore_memory(uow, "default", "u2", memory.id, later, POLICY.decay)
         restored = lifecycle.restore_memory(uow, "default", "u1", memory.id, later, POLICY.decay)
-        sync_user_index(uow, h.index, h.embedder, "default", "u1")
+        push_unindexed(uow, MEMORIES, h.index, h.embedder, "default", "u1")
         uow.commit()
     assert restored.status is MemoryStatus.ACTIVE and restored.last_accessed_at == later
     assert h.index.payloads("default", "u1")[memory.id]["status"] == "active"
@@ -349,7 +351,7 @@ def test_drift_repair_after_points_are_deleted_by_hand():
     kept, lost, changed, rescored = (w.add(f"memory {i} about port {8000 + i}") for i in range(4))
     other = w.add("bob's memory", user="u2")
     w.agree()
-    assert w.reconcile() == {"users": 2, "points": 5, **dict.fromkeys(lifecycle.DRIFT_KEYS, 0)}
+    assert w.reconcile() == {"users": 2, "points": 5, **dict.fromkeys(MEMORIES.report_keys, 0)}
     # Drift: a point deleted by hand, a stray point, a stale payload, a drifted score.
     w.index.delete("default", "u1", [lost.id])
     stray = "00000000-0000-4000-8000-999999999999"
@@ -365,7 +367,7 @@ def test_drift_repair_after_points_are_deleted_by_hand():
     assert w.index.ids("default", "u1") == {kept.id, lost.id, changed.id, rescored.id}
     # Run twice, same result: nothing left to repair.
     again = w.reconcile()
-    assert all(again[k] == 0 for k in lifecycle.DRIFT_KEYS) and again["points"] == 5
+    assert all(again[k] == 0 for k in MEMORIES.report_keys) and again["points"] == 5
     assert other.id in w.index.ids("default", "u2")
 
 
@@ -402,7 +404,7 @@ def test_maintain_a_year_later_archives_expires_keeps_used_preferences_and_agree
             uow.commit()
 
     store, touched = lifecycle.maintain_store(w.store.uow, w.embedder, YEAR_LATER, POLICY)
-    index = lifecycle.maintain_index(w.store.uow, w.index, w.embedder, touched, POLICY)
+    index = lifecycle.maintain_index(w.store.uow, {MEMORIES: w.index}, w.embedder, touched, POLICY)
     assert store["ttl"]["expired"] == 1 and store["archive"]["archived"] == 2
     status = {m.id: w.get(m).status for m in (chit, task, pref, idle_pref, profile)}
     assert status == {
@@ -427,11 +429,11 @@ def test_maintain_a_year_later_archives_expires_keeps_used_preferences_and_agree
     # Every sweep, run again at the same time, changes nothing.
     history_before = len(w.store.state.history)
     store2, touched2 = lifecycle.maintain_store(w.store.uow, w.embedder, YEAR_LATER, POLICY)
-    index2 = lifecycle.maintain_index(w.store.uow, w.index, w.embedder, touched2, POLICY)
+    index2 = lifecycle.maintain_index(w.store.uow, {MEMORIES: w.index}, w.embedder, touched2, POLICY)
     assert store2["decay"]["changed"] == 0 and store2["ttl"]["expired"] == 0
     assert store2["archive"]["archived"] == 0 and touched2 == []
     assert index2["indexed"] == 0 and index2["scores"]["pushed"] == 0
-    assert all(index2["reconcile"][k] == 0 for k in lifecycle.DRIFT_KEYS)
+    assert all(index2["reconcile"][k] == 0 for k in MEMORIES.report_keys)
     assert len(w.store.state.history) == history_before
     w.agree()
 

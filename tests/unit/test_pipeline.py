@@ -5,9 +5,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.events import SEQ_ASSIGNED, EventLimits, InvalidEvent, validate_turn
-from shared.ingest import pipeline
+from shared.indexing.collections import MEMORIES, TURNS, Indexes
+from shared.indexing.reindex import rebuild_collection
+from shared.indexing.sync import push_unindexed
 from shared.ingest.conflicts import judge_by_rules
-from shared.lifecycle import maintenance
+from shared.ingest.embed import embed_event
+from shared.ingest.extract import extract_event
+from shared.ingest.index import index_event
+from shared.ingest.persist import persist_event
+from shared.ingest.record import SeqContended, record_event
+from shared.ingest.resolve import resolve_event
+from shared.ingest.resume import resume_stalled
 from shared.models import MemoryStatus
 from shared.ports import EmbeddingModelMismatch
 from shared.queues import TaskName
@@ -42,23 +50,28 @@ class Harness:
         self.turns = FakeVectorIndex() if turns else None
         self.sent: list[tuple[str, tuple]] = []
 
+    @property
+    def indexes(self) -> Indexes:
+        """The indexes the workers would hand the index stage: memories, and turns when indexed."""
+        return {MEMORIES: self.index} if self.turns is None else {MEMORIES: self.index, TURNS: self.turns}
+
     def run(self, task, args):
         keep = self.turns is not None
         with self.store.uow() as uow:
             if task == TaskName.RECORD:
-                out = pipeline.record_event(uow, args[0], LIMITS)
+                out = record_event(uow, args[0], LIMITS)
             elif task == TaskName.EXTRACT:
-                out = pipeline.extract_event(uow, args[0], 5.0, NOW, keep_turns=keep)
+                out = extract_event(uow, args[0], 5.0, NOW, keep_turns=keep)
             elif task == TaskName.EMBED:
-                out = pipeline.embed_event(uow, self.embedder, args[0], keep_turns=keep)
+                out = embed_event(uow, self.embedder, args[0], keep_turns=keep)
             elif task == TaskName.PERSIST:
-                out = pipeline.persist_event(uow, args[0], NOW)
+                out = persist_event(uow, args[0], NOW)
             elif task == TaskName.INDEX:
-                out = pipeline.index_event(uow, self.index, self.embedder, args[0], NOW, self.turns)
+                out = index_event(uow, self.indexes, self.embedder, args[0])
             elif task == TaskName.RESOLVE:
-                out = pipeline.resolve_event(uow, args[0], judge_by_rules, self.embedder, NOW)
+                out = resolve_event(uow, args[0], judge_by_rules, self.embedder, NOW)
             elif task == TaskName.SYNC_INDEX:
-                pipeline.sync_user_index(uow, self.index, self.embedder, *args)
+                push_unindexed(uow, MEMORIES, self.index, self.embedder, *args)
                 out = []
             else:
                 raise AssertionError(task)
@@ -152,7 +165,7 @@ def assigned(seq, content, **kw):
 
 def record(h, message, counter):
     with h.store.uow() as uow:
-        out = pipeline.record_event(uow, message, LIMITS, counter)
+        out = record_event(uow, message, LIMITS, counter)
         uow.commit()
     return out
 
@@ -216,7 +229,7 @@ def test_renumbering_gives_up_for_now_when_every_new_seq_is_taken():
 
     h = Harness()
     h.drain(assigned(1, "我不吃香菜"))
-    with pytest.raises(pipeline.SeqContended, match="5 new seqs for u1/s1 were all taken"):
+    with pytest.raises(SeqContended, match="5 new seqs for u1/s1 were all taken"):
         record(h, assigned(1, "生产环境部署端口是8443", event_id="y"), Stuck())
     assert "y" not in h.state.events and "y" not in h.state.receipts
 
@@ -295,7 +308,7 @@ def test_reindex_rebuilds_from_postgres_with_new_model():
     h.drain(turn(2, "我不吃香菜"))
     h.embedder = HashingEmbedder(dim=32)
     h.index = FakeVectorIndex()
-    stats = maintenance.reindex(h.store.uow, h.index, h.embedder)
+    stats = rebuild_collection(h.store.uow, MEMORIES, h.index, h.embedder)
     assert stats == {"indexed": 2, "reembedded": 2}
     assert all(m.embedding_model == "hash-v1-32" and len(m.embedding) == 32 for m in active(h))
     assert h.index.ids("default", "u1") == {m.id for m in active(h)}
@@ -305,7 +318,7 @@ def test_reindex_rebuilds_from_postgres_with_new_model():
 def test_uncommitted_work_is_discarded():
     h = Harness()
     with h.store.uow() as uow:
-        pipeline.record_event(uow, turn(1, "我不吃香菜"), LIMITS)
+        record_event(uow, turn(1, "我不吃香菜"), LIMITS)
         # no commit: as if the task crashed
     assert h.state.events == {}
 
@@ -314,7 +327,7 @@ def test_resume_stalled_redrives_each_stage():
     h = Harness()
     h.run(TaskName.RECORD, (turn(1, "生产环境部署端口是8443"),))
     with h.store.uow() as uow:
-        out = pipeline.resume_stalled(uow, datetime.now(UTC) + timedelta(seconds=1))
+        out = resume_stalled(uow, datetime.now(UTC) + timedelta(seconds=1))
     assert [(f.task, f.args) for f in out] == [("memory.extract", ("e-u1-s1-1",))]
 
 
@@ -322,7 +335,7 @@ def test_resume_stalled_leaves_events_that_reached_their_stage_recently():
     h = Harness()
     h.run(TaskName.RECORD, (turn(1, "生产环境部署端口是8443"),))
     with h.store.uow() as uow:
-        assert pipeline.resume_stalled(uow, datetime.now(UTC) - timedelta(minutes=5)) == []
+        assert resume_stalled(uow, datetime.now(UTC) - timedelta(minutes=5)) == []
 
 
 class FakeLedger:
@@ -351,7 +364,7 @@ def test_resume_stalled_resends_turns_published_but_never_recorded():
     ledger = FakeLedger({"lost": (old_ms, turn(1, "我不吃香菜")), "queued": (new_ms, turn(2, "好的"))})
     h = Harness()
     with h.store.uow() as uow:
-        out = pipeline.resume_stalled(uow, cutoff, ledger)
+        out = resume_stalled(uow, cutoff, ledger)
     assert [(f.task, f.args[0]["content"]) for f in out] == [("memory.record", "我不吃香菜")]
     assert ledger.claimed == ["lost"]
 
@@ -366,7 +379,7 @@ def test_resume_stalled_waits_while_the_queues_hold_a_backlog_unless_far_overdue
     h = Harness()
     h.run(TaskName.RECORD, (turn(2, "生产环境部署端口是8443"),))
     with h.store.uow() as uow:
-        out = pipeline.resume_stalled(uow, now - timedelta(minutes=5), ledger)
+        out = resume_stalled(uow, now - timedelta(minutes=5), ledger)
     # Under a backlog only what is stuck far beyond the grace is re-sent; the event recorded a
     # moment ago and the turn published 10 minutes ago are left to the queues.
     assert [(f.task, f.args[0]["content"]) for f in out] == [("memory.record", "好的")]

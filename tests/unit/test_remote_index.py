@@ -105,7 +105,7 @@ index.upsert([
     IndexPoint("00000000-0000-0000-0000-000000000002", "t1", "alice", [0.0, 1.0], {"status": "active"},
                sparse=sparse_document("coffee")),
 ])
-tasks.container = lambda: SimpleNamespace(index=index)
+tasks.container = lambda: SimpleNamespace(index=lambda kind: index)
 
 class Result:
     def __init__(self, rows): self.rows = rows

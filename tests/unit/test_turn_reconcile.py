@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from shared.events import validate_turn
-from shared.ingest.pipeline import turn_payload
+from shared.indexing.collections import MEMORIES, TURNS
+from shared.indexing.points import turn_payload
+from shared.indexing.reconcile import reconcile_indexes
 from shared.lifecycle import sweeps as lifecycle
 from shared.models import turn_point_id
 from shared.ports import IndexPoint
@@ -27,12 +29,11 @@ def world() -> TurnHarness:
 
 
 def reconcile(h: TurnHarness) -> dict[str, int]:
-    model, dim = h.embedder.model_name, h.embedder.dim
-    return lifecycle.reconcile(h.store.uow, h.index, model, dim, turn_index=h.turns)
+    return reconcile_indexes(h.store.uow, h.indexes, h.embedder)
 
 
 def turn_drift(stats: dict[str, int]) -> dict[str, int]:
-    return {k: stats[k] for k in lifecycle.TURN_DRIFT_KEYS}
+    return {k: stats[k] for k in TURNS.report_keys}
 
 
 def pid(event_id: str, user: str = "u1") -> str:
@@ -61,11 +62,11 @@ def memory_snapshot(h: TurnHarness) -> dict[str, dict[str, dict[str, Any]]]:
 def test_a_clean_world_reports_zero_turn_drift_and_merges_into_the_memory_report():
     h = world()
     stats = reconcile(h)
-    assert turn_drift(stats) == dict.fromkeys(lifecycle.TURN_DRIFT_KEYS, 0)
+    assert turn_drift(stats) == dict.fromkeys(TURNS.report_keys, 0)
     assert stats["turns_users"] == 2 and stats["turns_points"] == 4
-    assert all(stats[k] == 0 for k in lifecycle.DRIFT_KEYS) and stats["users"] == 1  # u2 made no memory
+    assert all(stats[k] == 0 for k in MEMORIES.report_keys) and stats["users"] == 1  # u2 made no memory
     # Without a turn index the report is the memory report alone, as before.
-    plain = lifecycle.reconcile(h.store.uow, h.index, h.embedder.model_name, h.embedder.dim)
+    plain = reconcile_indexes(h.store.uow, {MEMORIES: h.index}, h.embedder)
     assert not any(k.startswith("turns_") for k in plain)
 
 
@@ -86,11 +87,11 @@ def test_missing_extra_and_stale_turn_points_are_repaired_and_a_second_run_finds
     assert STRAY not in h.turns.ids("default", "u1")
     assert h.turns.payloads("default", "u1")[pid("e-u1-s1-2")]["seq"] == 2
     # The memory index is untouched: no memory drift, the very same points.
-    assert all(stats[k] == 0 for k in lifecycle.DRIFT_KEYS)
+    assert all(stats[k] == 0 for k in MEMORIES.report_keys)
     assert memory_snapshot(h) == memories_before
     # Idempotent: a second run repairs nothing.
     again = reconcile(h)
-    assert turn_drift(again) == dict.fromkeys(lifecycle.TURN_DRIFT_KEYS, 0)
+    assert turn_drift(again) == dict.fromkeys(TURNS.report_keys, 0)
     assert again["turns_points"] == 4
     assert memory_snapshot(h) == memories_before
 
@@ -152,10 +153,10 @@ def test_maintain_index_reconciles_the_turn_index_it_is_given():
     h = world()
     h.turns.delete("default", "u2", [pid("e-u2-s1-1", "u2")])
     policy = lifecycle.LifecyclePolicy()
-    out = lifecycle.maintain_index(h.store.uow, h.index, h.embedder, [], policy, turn_index=h.turns)
+    out = lifecycle.maintain_index(h.store.uow, h.indexes, h.embedder, [], policy)
     assert out["reconcile"]["turns_missing"] == 1
     agree(h, "u2")
-    without = lifecycle.maintain_index(h.store.uow, h.index, h.embedder, [], policy)
+    without = lifecycle.maintain_index(h.store.uow, {MEMORIES: h.index}, h.embedder, [], policy)
     assert "turns_missing" not in without["reconcile"]
 
 

@@ -9,11 +9,12 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from sqlalchemy import delete, func, select, update
-from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm import defer
 
 from shared.api_keys import ApiKey
 from shared.models import Memory, MemoryStatus, MemoryType
 from workers.db.mapping import memory_from_row
+from workers.db.session import SessionRepository
 from workers.db.tables import ApiKeyRow, EventRow, HistoryRow, LlmCallRow, MemoryRow
 
 # History actions that mark a memory as made from another (its related_id): a privacy delete of
@@ -25,10 +26,7 @@ def _key(row: ApiKeyRow) -> ApiKey:
     return ApiKey(row.id, row.tenant_id, row.name, row.prefix, row.created_at, row.revoked_at)
 
 
-class SqlApiKeyRepository:
-    def __init__(self, session: Session):
-        self.session = session
-
+class SqlApiKeyRepository(SessionRepository):
     def add(self, key: ApiKey, key_hash: str) -> None:
         self.session.add(
             ApiKeyRow(
@@ -63,10 +61,7 @@ class SqlApiKeyRepository:
         return _key(row) if row else None
 
 
-class SqlCurationRepository:
-    def __init__(self, session: Session):
-        self.session = session
-
+class SqlCurationRepository(SessionRepository):
     def page(
         self,
         tenant_id: str,

@@ -5,14 +5,15 @@ from __future__ import annotations
 from sqlalchemy.orm import Session, sessionmaker
 
 from workers.db.curation import SqlApiKeyRepository, SqlCurationRepository
-from workers.db.repositories import (
+from workers.db.events import SqlEventRepository, SqlReceiptRepository
+from workers.db.lifecycle import SqlLifecycleRepository
+from workers.db.memories import SqlMemoryRepository
+from workers.db.memory_index import SqlMemoryIndexRepository
+from workers.db.records import (
     SqlDeadLetterRepository,
-    SqlEventRepository,
     SqlHistoryRepository,
     SqlLlmCallRepository,
-    SqlMemoryRepository,
     SqlMetaRepository,
-    SqlReceiptRepository,
 )
 
 
@@ -25,6 +26,8 @@ class SqlUnitOfWork:
         self.events = SqlEventRepository(self.session)
         self.receipts = SqlReceiptRepository(self.session)
         self.memories = SqlMemoryRepository(self.session)
+        self.memory_index = SqlMemoryIndexRepository(self.session)
+        self.lifecycle = SqlLifecycleRepository(self.session)
         self.dead_letters = SqlDeadLetterRepository(self.session)
         self.meta = SqlMetaRepository(self.session)
         self.history = SqlHistoryRepository(self.session)

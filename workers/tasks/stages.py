@@ -13,8 +13,18 @@ from typing import Any
 from celery import Task
 
 from shared import keys
-from shared.ingest import pipeline
+from shared.indexing.collections import MEMORIES
+from shared.indexing.reconcile import reconcile_indexes
+from shared.indexing.reindex import rebuild_indexes
+from shared.indexing.sync import push_unindexed
+from shared.ingest import resume
+from shared.ingest.embed import embed_event
+from shared.ingest.extract import extract_event
+from shared.ingest.index import index_event
 from shared.ingest.llm_paths import llm_summarizer
+from shared.ingest.persist import persist_event
+from shared.ingest.record import record_event
+from shared.ingest.resolve import resolve_event
 from shared.lifecycle import maintenance
 from shared.lifecycle import sweeps as lifecycle
 from shared.ports import SparseTerms
@@ -105,7 +115,7 @@ def run_unit(name: str, key: str, work: Callable[[UnitOfWork], list[FollowUp]]) 
 def record(self: Task, message: dict[str, Any]) -> None:
     c = container()
     key = str(message.get("event_id")) if isinstance(message, dict) else "?"
-    run_unit(self.name, key, lambda uow: pipeline.record_event(uow, message, c.limits, c.seq_counter))
+    run_unit(self.name, key, lambda uow: record_event(uow, message, c.limits, c.seq_counter))
     settle_published(c, message)
 
 
@@ -126,7 +136,7 @@ def extract(self: Task, event_id: str) -> None:
     run_unit(
         self.name,
         event_id,
-        lambda uow: pipeline.extract_event(
+        lambda uow: extract_event(
             uow, event_id, threshold, c.clock(), extractor, keep_turns=c.settings.index_turns
         ),
     )
@@ -138,14 +148,14 @@ def embed(self: Task, event_id: str) -> None:
     run_unit(
         self.name,
         event_id,
-        lambda uow: pipeline.embed_event(uow, c.embedder, event_id, keep_turns=c.settings.index_turns),
+        lambda uow: embed_event(uow, c.embedder, event_id, keep_turns=c.settings.index_turns),
     )
 
 
 @app.task(name=TaskName.PERSIST.value, base=PipelineTask, bind=True)
 def persist(self: Task, event_id: str) -> None:
     c = container()
-    run_unit(self.name, event_id, lambda uow: pipeline.persist_event(uow, event_id, c.clock()))
+    run_unit(self.name, event_id, lambda uow: persist_event(uow, event_id, c.clock()))
 
 
 @app.task(name=TaskName.INDEX.value, base=PipelineTask, bind=True)
@@ -154,7 +164,7 @@ def index(self: Task, event_id: str) -> None:
     run_unit(
         self.name,
         event_id,
-        lambda uow: pipeline.index_event(uow, c.index, c.embedder, event_id, c.clock(), c.turn_index),
+        lambda uow: index_event(uow, c.indexes(), c.embedder, event_id),
     )
 
 
@@ -164,16 +174,17 @@ def resolve(self: Task, event_id: str) -> None:
     run_unit(
         self.name,
         event_id,
-        lambda uow: pipeline.resolve_event(uow, event_id, c.judge, c.embedder, c.clock(), c.strategies),
+        lambda uow: resolve_event(uow, event_id, c.judge, c.embedder, c.clock(), c.strategies),
     )
 
 
 @app.task(name=TaskName.SYNC_INDEX.value, base=PipelineTask, bind=True)
-def sync_index(self: Task, tenant_id: str, user_id: str) -> None:
+def push_user_memories(self: Task, tenant_id: str, user_id: str) -> None:
+    """Push one user's changed memories (statuses, merges, edits) to the memory index."""
     c = container()
 
     def work(uow: UnitOfWork) -> list[FollowUp]:
-        pipeline.sync_user_index(uow, c.index, c.embedder, tenant_id, user_id)
+        push_unindexed(uow, MEMORIES, c.index(), c.embedder, tenant_id, user_id)
         return []
 
     run_unit(self.name, f"{tenant_id}/{user_id}", work)
@@ -187,7 +198,7 @@ def delete_points(
     rows are already gone or blank, so a redelivery deletes nothing twice, and reconciliation
     would remove them too, only later."""
     c = container()
-    index = c.turn_index if kind == IndexKind.TURNS else c.index
+    index = c.index(IndexKind.TURNS if kind == IndexKind.TURNS else IndexKind.MEMORIES)
     if index is None:
         return
     index.delete(tenant_id, user_id, list(memory_ids))
@@ -200,7 +211,7 @@ def resume_stalled(self: Task, older_than_s: int = 300) -> None:
     than ``older_than_s`` (keep it above the broker's visibility timeout)."""
     c = container()
     before = c.clock() - timedelta(seconds=older_than_s)
-    run_unit(self.name, "sweep", lambda uow: pipeline.resume_stalled(uow, before, c.ledger))
+    run_unit(self.name, "sweep", lambda uow: resume.resume_stalled(uow, before, c.ledger))
 
 
 @app.task(name=TaskName.DECAY.value, base=PipelineTask, bind=True)
@@ -251,7 +262,7 @@ def archive(self: Task) -> None:
 def push_scores(self: Task) -> None:
     """Payload scores that drifted from Postgres, pushed in batches (on the index queue)."""
     c = container()
-    stats = lifecycle.push_scores(c.uow, c.index, c.lifecycle.score_tolerance)
+    stats = lifecycle.push_scores(c.uow, c.index(), c.lifecycle.score_tolerance)
     log.info("%s: %s", self.name, stats)
 
 
@@ -260,10 +271,7 @@ def reconcile(self: Task) -> None:
     """Repair drift between Postgres and the memory index (missing, extra, stale points), and the
     conversation-log index when turns are indexed."""
     c = container()
-    model, dim = c.embedder.model_name, c.embedder.dim
-    stats = lifecycle.reconcile(
-        c.uow, c.index, model, dim, c.lifecycle.score_tolerance, turn_index=c.turn_index
-    )
+    stats = reconcile_indexes(c.uow, c.indexes(), c.embedder, c.lifecycle.score_tolerance)
     log.info("%s: %s", self.name, stats)
 
 
@@ -283,9 +291,7 @@ def optimize_index(self: Task) -> None:
     until then (42-54 ms at 200k turns, about 5 ms with the graph; docs/benchmarks/latency.md)."""
     c = container()
     started = time.perf_counter()
-    changed = {"memories": c.index.optimize()}
-    if c.turn_index is not None:
-        changed["turns"] = c.turn_index.optimize()
+    changed = {collection.kind.value: index.optimize() for collection, index in c.indexes().items()}
     log.info("%s: changed %s in %.1f s", self.name, changed, time.perf_counter() - started)
 
 
@@ -307,7 +313,7 @@ def search(
     Not late-acked: a search nobody waits for any more must not be redelivered.
     """
     c = container()
-    index = c.turn_index if kind == IndexKind.TURNS else c.index if kind == IndexKind.MEMORIES else None
+    index = c.index(IndexKind(kind)) if kind in {k.value for k in IndexKind} else None
     if index is None:
         raise ValueError(
             f"unknown or disabled index {kind!r}; expected one of {[k.value for k in IndexKind]}"
@@ -326,4 +332,4 @@ def search(
 @app.task(name=TaskName.REINDEX.value, bind=True, ignore_result=False)
 def reindex(self: Task) -> dict[str, int]:
     c = container()
-    return maintenance.rebuild_indexes(c.uow, c.index, c.turn_index, c.embedder)
+    return rebuild_indexes(c.uow, c.indexes(), c.embedder)

@@ -1,0 +1,50 @@
+"""The embed stage: the event's drafts (and, when the conversation log is indexed, the turn)
+embedded in one model call."""
+
+from __future__ import annotations
+
+from shared.ingest.common import load_event, next_step
+from shared.models import EventStage, MemoryStatus, is_redacted
+from shared.ports import Embedder, EmbeddingModelMismatch
+from shared.storage import FollowUp, UnitOfWork
+
+EMBEDDING_MODEL_KEY = "embedding_model"  # meta key: the model every stored vector comes from
+
+
+def check_embedding_model(uow: UnitOfWork, embedder: Embedder) -> None:
+    """Refuse to mix vectors of two models; the first embedding fixes the deployment's model."""
+    stored = uow.meta.get(EMBEDDING_MODEL_KEY)
+    if stored is None:
+        uow.meta.set(EMBEDDING_MODEL_KEY, embedder.model_name)
+    elif stored != embedder.model_name:
+        raise EmbeddingModelMismatch(stored, embedder.model_name)
+
+
+def embed_event(
+    uow: UnitOfWork, embedder: Embedder, event_id: str, keep_turns: bool = False
+) -> list[FollowUp]:
+    """Embed the event's drafts and, with ``keep_turns``, the turn itself (one model call; a draft
+    that is the whole turn shares its vector). A turn without drafts skips ``persist``."""
+    event, stage = load_event(uow, event_id)
+    if stage is not EventStage.EXTRACTED:
+        # A redelivery re-sends the step after this one: persist, or index for a turn without
+        # drafts (it skips persist).
+        return next_step(event_id, stage) if stage in (EventStage.EMBEDDED, EventStage.PERSISTED) else []
+    check_embedding_model(uow, embedder)
+    drafts = [m for m in uow.memories.from_event(event_id) if m.status is MemoryStatus.PENDING]
+    texts = [m.content for m in drafts]
+    turn_text = " ".join(event.content.split())
+    keep_turns = keep_turns and not is_redacted(event)  # blanked by a privacy delete meanwhile
+    if keep_turns and turn_text not in texts:
+        texts.append(turn_text)
+    vectors = embedder.embed_passages(texts) if texts else []
+    by_text = dict(zip(texts, vectors, strict=True))
+    for memory in drafts:
+        memory.embedding = by_text[memory.content]
+        memory.embedding_model = embedder.model_name
+        uow.memories.save(memory)
+    if keep_turns:
+        uow.events.set_turn_vector(event_id, by_text[turn_text], embedder.model_name)
+    new_stage = EventStage.EMBEDDED if drafts else EventStage.PERSISTED
+    uow.events.set_stage(event_id, new_stage.value)
+    return next_step(event_id, new_stage.value)

@@ -1,0 +1,110 @@
+"""The extract stage: the turn scored and its memory drafts written (pending)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+
+from shared.cues import cues_for_memory, entities, lexicon_tags
+from shared.events import TurnPublished, content_hash
+from shared.ingest.common import load_event, next_step
+from shared.ingest.extraction import extract
+from shared.models import (
+    EventStage,
+    Extraction,
+    Memory,
+    MemoryDraft,
+    MemoryStatus,
+    MemoryType,
+    Source,
+    memory_id,
+)
+from shared.storage import FollowUp, UnitOfWork
+
+log = logging.getLogger(__name__)
+
+
+def extract_event(
+    uow: UnitOfWork,
+    event_id: str,
+    threshold: float,
+    now: datetime,
+    extractor: Callable[[TurnPublished, float], Extraction] = extract,
+    keep_turns: bool = False,
+) -> list[FollowUp]:
+    """Score the turn and write its memory drafts (pending). A turn with no memory is done here,
+    unless ``keep_turns``: then it goes on to be embedded for the conversation-log index."""
+    event, stage = load_event(uow, event_id)
+    if stage is not EventStage.RECORDED:
+        return next_step(event_id, stage) if stage is EventStage.EXTRACTED else []
+    extraction = honour_explicit(event, extractor(event, threshold), threshold)
+    source = Source(event.event_id, event.session_id, event.seq, event.at.isoformat()).to_dict()
+    for i, draft in enumerate(extraction.drafts):
+        uow.memories.add(
+            Memory(
+                id=memory_id(event.tenant_id, event.user_id, event.event_id, i),
+                tenant_id=event.tenant_id,
+                user_id=event.user_id,
+                type=draft.type,
+                content=draft.content,
+                importance=draft.importance,
+                status=MemoryStatus.PENDING,
+                created_at=event.at,
+                updated_at=now,
+                last_accessed_at=event.at,
+                score=draft.importance,
+                tags=list(draft.tags),
+                entities=list(draft.entities),
+                cues=list(draft.cues),
+                sources=[source],
+                content_hash=memory_hash(draft.type.value, draft.content),
+                version=0,
+                slot=draft.slot,
+                due_at=draft.due_at,
+            )
+        )
+    done = not extraction.drafts and not keep_turns
+    new_stage = EventStage.DONE if done else EventStage.EXTRACTED
+    uow.events.set_stage(
+        event_id, new_stage.value, importance=extraction.importance, reasons=extraction.reasons
+    )
+    log.info(
+        "event %s extracted: importance %.1f, %d memories",
+        event_id,
+        extraction.importance,
+        len(extraction.drafts),
+    )
+    return next_step(event_id, new_stage.value)
+
+
+def honour_explicit(event: TurnPublished, extraction: Extraction, threshold: float) -> Extraction:
+    """An explicit write (the agent tool `remember`, metadata {"remember": true, "kind": ...}) is kept
+    whatever its score, as the kind it names."""
+    if event.metadata.get("remember") is not True:
+        return extraction
+    kind = event.metadata.get("kind")
+    memory_type = MemoryType(kind) if kind in {t.value for t in MemoryType} else None
+    drafts = extraction.drafts or extract(event, 0.0).drafts
+    if not drafts:  # nothing the rules recognise: keep the statement itself
+        content = " ".join(event.content.split())[:300]
+        drafts = (
+            MemoryDraft(
+                type=memory_type or MemoryType.FACT,
+                content=content,
+                importance=threshold,
+                tags=lexicon_tags(content),
+                entities=entities(content),
+                cues=cues_for_memory(content, lexicon_tags(content), entities(content)),
+            ),
+        )
+    kept = tuple(
+        replace(d, importance=max(d.importance, threshold), type=memory_type or d.type) for d in drafts
+    )
+    return Extraction(max(extraction.importance, threshold), kept, (*extraction.reasons, "explicit"))
+
+
+def memory_hash(memory_type: str, content: str) -> str:
+    """The one definition of a memory's content hash (an exact repeat has the same one)."""
+    return content_hash(memory_type, " ".join(content.split()).lower())

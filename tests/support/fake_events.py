@@ -1,0 +1,181 @@
+"""Fakes of the event log and the receipts (``workers/db/events.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from shared.events import TurnPublished
+from shared.storage import Receipt, StoredEvent, TurnState
+from tests.support.fake_state import FakeRepository
+
+
+class FakeEventRepository(FakeRepository):
+    def insert_if_absent(self, event: TurnPublished, stage: str) -> bool:
+        if event.event_id in self.s.events or self.at_seq(*event.conversation, event.seq) is not None:
+            return False
+        self.s.events[event.event_id] = {
+            "event": event, "stage": stage, "importance": None, "stage_at": datetime.now(UTC)
+        }  # fmt: skip
+        self.s.received[event.event_id] = len(self.s.received)
+        return True
+
+    def get(self, event_id: str) -> StoredEvent | None:
+        row = self.s.events.get(event_id)
+        return StoredEvent(row["event"], row["stage"], row["importance"]) if row else None
+
+    def at_seq(self, tenant_id: str, user_id: str, session_id: str, seq: int) -> StoredEvent | None:
+        for row in self.s.events.values():
+            e = row["event"]
+            if e.conversation == (tenant_id, user_id, session_id) and e.seq == seq:
+                return StoredEvent(e, row["stage"], row["importance"])
+        return None
+
+    def max_seq(self, tenant_id: str, user_id: str, session_id: str) -> int:
+        seqs = [
+            r["event"].seq
+            for r in self.s.events.values()
+            if r["event"].conversation == (tenant_id, user_id, session_id)
+        ]
+        return max(seqs, default=0)
+
+    def set_stage(
+        self, event_id: str, stage: str, *, importance: float | None = None, reasons: Sequence[str] = ()
+    ) -> None:
+        self.s.events[event_id]["stage"] = stage
+        self.s.events[event_id]["stage_at"] = datetime.now(UTC)
+        if importance is not None:
+            self.s.events[event_id]["importance"] = importance
+
+    def timeline(self, tenant_id: str, user_id: str, session_id: str) -> list[StoredEvent]:
+        rows = [
+            r for r in self.s.events.values() if r["event"].conversation == (tenant_id, user_id, session_id)
+        ]
+        return [
+            StoredEvent(r["event"], r["stage"], r["importance"])
+            for r in sorted(rows, key=lambda r: r["event"].seq)
+        ]
+
+    def recent(
+        self, tenant_id: str, user_id: str, limit: int, session_id: str | None = None
+    ) -> list[StoredEvent]:
+        rows = [
+            r
+            for r in self.s.events.values()
+            if r["event"].tenant_id == tenant_id
+            and r["event"].user_id == user_id
+            and (session_id is None or r["event"].session_id == session_id)
+        ]
+        rows.sort(key=lambda r: (r["event"].at, r["event"].seq), reverse=True)
+        return [StoredEvent(r["event"], r["stage"], r["importance"]) for r in rows[:limit]]
+
+    def stages(self, event_ids: Sequence[str]) -> dict[str, str]:
+        return {i: self.s.events[i]["stage"] for i in event_ids if i in self.s.events}
+
+    def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
+        rows = [self.s.events[i] for i in event_ids if i in self.s.events]
+        return [
+            StoredEvent(r["event"], r["stage"], r["importance"])
+            for r in rows
+            if r["event"].tenant_id == tenant_id and r["event"].user_id == user_id
+        ]
+
+    def in_window(self, tenant_id, user_id, start, end, limit) -> list[StoredEvent]:
+        rows = [
+            r
+            for r in self.s.events.values()
+            if (r["event"].tenant_id, r["event"].user_id) == (tenant_id, user_id)
+            and start <= r["event"].at < end
+        ]
+        rows.sort(key=lambda r: (-r["event"].at.timestamp(), r["event"].event_id))
+        return [StoredEvent(r["event"], r["stage"], r["importance"]) for r in rows[:limit]]
+
+    def redact(self, tenant_id, user_id, event_ids) -> list[tuple[str, str]]:
+        import dataclasses
+
+        out = []
+        for i in event_ids:
+            row = self.s.events.get(i)
+            if row is None or (row["event"].tenant_id, row["event"].user_id) != (tenant_id, user_id):
+                continue
+            row["event"] = dataclasses.replace(row["event"], content="", metadata={"redacted": True})
+            row.update(embedding=None, embedding_model=None, turn_indexed=True)
+            out.append((i, row["event"].session_id))
+        return sorted(out)
+
+    def set_turn_vector(self, event_id: str, vector: Sequence[float], model: str) -> None:
+        row = self.s.events[event_id]
+        row.update(embedding=list(vector), embedding_model=model, turn_indexed=False)
+
+    def turns_to_index(self, tenant_id, user_id, limit, after_event_id=""):
+        rows = sorted(
+            (i, r)
+            for i, r in self.s.events.items()
+            if r.get("embedding") is not None
+            and not r.get("turn_indexed")
+            and i > after_event_id
+            and (r["event"].tenant_id, r["event"].user_id) == (tenant_id, user_id)
+        )
+        return [(r["event"], list(r["embedding"]), r["embedding_model"]) for _, r in rows[:limit]]
+
+    def mark_turns_indexed(self, event_ids: Sequence[str], indexed: bool = True) -> None:
+        for i in event_ids:
+            if i in self.s.events:
+                self.s.events[i]["turn_indexed"] = indexed
+
+    def page_turns(self, after_event_id, limit):
+        rows = sorted((i, r) for i, r in self.s.events.items() if i > after_event_id)[:limit]
+        return [(r["event"], r.get("embedding"), r.get("embedding_model")) for _, r in rows]
+
+    def reset_turns_indexed(self) -> None:
+        for r in self.s.events.values():
+            r["turn_indexed"] = False
+
+    def _user_rows(self, tenant_id: str, user_id: str) -> list[tuple[str, dict[str, Any]]]:
+        return sorted(
+            (i, r)
+            for i, r in self.s.events.items()
+            if (r["event"].tenant_id, r["event"].user_id) == (tenant_id, user_id)
+        )
+
+    def turn_states(self, tenant_id: str, user_id: str) -> list[TurnState]:
+        return [
+            TurnState(
+                r["event"],
+                r["stage"],
+                r.get("embedding_model") if r.get("embedding") is not None else None,
+                bool(r.get("turn_indexed")),
+            )
+            for _, r in self._user_rows(tenant_id, user_id)
+        ]
+
+    def turn_vectors(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> dict[str, list[float]]:
+        wanted = set(event_ids)
+        return {
+            i: list(r["embedding"])
+            for i, r in self._user_rows(tenant_id, user_id)
+            if i in wanted and r.get("embedding") is not None
+        }
+
+    def users_page(self, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+        pairs = sorted({(r["event"].tenant_id, r["event"].user_id) for r in self.s.events.values()})
+        return [p for p in pairs if after is None or p > after][:limit]
+
+    def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
+        rows = [(r["stage_at"], i, r["stage"]) for i, r in self.s.events.items() if r["stage"] != "done"]
+        return [(i, stage) for at, i, stage in sorted(rows) if at < stuck_before][:limit]
+
+
+class FakeReceiptRepository(FakeRepository):
+    def add_if_absent(self, receipt: Receipt) -> bool:
+        if receipt.event_id in self.s.receipts:
+            return False
+        self.s.receipts[receipt.event_id] = receipt
+        return True
+
+    def get_many(self, event_ids: Sequence[str]) -> dict[str, Receipt]:
+        return {i: self.s.receipts[i] for i in event_ids if i in self.s.receipts}
+
+    def rejected(self, limit: int = 100) -> list[Receipt]:
+        return [r for r in self.s.receipts.values() if r.outcome == "rejected"][:limit]

@@ -1,0 +1,303 @@
+"""The event log (every recorded turn, its stage and, for the conversation-log index, its vector)
+and the receipts that say what became of each published turn."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import undefer
+
+from shared.events import TurnPublished
+from shared.storage import (
+    Receipt,
+    StoredEvent,
+    TurnRow,
+    TurnState,
+)
+from workers.db.mapping import event_from_row
+from workers.db.session import SessionRepository
+from workers.db.tables import (
+    EventRow,
+    ReceiptRow,
+)
+
+REDACTED_HASH = "redacted"  # not a hash of anything: a replay of the original is refused, not merged
+
+
+class SqlEventRepository(SessionRepository):
+    def insert_if_absent(self, event: TurnPublished, stage: str) -> bool:
+        stmt = (
+            insert(EventRow)
+            .values(
+                event_id=event.event_id,
+                tenant_id=event.tenant_id,
+                user_id=event.user_id,
+                session_id=event.session_id,
+                seq=event.seq,
+                role=event.role.value,
+                content=event.content,
+                content_hash=event.content_hash,
+                at=event.at,
+                metadata=event.metadata,
+                stage=stage,
+                extraction_reasons=[],
+            )
+            # No conflict target: a taken event id and a taken (conversation, seq) slot both mean
+            # "not inserted"; the caller tells duplicates from conflicts by re-reading the slot.
+            .on_conflict_do_nothing()
+            .returning(EventRow.event_id)
+        )
+        return self.session.execute(stmt).first() is not None
+
+    def get(self, event_id: str) -> StoredEvent | None:
+        row = self.session.get(EventRow, event_id)
+        return event_from_row(row) if row else None
+
+    def at_seq(self, tenant_id: str, user_id: str, session_id: str, seq: int) -> StoredEvent | None:
+        row = self.session.scalars(
+            select(EventRow).where(
+                EventRow.tenant_id == tenant_id,
+                EventRow.user_id == user_id,
+                EventRow.session_id == session_id,
+                EventRow.seq == seq,
+            )
+        ).first()
+        return event_from_row(row) if row else None
+
+    def max_seq(self, tenant_id: str, user_id: str, session_id: str) -> int:
+        # The (tenant, user, session, seq) unique index answers this with one index probe.
+        found = self.session.scalar(
+            select(func.max(EventRow.seq)).where(
+                EventRow.tenant_id == tenant_id,
+                EventRow.user_id == user_id,
+                EventRow.session_id == session_id,
+            )
+        )
+        return int(found or 0)
+
+    def set_stage(
+        self, event_id: str, stage: str, *, importance: float | None = None, reasons: Sequence[str] = ()
+    ) -> None:
+        values: dict[str, object] = {"stage": stage, "stage_at": func.now()}
+        if importance is not None:
+            values["importance"] = importance
+            values["extraction_reasons"] = list(reasons)
+        if stage == "done":
+            values["done_at"] = func.now()
+        self.session.execute(update(EventRow).where(EventRow.event_id == event_id).values(**values))
+
+    def timeline(self, tenant_id: str, user_id: str, session_id: str) -> list[StoredEvent]:
+        rows = self.session.scalars(
+            select(EventRow)
+            .where(
+                EventRow.tenant_id == tenant_id,
+                EventRow.user_id == user_id,
+                EventRow.session_id == session_id,
+            )
+            .order_by(EventRow.seq)
+        )
+        return [event_from_row(r) for r in rows]
+
+    def recent(
+        self, tenant_id: str, user_id: str, limit: int, session_id: str | None = None
+    ) -> list[StoredEvent]:
+        stmt = select(EventRow).where(EventRow.tenant_id == tenant_id, EventRow.user_id == user_id)
+        if session_id is not None:
+            stmt = stmt.where(EventRow.session_id == session_id)
+        rows = self.session.scalars(stmt.order_by(EventRow.at.desc(), EventRow.seq.desc()).limit(limit))
+        return [event_from_row(r) for r in rows]
+
+    def stages(self, event_ids: Sequence[str]) -> dict[str, str]:
+        if not event_ids:
+            return {}
+        rows = self.session.execute(
+            select(EventRow.event_id, EventRow.stage).where(EventRow.event_id.in_(list(event_ids)))
+        )
+        return {r.event_id: r.stage for r in rows}
+
+    def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
+        if not event_ids:
+            return []
+        rows = self.session.scalars(
+            select(EventRow).where(
+                EventRow.tenant_id == tenant_id,
+                EventRow.user_id == user_id,
+                EventRow.event_id.in_(list(event_ids)),
+            )
+        )
+        return [event_from_row(r) for r in rows]
+
+    def in_window(
+        self, tenant_id: str, user_id: str, start: datetime, end: datetime, limit: int
+    ) -> list[StoredEvent]:
+        rows = self.session.scalars(
+            select(EventRow)
+            .where(
+                EventRow.tenant_id == tenant_id,
+                EventRow.user_id == user_id,
+                EventRow.at >= start,
+                EventRow.at < end,
+            )
+            .order_by(EventRow.at.desc(), EventRow.event_id)
+            .limit(limit)
+        )  # ix_events_user_at
+        return [event_from_row(r) for r in rows]
+
+    def redact(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[tuple[str, str]]:
+        if not event_ids:
+            return []
+        rows = self.session.execute(
+            update(EventRow)
+            .where(
+                EventRow.tenant_id == tenant_id,
+                EventRow.user_id == user_id,
+                EventRow.event_id.in_(list(event_ids)),
+            )
+            .values(
+                content="",
+                content_hash=REDACTED_HASH,
+                metadata_={"redacted": True},
+                embedding=None,
+                embedding_model=None,
+                turn_indexed=True,  # nothing to index: reconciliation must not look for a point
+            )
+            .returning(EventRow.event_id, EventRow.session_id)
+        )
+        return sorted((r.event_id, r.session_id) for r in rows)
+
+    def set_turn_vector(self, event_id: str, vector: Sequence[float], model: str) -> None:
+        self.session.execute(
+            update(EventRow)
+            .where(EventRow.event_id == event_id)
+            .values(embedding=list(vector), embedding_model=model, turn_indexed=False)
+        )
+
+    def turns_to_index(
+        self, tenant_id: str, user_id: str, limit: int, after_event_id: str = ""
+    ) -> list[TurnRow]:
+        rows = self.session.scalars(
+            select(EventRow)
+            .options(undefer(EventRow.embedding))
+            .where(
+                EventRow.tenant_id == tenant_id,
+                EventRow.user_id == user_id,
+                EventRow.embedding.is_not(None),
+                EventRow.turn_indexed.is_(False),
+                EventRow.event_id > after_event_id,
+            )
+            .order_by(EventRow.event_id)
+            .limit(limit)
+        )
+        return [(event_from_row(r).event, list(r.embedding or []), r.embedding_model or "") for r in rows]
+
+    def mark_turns_indexed(self, event_ids: Sequence[str], indexed: bool = True) -> None:
+        if event_ids:
+            self.session.execute(
+                update(EventRow).where(EventRow.event_id.in_(list(event_ids))).values(turn_indexed=indexed)
+            )
+
+    def page_turns(self, after_event_id: str, limit: int) -> list[TurnRow]:
+        rows = self.session.scalars(
+            select(EventRow)
+            .options(undefer(EventRow.embedding))
+            .where(EventRow.event_id > after_event_id)
+            .order_by(EventRow.event_id)
+            .limit(limit)
+        )
+        return [
+            (event_from_row(r).event, list(r.embedding) if r.embedding else None, r.embedding_model)
+            for r in rows
+        ]
+
+    def reset_turns_indexed(self) -> None:
+        self.session.execute(update(EventRow).values(turn_indexed=False))
+
+    def turn_states(self, tenant_id: str, user_id: str) -> list[TurnState]:
+        rows = self.session.execute(
+            select(EventRow, EventRow.embedding.is_not(None).label("has_embedding"))
+            .where(EventRow.tenant_id == tenant_id, EventRow.user_id == user_id)
+            .order_by(EventRow.event_id)
+        )
+        return [
+            TurnState(
+                event=event_from_row(row).event,
+                stage=row.stage,
+                embedding_model=(row.embedding_model or "") if has_embedding else None,
+                turn_indexed=bool(row.turn_indexed),
+            )
+            for row, has_embedding in rows
+        ]
+
+    def turn_vectors(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> dict[str, list[float]]:
+        if not event_ids:
+            return {}
+        rows = self.session.execute(
+            select(EventRow.event_id, EventRow.embedding).where(
+                EventRow.tenant_id == tenant_id,
+                EventRow.user_id == user_id,
+                EventRow.event_id.in_(list(event_ids)),
+                EventRow.embedding.is_not(None),
+            )
+        )
+        return {r.event_id: list(r.embedding) for r in rows}
+
+    def users_page(self, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+        return self._users_after(EventRow, after, limit)
+
+    def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
+        rows = self.session.execute(
+            select(EventRow.event_id, EventRow.stage)
+            .where(EventRow.stage != "done", EventRow.stage_at < stuck_before)
+            .order_by(EventRow.stage_at, EventRow.event_id)
+            .limit(limit)
+        )
+        return [(r.event_id, r.stage) for r in rows]
+
+
+class SqlReceiptRepository(SessionRepository):
+    def add_if_absent(self, receipt: Receipt) -> bool:
+        stmt = (
+            insert(ReceiptRow)
+            .values(
+                event_id=receipt.event_id,
+                tenant_id=receipt.tenant_id,
+                user_id=receipt.user_id,
+                outcome=receipt.outcome,
+                canonical_event_id=receipt.canonical_event_id,
+                reason=receipt.reason,
+                payload=receipt.payload,
+            )
+            .on_conflict_do_nothing(index_elements=[ReceiptRow.event_id])
+            .returning(ReceiptRow.event_id)
+        )
+        return self.session.execute(stmt).first() is not None
+
+    def get_many(self, event_ids: Sequence[str]) -> dict[str, Receipt]:
+        if not event_ids:
+            return {}
+        rows = self.session.scalars(select(ReceiptRow).where(ReceiptRow.event_id.in_(list(event_ids))))
+        return {r.event_id: _receipt(r) for r in rows}
+
+    def rejected(self, limit: int = 100) -> list[Receipt]:
+        rows = self.session.scalars(
+            select(ReceiptRow)
+            .where(ReceiptRow.outcome == "rejected")
+            .order_by(ReceiptRow.received_at)
+            .limit(limit)
+        )
+        return [_receipt(r) for r in rows]
+
+
+def _receipt(row: ReceiptRow) -> Receipt:
+    return Receipt(
+        event_id=row.event_id,
+        tenant_id=row.tenant_id,
+        user_id=row.user_id,
+        outcome=row.outcome,  # type: ignore[arg-type]
+        canonical_event_id=row.canonical_event_id,
+        reason=row.reason,
+        payload=row.payload,
+    )

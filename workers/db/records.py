@@ -1,0 +1,117 @@
+"""Append-only records (memory history, LLM calls, dead letters) and the meta key-value table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert
+
+from shared.storage import (
+    DeadLetter,
+    HistoryEntry,
+)
+from workers.db.session import SessionRepository
+from workers.db.tables import (
+    DeadLetterRow,
+    HistoryRow,
+    LlmCallRow,
+    MetaRow,
+)
+
+
+class SqlHistoryRepository(SessionRepository):
+    def add(self, entry: HistoryEntry) -> None:
+        self.session.add(
+            HistoryRow(
+                memory_id=entry.memory_id,
+                tenant_id=entry.tenant_id,
+                user_id=entry.user_id,
+                action=entry.action,
+                related_id=entry.related_id,
+                reason=entry.reason,
+                judge=entry.judge,
+                event_id=entry.event_id,
+                at=entry.at,
+                details=entry.details,
+            )
+        )
+
+    def for_memories(self, tenant_id: str, user_id: str, memory_ids: Sequence[str]) -> list[HistoryEntry]:
+        if not memory_ids:
+            return []
+        rows = self.session.scalars(
+            select(HistoryRow)
+            .where(
+                HistoryRow.memory_id.in_(list(memory_ids)),
+                HistoryRow.tenant_id == tenant_id,
+                HistoryRow.user_id == user_id,
+            )
+            .order_by(HistoryRow.at, HistoryRow.id)
+        )
+        return [
+            HistoryEntry(
+                memory_id=r.memory_id,
+                tenant_id=r.tenant_id,
+                user_id=r.user_id,
+                action=r.action,
+                reason=r.reason,
+                judge=r.judge,
+                at=r.at,
+                related_id=r.related_id,
+                event_id=r.event_id,
+                details=dict(r.details or {}),
+            )
+            for r in rows
+        ]
+
+
+class SqlLlmCallRepository(SessionRepository):
+    def add(self, usage: Any, event_id: str | None) -> None:
+        self.session.add(
+            LlmCallRow(
+                operation=str(usage.operation),
+                model=usage.model,
+                prompt_tokens=int(usage.prompt_tokens or 0),
+                completion_tokens=int(usage.completion_tokens or 0),
+                ok=bool(usage.ok),
+                error=usage.error,
+                latency_ms=float(usage.latency_ms or 0.0),
+                event_id=event_id,
+            )
+        )
+
+
+class SqlDeadLetterRepository(SessionRepository):
+    def add(self, letter: DeadLetter) -> None:
+        self.session.add(
+            DeadLetterRow(
+                task_name=letter.task_name,
+                task_id=letter.task_id,
+                event_id=letter.event_id,
+                args=letter.args,
+                reason=letter.reason,
+                deliveries=letter.deliveries,
+            )
+        )
+
+    def for_events(self, event_ids: Sequence[str]) -> dict[str, str]:
+        if not event_ids:
+            return {}
+        rows = self.session.execute(
+            select(DeadLetterRow.event_id, DeadLetterRow.reason).where(
+                DeadLetterRow.event_id.in_(list(event_ids)), DeadLetterRow.replayed_at.is_(None)
+            )
+        )
+        return {r.event_id: r.reason for r in rows}
+
+
+class SqlMetaRepository(SessionRepository):
+    def get(self, key: str) -> str | None:
+        row = self.session.get(MetaRow, key)
+        return row.value if row else None
+
+    def set(self, key: str, value: str) -> None:
+        stmt = insert(MetaRow).values(key=key, value=value)
+        self.session.execute(stmt.on_conflict_do_update(index_elements=[MetaRow.key], set_={"value": value}))
