@@ -28,10 +28,9 @@ from producers.publisher import Publisher, make_broker_app
 from shared.events import InvalidEvent
 from shared.queues import ROUTES, TaskName
 from shared.settings import Settings
-from tests.conftest import wait_until
 from tests.support.api import api_settings, build_env, error_of
-from tests.support.services import memory_snapshot, table_counts, wait_processed
-from tests.unit.test_bad_input import FIELDS, GOOD, INJECTIONS, nested, value_for
+from tests.support.hostile_input import FIELDS, GOOD, INJECTIONS, nested, value_for
+from tests.support.services import memory_snapshot, table_counts, wait_processed, wait_until
 from workers.bootstrap import build_container
 from workers.failures import dead_letter
 

@@ -4,7 +4,7 @@ Two publisher threads publish at a steady rate (``CUEMEM_LOAD_RATE`` events/s in
 ``CUEMEM_LOAD_SECONDS`` while two threads call ``recall_for`` in a loop for the users being
 written, against real workers (the pipeline worker with 2 processes and the index owner) on the
 machine's Postgres and Redis. The test then asserts what the fault tests assert
-(``check_exactly_once``, ``check_index_matches`` of ``tests/faults/test_faults.py``) and that
+(``check_exactly_once``, ``check_index_matches`` of ``tests/support/faults.py``) and that
 the queues drain. The rates and the recall latency are measured and printed in one
 ``LOAD-REPORT {json}`` line (``pytest -rP`` shows it; docs/BENCHMARKS.md quotes the last run);
 nothing is asserted on wall-clock time.
@@ -28,9 +28,7 @@ import redis
 from service.operations.recall import recall_for
 from shared.queues import Queue
 from shared.settings import Settings
-from tests.conftest import wait_until
-from tests.e2e.test_pipeline_e2e import make_turns
-from tests.faults.test_faults import (
+from tests.support.faults import (
     LONG,
     Ingest,
     Workers,
@@ -39,6 +37,8 @@ from tests.faults.test_faults import (
     done_count,
     finish,
 )
+from tests.support.services import wait_until
+from tests.support.workload import make_turns
 from workers.bootstrap import build_container
 
 # Events/s in all (two publisher threads): what 2 worker processes plus the index owner kept up

@@ -367,8 +367,7 @@ def test_recall_reinforces_through_a_real_worker_without_waiting(it_settings: Se
     """recall_for answers at once; the memory.reinforce task a worker runs counts the use."""
     from producers.publisher import Publisher
     from service.operations.recall import recall_for
-    from tests.conftest import wait_until
-    from tests.support.services import wait_processed
+    from tests.support.services import wait_processed, wait_until
 
     settings = it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 16})
     c = build_container(settings)

@@ -10,6 +10,16 @@ from workers.bootstrap import Container
 from workers.runtime.processes import WorkerProcess, check_alive
 
 
+def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.25) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` seconds passed; whether it held."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
 def wait_processed(
     c: Container,
     event_ids: Sequence[str],

@@ -10,30 +10,7 @@ from shared.lifecycle import maintenance
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES, MemoryStatus, turn_point_id
 from shared.queues import TaskName
 from shared.recall.engine import RecallRequest, recall
-from tests.unit.test_pipeline import LIMITS, NOW, Harness, turn
-
-CHAT = "lol we saw a red fox near the old mill by the river"  # chit-chat: below the threshold
-
-
-class TurnHarness(Harness):
-    """The pipeline with the conversation log indexed, as the workers run it by default."""
-
-    def __init__(self) -> None:
-        super().__init__(turns=True)
-        assert self.turns is not None
-
-
-def ask(h, query, *, user="u1", k=5, statuses=RECALLABLE_STATUSES, reranker=None):
-    with h.store.uow() as uow:
-        return recall(
-            uow,
-            RecallRequest("default", user, query, now=NOW + timedelta(days=1), k=k, statuses=statuses),
-            embedder=h.embedder,
-            index=h.index,
-            working_memory=None,
-            turn_index=h.turns,
-            reranker=reranker,
-        )
+from tests.support.pipeline import CHAT, LIMITS, NOW, TurnHarness, ask, turn
 
 
 def test_a_turn_that_made_no_memory_is_embedded_indexed_and_done():

@@ -3,19 +3,8 @@ isolation. Extraction is the real rule-based one; the embedder is deterministic 
 
 from datetime import timedelta
 
-from shared.recall.engine import RecallRequest, rarity, recall, time_windows
-from tests.unit.test_pipeline import NOW, Harness, turn
-
-
-def ask(h, query, *, user="u1", now=None, k=5):
-    with h.store.uow() as uow:
-        return recall(
-            uow,
-            RecallRequest("default", user, query, now=now or NOW + timedelta(days=1), k=k),
-            embedder=h.embedder,
-            index=h.index,
-            working_memory=None,
-        )
+from shared.recall.engine import rarity, time_windows
+from tests.support.pipeline import NOW, Harness, ask, turn
 
 
 def test_rarity_discounts_cues_every_memory_holds():
