@@ -1,0 +1,26 @@
+"""Fixtures of the contract tier: every VectorIndex implementation, blank or ensured."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from shared.ports import VectorIndex
+from tests.support.index_points import DIM, FACTORIES, MODEL
+
+
+@pytest.fixture(params=sorted(FACTORIES))
+def blank(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorIndex]:
+    """An index that was never ensured, of each implementation in turn."""
+    index = FACTORIES[request.param](tmp_path)
+    yield index
+    index.close()
+
+
+@pytest.fixture
+def index(blank: VectorIndex) -> VectorIndex:
+    """An index ensured for DIM dimensions of MODEL."""
+    blank.ensure(DIM, MODEL)
+    return blank
