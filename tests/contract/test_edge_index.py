@@ -9,7 +9,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -26,13 +25,12 @@ from tests.support.index_points import (
     pid,
     point,
 )
+from tests.support.processes import python_json
 from workers.index import UNRECORDED
 from workers.index.edge import EdgeVectorIndex
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
 
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # ---- embedded engine: ownership and persistence ---------------------------------------------------
 
@@ -52,20 +50,7 @@ finally:
 
 
 def _probe_other_process(path: Path) -> dict[str, object]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO_ROOT,
-        timeout=60,
-        check=True,
-    )
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, object] = python_json(_PROBE, str(path), timeout=60)
     return result
 
 

@@ -25,6 +25,7 @@ from shared.ports import IndexPoint
 from shared.scoring import DecayPolicy, score
 from shared.settings import Settings
 from tests.support.fakes import FakeStore
+from tests.support.services import hash_cli_env
 from workers.bootstrap import Container, build_container
 from workers.redis.beat_lock import BeatLock, BeatLockHeld, LockedScheduler
 
@@ -204,17 +205,6 @@ def test_score_push_reaches_the_payloads_in_batches(c, clean_db):
 # --- the CLI: maintain and restore ------------------------------------------------------------
 
 
-def _cli_env(settings: Settings) -> dict[str, str]:
-    return {
-        "CUEMEM_DATABASE_URL": str(settings.database_url),
-        "CUEMEM_BROKER_URL": str(settings.broker_url),
-        "CUEMEM_REDIS_URL": str(settings.redis_url),
-        "CUEMEM_EMBEDDER": "hash",
-        "CUEMEM_EMBEDDING_DIM": "16",
-        "CUEMEM_DATA_DIR": str(settings.data_dir),
-    }
-
-
 def test_cli_maintain_then_restore_round_trip(c, settings, clean_db):
     memories = [_memory(i, days=2, user="rc") for i in range(1, 13)]
     task = _memory(99, days=2, due_in_days=-1, user="rc")  # 99 % 6: a task, due yesterday
@@ -223,7 +213,7 @@ def test_cli_maintain_then_restore_round_trip(c, settings, clean_db):
     _index_all(c, {"rc"})
     c.close()  # the CLI opens the embedded index itself
     runner = CliRunner()
-    env = _cli_env(settings)
+    env = hash_cli_env(settings)
     later = (NOW + timedelta(days=365)).isoformat()
 
     first = runner.invoke(cli_app, ["maintain", "--now", later], env=env)
