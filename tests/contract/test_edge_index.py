@@ -10,6 +10,7 @@ import multiprocessing
 import os
 import shutil
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -56,8 +57,7 @@ def _probe_other_process(path: Path) -> dict[str, object]:
 
 def test_edge_second_process_is_refused_and_owner_keeps_working(tmp_path: Path) -> None:
     path = tmp_path / "shard"
-    owner = EdgeVectorIndex(path)
-    try:
+    with closing(EdgeVectorIndex(path)) as owner:
         owner.ensure(DIM, MODEL)
         owner.upsert([point(1, basis(0))])
 
@@ -69,8 +69,6 @@ def test_edge_second_process_is_refused_and_owner_keeps_working(tmp_path: Path) 
         # The refused attempt never touched the shard, so the owner's next flush still works.
         owner.upsert([point(2, basis(1))])
         assert owner.ids(TENANT, USER) == {pid(1), pid(2)}
-    finally:
-        owner.close()
 
     assert _probe_other_process(path) == {"count": 2, "ids": [pid(1), pid(2)]}
 
@@ -89,15 +87,12 @@ def test_edge_second_instance_in_same_process_is_refused(tmp_path: Path) -> None
 
 def test_edge_opens_lazily_and_close_releases(tmp_path: Path) -> None:
     path = tmp_path / "shard"
-    idle = EdgeVectorIndex(path)  # constructed, never used: must not own anything yet
-    try:
+    with closing(EdgeVectorIndex(path)) as idle:  # constructed, never used: must not own anything yet
         writer = EdgeVectorIndex(path)
         writer.ensure(DIM, MODEL)
         writer.upsert([point(1, basis(0))])
         writer.close()
         assert idle.ids(TENANT, USER) == {pid(1)}
-    finally:
-        idle.close()
 
 
 def test_edge_data_and_model_persist_across_reopen(tmp_path: Path) -> None:
@@ -108,8 +103,7 @@ def test_edge_data_and_model_persist_across_reopen(tmp_path: Path) -> None:
     first.delete(TENANT, USER, [pid(2)])
     first.close()
 
-    second = EdgeVectorIndex(path)
-    try:
+    with closing(EdgeVectorIndex(path)) as second:
         # No ensure(): a reopened shard serves reads and writes with the recorded dim.
         assert [h.id for h in second.search(TENANT, USER, basis(0), limit=5)] == [pid(1)]
         with pytest.raises(ValueError, match="dimensions"):
@@ -118,16 +112,13 @@ def test_edge_data_and_model_persist_across_reopen(tmp_path: Path) -> None:
             second.ensure(DIM, OTHER_MODEL)
         second.ensure(DIM, MODEL)
         assert second.count() == 1
-    finally:
-        second.close()
     assert json.loads((tmp_path / "shard.meta.json").read_text()) == {"model": MODEL, "dim": DIM}
 
 
 def test_edge_shard_without_meta_is_adopted_only_when_empty(tmp_path: Path) -> None:
     path = tmp_path / "shard"
     meta = tmp_path / "shard.meta.json"
-    index = EdgeVectorIndex(path)
-    try:
+    with closing(EdgeVectorIndex(path)) as index:
         index.ensure(DIM, MODEL)
         meta.unlink()
         index.ensure(DIM, OTHER_MODEL)  # empty: nothing to mix up
@@ -136,22 +127,17 @@ def test_edge_shard_without_meta_is_adopted_only_when_empty(tmp_path: Path) -> N
         with pytest.raises(EmbeddingModelMismatch) as excinfo:
             index.ensure(DIM, OTHER_MODEL)
         assert excinfo.value.stored == UNRECORDED
-    finally:
-        index.close()
 
 
 def test_edge_never_creates_in_or_wipes_a_foreign_directory(tmp_path: Path) -> None:
     foreign = tmp_path / "notes"
     foreign.mkdir()
     (foreign / "keep.txt").write_text("precious")
-    index = EdgeVectorIndex(foreign)
-    try:
+    with closing(EdgeVectorIndex(foreign)) as index:
         with pytest.raises(IndexUnavailable, match="neither an empty directory"):
             index.ensure(DIM, MODEL)
         with pytest.raises(IndexUnavailable, match="neither an empty directory"):
             index.reset(DIM, MODEL)
-    finally:
-        index.close()
     assert sorted(p.name for p in foreign.iterdir()) == ["keep.txt"]
 
 
@@ -177,8 +163,7 @@ def test_edge_files_deleted_under_the_open_index_are_noticed_and_never_answered_
 ) -> None:
     path = tmp_path / "shard"
     losses = Losses()
-    index = EdgeVectorIndex(path, on_lost=losses)
-    try:
+    with closing(EdgeVectorIndex(path, on_lost=losses)) as index:
         index.ensure(DIM, MODEL)
         index.upsert([point(1, basis(0)), point(2, basis(1)), point(3, basis(2))])
         assert len(index.search(TENANT, USER, basis(0), limit=5)) == 3
@@ -205,20 +190,14 @@ def test_edge_files_deleted_under_the_open_index_are_noticed_and_never_answered_
         assert index.mark_rebuilt(note) is True
         assert [h.id for h in index.search(TENANT, USER, basis(3), limit=1)] == [pid(4)]
         assert index.lost() is None and _meta(tmp_path) == {"model": MODEL, "dim": DIM}
-    finally:
-        index.close()
-    reopened = EdgeVectorIndex(path)
-    try:
+    with closing(EdgeVectorIndex(path)) as reopened:
         assert reopened.ids(TENANT, USER) == {pid(1), pid(2), pid(3), pid(4)}
-    finally:
-        reopened.close()
 
 
 def test_edge_write_into_vanishing_files_is_transient_not_an_engine_error(tmp_path: Path) -> None:
     path = tmp_path / "shard"
     losses = Losses()
-    index = EdgeVectorIndex(path, on_lost=losses)
-    try:
+    with closing(EdgeVectorIndex(path, on_lost=losses)) as index:
         index.ensure(DIM, MODEL)
         index.upsert([point(1, basis(0))])
         # Halfway through a deletion: the segments' files are gone, the directories still there.
@@ -233,13 +212,10 @@ def test_edge_write_into_vanishing_files_is_transient_not_an_engine_error(tmp_pa
         assert index.ids(TENANT, USER) == {pid(2)} and len(losses.notes) == 1
         with pytest.raises(IndexUnavailable, match="incomplete"):
             index.search(TENANT, USER, basis(1), limit=5)
-    finally:
-        index.close()  # a close after the loss releases the lock (no flush into vanished files)
-    reopened = EdgeVectorIndex(path)
-    try:
+    # Leaving the block closed the index: a close after the loss releases the lock (no flush into
+    # vanished files).
+    with closing(EdgeVectorIndex(path)) as reopened:
         assert reopened.ids(TENANT, USER) == {pid(2)}
-    finally:
-        reopened.close()
 
 
 def test_edge_set_payload_delete_and_close_after_the_files_vanished(tmp_path: Path) -> None:
@@ -251,18 +227,16 @@ def test_edge_set_payload_delete_and_close_after_the_files_vanished(tmp_path: Pa
     index.set_payload(TENANT, USER, {pid(1): {"score": 2.0}})  # no shard: nothing to update
     index.delete(TENANT, USER, [pid(1)])
     index.close()  # before the fix: the flush into vanished files raised and kept the lock
-    other = EdgeVectorIndex(path)
-    try:
-        with pytest.raises(IndexUnavailable, match="missing although shard.meta.json records it"):
-            other.search(TENANT, USER, basis(0), limit=5)
-    finally:
-        other.close()
+    with (
+        closing(EdgeVectorIndex(path)) as other,
+        pytest.raises(IndexUnavailable, match="missing although shard.meta.json records it"),
+    ):
+        other.search(TENANT, USER, basis(0), limit=5)
 
 
 def test_edge_directory_replaced_under_the_open_index_is_reloaded_and_noted(tmp_path: Path) -> None:
     path = tmp_path / "shard"
-    index = EdgeVectorIndex(path)
-    try:
+    with closing(EdgeVectorIndex(path)) as index:
         index.ensure(DIM, MODEL)
         index.upsert([point(1, basis(0))])
         index.close()
@@ -274,8 +248,6 @@ def test_edge_directory_replaced_under_the_open_index_is_reloaded_and_noted(tmp_
         assert index.ids(TENANT, USER) == {pid(1)}
         with pytest.raises(IndexUnavailable, match="incomplete"):
             index.search(TENANT, USER, basis(0), limit=5)
-    finally:
-        index.close()
 
 
 def test_edge_meta_without_its_shard_is_noted_at_ensure_and_cleared_by_reset(tmp_path: Path) -> None:
@@ -286,8 +258,7 @@ def test_edge_meta_without_its_shard_is_noted_at_ensure_and_cleared_by_reset(tmp
     first.close()
     shutil.rmtree(path)  # deleted while no process had it open
     losses = Losses()
-    index = EdgeVectorIndex(path, on_lost=losses)
-    try:
+    with closing(EdgeVectorIndex(path, on_lost=losses)) as index:
         index.ensure(DIM, MODEL)  # the index worker starting: an empty shard, and the loss noted
         [note] = losses.notes
         assert "was missing although shard.meta.json records it" in note and index.lost() == note
@@ -297,8 +268,6 @@ def test_edge_meta_without_its_shard_is_noted_at_ensure_and_cleared_by_reset(tmp
         index.reset(DIM, MODEL)  # `cuemem reindex` starts from an empty index and fills it all
         assert index.lost() is None and index.search(TENANT, USER, basis(1), limit=5) == []
         assert len(losses.notes) == 1
-    finally:
-        index.close()
 
 
 def test_edge_lost_notes_a_missing_shard_for_the_reconciliation_about_to_run(tmp_path: Path) -> None:
@@ -307,15 +276,12 @@ def test_edge_lost_notes_a_missing_shard_for_the_reconciliation_about_to_run(tmp
     first.ensure(DIM, MODEL)
     first.close()
     shutil.rmtree(path)
-    index = EdgeVectorIndex(path)
-    try:
+    with closing(EdgeVectorIndex(path)) as index:
         note = index.lost()
         assert note is not None and _meta(tmp_path)["lost"] == note
         index.ensure(DIM, MODEL)  # the reconciliation writes: the note stays until it finished
         assert index.lost() == note and index.mark_rebuilt(note)
         assert EdgeVectorIndex(tmp_path / "never").lost() is None
-    finally:
-        index.close()
 
 
 def test_edge_loss_noticed_by_a_container_sends_a_reconciliation(tmp_path: Path) -> None:

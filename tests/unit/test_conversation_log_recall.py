@@ -9,7 +9,6 @@ from shared.ingest import pipeline
 from shared.lifecycle import maintenance
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES, MemoryStatus, turn_point_id
 from shared.queues import TaskName
-from shared.recall.engine import RecallRequest, recall
 from tests.support.pipeline import CHAT, LIMITS, NOW, TurnHarness, ask, turn
 
 
@@ -187,15 +186,7 @@ def test_a_time_range_finds_a_turn_that_never_became_a_memory_and_comes_first():
         }
     )
     assert all("杭州" not in m.content for m in h.state.memories.values())  # chit-chat level
-    with h.store.uow() as uow:
-        out = recall(
-            uow,
-            RecallRequest("default", "u1", "上周我去哪儿了", now=now),
-            embedder=h.embedder,
-            index=h.index,
-            working_memory=None,
-            turn_index=h.turns,
-        )
+    out = ask(h, "上周我去哪儿了", now=now)
     top = out.items[0]
     assert top.content == "我去杭州出差了三天" and top.type == "turn"
     assert "time" in top.explanation["paths"]
@@ -264,17 +255,9 @@ def test_a_redacted_turn_never_shows_up_blank_by_time_or_by_a_point_that_outlive
         uow.events.redact("default", "u1", ["e-u1-s1-1"])  # its point is still in the index
         uow.commit()
     assert h.turns.ids("default", "u1")
-    with h.store.uow() as uow:
-        for query in ("上周我去哪儿了", "杭州出差"):
-            out = recall(
-                uow,
-                RecallRequest("default", "u1", query, now=now),
-                embedder=h.embedder,
-                index=h.index,
-                working_memory=None,
-                turn_index=h.turns,
-            )
-            assert out.items == [], (query, out.items)
+    for query in ("上周我去哪儿了", "杭州出差"):
+        out = ask(h, query, now=now)
+        assert out.items == [], (query, out.items)
 
 
 def test_redelivered_embed_and_index_messages_resend_the_next_step():
@@ -316,15 +299,7 @@ def test_a_named_range_is_ranked_by_meaning_not_by_which_turns_are_newest():
     for i in range(2, WINDOW_CANDIDATES + 12):
         chat = f"lol {i} cats sleeping again today haha"
         h.drain({**turn(i, chat), "at": (week_start + timedelta(days=2, minutes=i)).isoformat()})
-    with h.store.uow() as uow:
-        out = recall(
-            uow,
-            RecallRequest("default", "u1", "where did I travel for work last week", now=now),
-            embedder=h.embedder,
-            index=h.index,
-            working_memory=None,
-            turn_index=h.turns,
-        )
+    out = ask(h, "where did I travel for work last week", now=now)
     top = out.items[0]
     assert "Hangzhou" in top.content, [i.content for i in out.items]
     assert "time" in top.explanation["paths"]
