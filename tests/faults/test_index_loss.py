@@ -23,16 +23,7 @@ from shared.lifecycle.maintenance import rebuild_indexes
 from shared.ports import IndexPoint
 from shared.queues import ROUTES, TaskName
 from shared.settings import Settings
-from tests.support.faults import (
-    LONG,
-    Ingest,
-    check_exactly_once,
-    check_index_matches,
-    done_count,
-    log_counts,
-    postgres_index_state,
-    report,
-)
+from tests.support import faults
 from tests.support.queues import assert_queues_drain
 from tests.support.services import wait_processed, wait_until
 from tests.support.workload import make_turns
@@ -58,8 +49,8 @@ def test_deleted_or_stale_index_degrades_recall_and_is_restored_exactly(it_setti
     assert_queues_drain(it_settings.broker_url, 60)
     for w in workers:
         w.stop()
-    figures = check_exactly_once(c, it_settings, published, "index test ingest")
-    check_index_matches(c, it_settings, users, "before any damage")
+    figures = faults.check_exactly_once(c, it_settings, published, "index test ingest")
+    faults.check_index_matches(c, it_settings, users, "before any damage")
     c.close()
 
     healthy = _recall(it_settings, users[0])
@@ -82,7 +73,7 @@ def test_deleted_or_stale_index_degrades_recall_and_is_restored_exactly(it_setti
     c = build_container(it_settings)
     model, dim = c.embedder.model_name, c.embedder.dim
     repaired = lifecycle.reconcile(c.uow, c.index, model, dim, turn_index=c.turn_index)
-    expected_memories, expected_turns, _ = postgres_index_state(c, it_settings, users)
+    expected_memories, expected_turns, _ = faults.postgres_index_state(c, it_settings, users)
     assert repaired["missing"] == sum(len(v) for v in expected_memories.values()), repaired
     assert repaired["turns_missing"] == sum(len(v) for v in expected_turns.values()), repaired
     again = lifecycle.reconcile(c.uow, c.index, model, dim, turn_index=c.turn_index)
@@ -91,7 +82,7 @@ def test_deleted_or_stale_index_degrades_recall_and_is_restored_exactly(it_setti
     }
     assert not drift, f"a second reconciliation still found drift: {again}"
     c.close()
-    check_index_matches(c, it_settings, users, "after reconciliation of a deleted index")
+    faults.check_index_matches(c, it_settings, users, "after reconciliation of a deleted index")
 
     # Stale: points lost and a point of no memory added behind Postgres's back.
     c = build_container(it_settings)
@@ -110,13 +101,13 @@ def test_deleted_or_stale_index_degrades_recall_and_is_restored_exactly(it_setti
     c.index.upsert([bogus])
     c.close()
     with pytest.raises(AssertionError):
-        check_index_matches(c, it_settings, users, "stale on purpose")
+        faults.check_index_matches(c, it_settings, users, "stale on purpose")
     c = build_container(it_settings)
     repaired_stale = lifecycle.reconcile(c.uow, c.index, model, dim, turn_index=c.turn_index)
     stale_counts = {k: repaired_stale[k] for k in ("missing", "extra", "turns_missing")}
     assert stale_counts == {"missing": 3, "extra": 1, "turns_missing": 4}, repaired_stale
     c.close()
-    check_index_matches(c, it_settings, users, "after reconciliation of a stale index")
+    faults.check_index_matches(c, it_settings, users, "after reconciliation of a stale index")
 
     # `cuemem reindex` from a deleted index: the same ids again.
     shutil.rmtree(data / "qdrant")
@@ -124,13 +115,13 @@ def test_deleted_or_stale_index_degrades_recall_and_is_restored_exactly(it_setti
     c = build_container(it_settings)
     rebuilt = rebuild_indexes(c.uow, c.index, c.turn_index, c.embedder)
     c.close()
-    figures |= check_index_matches(c, it_settings, users, "after reindex")
+    figures |= faults.check_index_matches(c, it_settings, users, "after reindex")
     restored = _recall(it_settings, users[0])
     assert not [n for n in _notes(restored) if "unavailable" in n], _notes(restored)
     assert [i["id"] for i in restored["items"]] == [i["id"] for i in healthy["items"]], (
         "recall after the rebuild differs from recall before the damage"
     )
-    report(
+    faults.report(
         "index_deleted_or_stale",
         published=len(published),
         reconcile_after_delete={k: repaired[k] for k in ("missing", "turns_missing")},
@@ -169,15 +160,17 @@ def test_index_deleted_under_the_running_index_worker_degrades_recall_and_is_reb
     it_settings, start_workers
 ):
     started = time.monotonic()
-    users, per_user = (12, 50) if LONG else (4, 30)
+    users, per_user = (12, 50) if faults.LONG else (4, 30)
     turns = make_turns(users=users, per_user=per_user)
     total = users * per_user
     names = sorted(turns)
     c = build_container(it_settings)
     workers = start_workers()
     _, owner = workers  # the pipeline worker and the index owner
-    ingest = Ingest(it_settings, turns, pace_s=0.05).start()
-    assert wait_until(lambda: done_count(c) >= total // 3, 240), f"{done_count(c)} of {total} done"
+    ingest = faults.Ingest(it_settings, turns, pace_s=0.05).start()
+    assert wait_until(lambda: faults.done_count(c) >= total // 3, 240), (
+        f"{faults.done_count(c)} of {total} done"
+    )
     healthy = recall_for(c, names[0], DEGRADED_QUERY, k=5, reinforce=False)  # loads the query model too
     assert not [n for n in _notes(healthy) if "unavailable" in n], _notes(healthy)
 
@@ -189,7 +182,7 @@ def test_index_deleted_under_the_running_index_worker_degrades_recall_and_is_reb
     try:
         shutil.rmtree(data / "qdrant")
         shutil.rmtree(data / "qdrant-turns")
-        done_at_delete = done_count(c)
+        done_at_delete = faults.done_count(c)
         degraded: dict[str, Any] = {}
         asking = threading.Thread(
             target=lambda: degraded.update(recall_for(c, names[0], DEGRADED_QUERY, k=5, reinforce=False))
@@ -211,10 +204,10 @@ def test_index_deleted_under_the_running_index_worker_degrades_recall_and_is_reb
     # Ingest goes on: everything recorded and done, no dead letter, no worker restarted.
     published = ingest.join(timeout=300)
     ids = [p.event_id for p in published]
-    wait_processed(c, ids, workers, timeout=600 if LONG else 300)
+    wait_processed(c, ids, workers, timeout=600 if faults.LONG else 300)
     assert_queues_drain(it_settings.broker_url, 90)
     check_alive(workers)
-    figures = check_exactly_once(c, it_settings, published, "index deleted under the index worker")
+    figures = faults.check_exactly_once(c, it_settings, published, "index deleted under the index worker")
 
     # The owner asked for a reconciliation when it noticed; once it ran, both indexes are whole
     # again and recall answers from them without a note.
@@ -227,11 +220,13 @@ def test_index_deleted_under_the_running_index_worker_degrades_recall_and_is_reb
     for w in workers:
         w.stop()
     assert [w.process.returncode for w in workers] == [0, 0], "a worker did not stop cleanly"
-    log = log_counts(
+    log = faults.log_counts(
         it_settings, lost="lost its files under this process", retries="Retry in", dead="dead-lettered"
     )
     assert log["dead"] == 0
-    figures |= check_index_matches(c, it_settings, names, "after the index worker rebuilt its deleted index")
+    figures |= faults.check_index_matches(
+        c, it_settings, names, "after the index worker rebuilt its deleted index"
+    )
     repairs = _reconciliations(it_settings)
     assert repairs, "the index worker never reconciled"
 
@@ -240,8 +235,8 @@ def test_index_deleted_under_the_running_index_worker_degrades_recall_and_is_reb
     c = build_container(it_settings)
     rebuilt = rebuild_indexes(c.uow, c.index, c.turn_index, c.embedder)
     c.close()
-    check_index_matches(c, it_settings, names, "after reindex")
-    report(
+    faults.check_index_matches(c, it_settings, names, "after reindex")
+    faults.report(
         "index_deleted_under_running_owner",
         published=len(published),
         done_at_delete=done_at_delete,

@@ -11,10 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from producers.publisher import Publisher
-from tests.support.faults import (
-    check_exactly_once,
-    report,
-)
+from tests.support.faults import check_exactly_once, report
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
 from tests.support.services import wait_processed
 from tests.support.workload import make_turns

@@ -8,17 +8,7 @@ import time
 
 from sqlalchemy import text
 
-from tests.support.faults import (
-    LONG,
-    Ingest,
-    check_exactly_once,
-    check_index_matches,
-    done_count,
-    finish,
-    log_counts,
-    report,
-    tolerant,
-)
+from tests.support import faults
 from tests.support.services import wait_until
 from tests.support.workload import make_turns
 from workers.bootstrap import build_container
@@ -26,7 +16,7 @@ from workers.runtime.processes import check_alive
 
 
 def test_postgres_restarted_mid_ingest_leaves_no_half_written_memory(it_settings, own_postgres, workers_of):
-    users, restarts, down_s = (40, 3, 8.0) if LONG else (8, 1, 5.0)
+    users, restarts, down_s = (40, 3, 8.0) if faults.LONG else (8, 1, 5.0)
     settings = it_settings.model_copy(
         update={
             "database_url": own_postgres.url,
@@ -44,41 +34,41 @@ def test_postgres_restarted_mid_ingest_leaves_no_half_written_memory(it_settings
     started = time.monotonic()
     c = build_container(settings)
     workers = workers_of(settings).start_all()
-    ingest = Ingest(settings, turns).start()
+    ingest = faults.Ingest(settings, turns).start()
 
     done_at_restart: list[int] = []
     for r in range(restarts):
         # Restarts spread over the run, each once a further share of the events is done.
         share = total * (r + 1) // (restarts + 2)
-        assert wait_until(lambda: tolerant(lambda: done_count(c), 0) >= share, 240), (  # noqa: B023
-            f"{done_count(c)} of {total} done, restart {r + 1} waited for {share}"
+        assert wait_until(lambda: faults.tolerant(lambda: faults.done_count(c), 0) >= share, 240), (  # noqa: B023
+            f"{faults.done_count(c)} of {total} done, restart {r + 1} waited for {share}"
         )
-        done_at_restart.append(done_count(c))
+        done_at_restart.append(faults.done_count(c))
         assert done_at_restart[-1] < total, "the run finished before the restart; the test proved nothing"
         own_postgres.crash_and_restart(down_s)
         check_alive(workers.alive)
 
     published = ingest.join(timeout=300)
     ids = [p.event_id for p in published]
-    finish(c, settings, ids, workers, timeout=600 if LONG else 300)
+    faults.finish(c, settings, ids, workers, timeout=600 if faults.LONG else 300)
     check_alive(workers.alive)
     assert workers.started == 2, "a worker had to be restarted"
-    figures = check_exactly_once(c, settings, published, f"after {restarts} Postgres restart(s)")
+    figures = faults.check_exactly_once(c, settings, published, f"after {restarts} Postgres restart(s)")
     with c.uow() as uow:
         retried = uow.session.execute(  # type: ignore[attr-defined]
             text("SELECT count(*) FROM events WHERE stage <> 'done'")
         ).scalar_one()
     assert retried == 0
     workers.stop()
-    figures |= check_index_matches(c, settings, sorted(turns), "after the Postgres restart")
+    figures |= faults.check_index_matches(c, settings, sorted(turns), "after the Postgres restart")
     c.close()
-    report(
+    faults.report(
         "postgres_restart",
         published=len(published),
         restarts=restarts,
         down_s=down_s,
         done_at_restart=done_at_restart,
-        **log_counts(settings, retries="Retry in", dead_letter_failed="could not dead-letter"),
+        **faults.log_counts(settings, retries="Retry in", dead_letter_failed="could not dead-letter"),
         seconds=round(time.monotonic() - started, 1),
         **figures,
     )

@@ -17,15 +17,7 @@ from shared import keys
 from shared.ingest.progress import progress
 from shared.queues import Queue
 from shared.settings import Settings
-from tests.support.faults import (
-    LONG,
-    Ingest,
-    Workers,
-    check_exactly_once,
-    check_index_matches,
-    ledger_pending,
-    report,
-)
+from tests.support import faults
 from tests.support.own_servers import OwnRedis
 from tests.support.queues import beat_sweep, queue_report, queues_empty
 from tests.support.services import wait_until
@@ -122,7 +114,12 @@ class Crash:
 
 
 def await_recorded_moment(
-    c: Container, ingest: Ingest, server: OwnRedis, workers: Workers, span: float, timeout: float = 180
+    c: Container,
+    ingest: faults.Ingest,
+    server: OwnRedis,
+    workers: faults.Workers,
+    span: float,
+    timeout: float = 180,
 ) -> None:
     """Wait for a moment when the record queue is empty and every turn published within the last
     ``span`` seconds is recorded already, as under light load: the seqs Redis is about to forget
@@ -145,7 +142,7 @@ def await_recorded_moment(
     raise AssertionError(f"no moment with the recent turns recorded in {timeout} s")
 
 
-def crash_redis(server: OwnRedis, watch: AofWatch, ingest: Ingest) -> Crash:
+def crash_redis(server: OwnRedis, watch: AofWatch, ingest: faults.Ingest) -> Crash:
     with ingest._lock:
         conversations = sorted({(p.user_id, p.session_id) for p in ingest.published})
     tenant = ingest.settings.tenant_id
@@ -183,7 +180,7 @@ def crash_redis(server: OwnRedis, watch: AofWatch, ingest: Ingest) -> Crash:
 
 
 def settle_or_lost(
-    c: Container, settings: Settings, ids: list[str], workers: Workers, timeout: float
+    c: Container, settings: Settings, ids: list[str], workers: faults.Workers, timeout: float
 ) -> tuple[Any, list[str]]:
     """Wait until every published turn is done or provably lost: it has no receipt, and nothing
     could still record it (the publish ledger is empty, no message is queued or unacked), twice
@@ -204,14 +201,14 @@ def settle_or_lost(
             state = progress(uow, ids)
         moving = [i for i, s in state.states.items() if s not in ("done", "queued", "rejected", "duplicate")]
         unrecorded = [i for i, s in state.states.items() if s == "queued"]
-        idle = not moving and ledger_pending(c) == 0 and queues_empty(broker)
+        idle = not moving and faults.ledger_pending(c) == 0 and queues_empty(broker)
         quiet = quiet + 1 if idle else 0
         if quiet >= 2:
             return state, unrecorded
         # A Redis crash may make a worker exit (kombu, see "A crash of Redis" in RELIABILITY.md).
         workers.revive()
         assert time.monotonic() < deadline, (
-            f"not settled in {timeout} s: {dict(state.counts)}, ledger {ledger_pending(c)}, "
+            f"not settled in {timeout} s: {dict(state.counts)}, ledger {faults.ledger_pending(c)}, "
             f"{queue_report(broker)}"
         )
         time.sleep(3 if idle else 0.5)
@@ -220,7 +217,7 @@ def settle_or_lost(
 def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_seq(
     it_settings, own_redis, workers_of
 ):
-    users, crashes = (40, 4) if LONG else (4, 2)
+    users, crashes = (40, 4) if faults.LONG else (4, 2)
     settings = it_settings.model_copy(
         update={"broker_url": own_redis.url, "redis_url": own_redis.url, "publish_retries": 8}
     )
@@ -240,7 +237,7 @@ def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_
     # workers boot).
     watch = AofWatch(own_redis).start()
     time.sleep(2 * LOSS_WINDOW_S)
-    ingest = Ingest(settings, turns, pace_s=0.05).start()
+    ingest = faults.Ingest(settings, turns, pace_s=0.05).start()
 
     done: list[Crash] = []
     for r in range(crashes):
@@ -274,7 +271,7 @@ def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_
     published = ingest.join(timeout=300)
     assert len(published) == total
     ids = [p.event_id for p in published]
-    state, unrecorded = settle_or_lost(c, settings, ids, workers, timeout=600 if LONG else 300)
+    state, unrecorded = settle_or_lost(c, settings, ids, workers, timeout=600 if faults.LONG else 300)
     check_alive(workers.alive)
     # No crash loop: a worker that exited on a crash ran on once started again.
     assert len(workers.exits) <= len(done) * 3 and workers.started == 3 + len(workers.exits), workers.exits
@@ -329,11 +326,11 @@ def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_
         for p in published
         if p.event_id not in lost
     ]
-    figures = check_exactly_once(c, settings, expected, "after the Redis crash")
+    figures = faults.check_exactly_once(c, settings, expected, "after the Redis crash")
     workers.stop()
-    figures |= check_index_matches(c, settings, sorted(turns), "after the Redis crash")
+    figures |= faults.check_index_matches(c, settings, sorted(turns), "after the Redis crash")
     c.close()
-    report(
+    faults.report(
         "redis_crash",
         published=len(published),
         crashes=len(done),

@@ -6,15 +6,7 @@ from __future__ import annotations
 
 import time
 
-from tests.support.faults import (
-    LONG,
-    Ingest,
-    check_exactly_once,
-    check_index_matches,
-    finish,
-    log_counts,
-    report,
-)
+from tests.support import faults
 from tests.support.services import wait_until
 from tests.support.workload import make_turns
 from workers.bootstrap import build_container
@@ -22,7 +14,7 @@ from workers.runtime.processes import check_alive
 
 
 def test_redis_broker_restarted_mid_ingest_loses_and_duplicates_nothing(it_settings, own_redis, workers_of):
-    users, restarts, down_s = (40, 3, 5.0) if LONG else (8, 1, 3.0)
+    users, restarts, down_s = (40, 3, 5.0) if faults.LONG else (8, 1, 3.0)
     settings = it_settings.model_copy(
         # 8 attempts: the publisher's backoff (0.1 s doubling, capped at 5 s) spans about 11 s.
         update={"broker_url": own_redis.url, "redis_url": own_redis.url, "publish_retries": 8}
@@ -32,7 +24,7 @@ def test_redis_broker_restarted_mid_ingest_loses_and_duplicates_nothing(it_setti
     started = time.monotonic()
     c = build_container(settings)
     workers = workers_of(settings).start_all()
-    ingest = Ingest(settings, turns, pace_s=0.05).start()
+    ingest = faults.Ingest(settings, turns, pace_s=0.05).start()
 
     at_restart: list[int] = []
     for r in range(restarts):
@@ -52,15 +44,15 @@ def test_redis_broker_restarted_mid_ingest_loses_and_duplicates_nothing(it_setti
     published = ingest.join(timeout=300)
     assert len(published) == total
     ids = [p.event_id for p in published]
-    finish(c, settings, ids, workers, timeout=600 if LONG else 300, revive=True)
+    faults.finish(c, settings, ids, workers, timeout=600 if faults.LONG else 300, revive=True)
     check_alive(workers.alive)
     # No crash loop: each worker exits at most once per restart, and runs on once started again.
     assert len(workers.exits) <= 2 * restarts and workers.started == 2 + len(workers.exits), workers.exits
-    figures = check_exactly_once(c, settings, published, f"after {restarts} Redis restart(s)")
+    figures = faults.check_exactly_once(c, settings, published, f"after {restarts} Redis restart(s)")
     workers.stop()
-    figures |= check_index_matches(c, settings, sorted(turns), "after the Redis restart")
+    figures |= faults.check_index_matches(c, settings, sorted(turns), "after the Redis restart")
     c.close()
-    report(
+    faults.report(
         "redis_restart",
         published=len(published),
         restarts=restarts,
@@ -68,7 +60,7 @@ def test_redis_broker_restarted_mid_ingest_loses_and_duplicates_nothing(it_setti
         worker_exits=workers.exits,
         published_at_restart=at_restart,
         republished_after_retries=ingest.republished,
-        **log_counts(settings, retries="Retry in"),
+        **faults.log_counts(settings, retries="Retry in"),
         seconds=round(time.monotonic() - started, 1),
         **figures,
     )
