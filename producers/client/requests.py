@@ -16,14 +16,7 @@ from urllib.parse import quote
 import httpx
 
 from producers.client.errors import field_problems
-from producers.client.types import (
-    Deleted,
-    MemoryHistory,
-    MemoryPage,
-    MemoryRecord,
-    Readiness,
-    RecallResult,
-)
+from producers.client.types import Deleted, MemoryHistory, MemoryPage, MemoryRecord, Readiness, RecallResult
 from producers.publisher import BatchResult, Published
 from shared.events import FieldError, InvalidEvent, new_event_id
 

@@ -16,16 +16,7 @@ from pathlib import Path
 import pytest
 
 from shared.ports import EmbeddingModelMismatch, IndexPoint, IndexUnavailable, SparseTerms
-from tests.support.index_points import (
-    DIM,
-    MODEL,
-    OTHER_MODEL,
-    TENANT,
-    USER,
-    basis,
-    pid,
-    point,
-)
+from tests.support.index_points import DIM, MODEL, OTHER_MODEL, TENANT, USER, basis, pid, point
 from tests.support.processes import python_json
 from workers.index import UNRECORDED
 from workers.index.edge import EdgeVectorIndex

@@ -36,11 +36,7 @@ from tests.support.llm_stub import (
     messages,
     score,
 )
-from tests.support.openai_stub import (
-    StubResponse,
-    StubServer,
-    chat_completion_body,
-)
+from tests.support.openai_stub import StubResponse, StubServer, chat_completion_body
 from workers.endpoints.llm import OpenAIJsonLLM, build_llm
 
 # -- good answers, one per operation ------------------------------------------------------------

@@ -10,23 +10,9 @@ import time
 
 import pytest
 
-from shared.llm import (
-    ImportanceAnswer,
-    LLMUsage,
-)
-from tests.support.llm_stub import (
-    MODELS,
-    ListSink,
-    json_answer,
-    make,
-    score,
-)
-from tests.support.openai_stub import (
-    StubResponse,
-    StubServer,
-    chat_completion_body,
-    error_body,
-)
+from shared.llm import ImportanceAnswer, LLMUsage
+from tests.support.llm_stub import MODELS, ListSink, json_answer, make, score
+from tests.support.openai_stub import StubResponse, StubServer, chat_completion_body, error_body
 from workers.endpoints.llm import OpenAIJsonLLM
 
 # -- retries --------------------------------------------------------------------------------------

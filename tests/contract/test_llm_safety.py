@@ -9,29 +9,9 @@ import logging
 
 import pytest
 
-from shared.llm import (
-    INSTRUCTIONS,
-    SYSTEM_GUARD,
-    ImportanceAnswer,
-    LLMOperation,
-    system_prompt,
-)
-from tests.support.llm_stub import (
-    SECRET,
-    ListSink,
-    answer,
-    data_blocks,
-    json_answer,
-    make,
-    messages,
-    score,
-)
-from tests.support.openai_stub import (
-    RecordedRequest,
-    StubResponse,
-    StubServer,
-    error_body,
-)
+from shared.llm import INSTRUCTIONS, SYSTEM_GUARD, ImportanceAnswer, LLMOperation, system_prompt
+from tests.support.llm_stub import SECRET, ListSink, answer, data_blocks, json_answer, make, messages, score
+from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, error_body
 
 # -- prompt injection --------------------------------------------------------------------------
 

@@ -9,16 +9,7 @@ from qdrant_client import QdrantClient, models
 
 from shared.ports import EmbeddingModelMismatch, IndexUnavailable
 from shared.recall.sparse import sparse_query
-from tests.support.index_points import (
-    DIM,
-    MODEL,
-    TENANT,
-    USER,
-    basis,
-    keyword_ids,
-    pid,
-    text_point,
-)
+from tests.support.index_points import DIM, MODEL, TENANT, USER, basis, keyword_ids, pid, text_point
 from workers.index import UNRECORDED
 from workers.index.server import QdrantServerIndex
 

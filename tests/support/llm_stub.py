@@ -9,19 +9,8 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from shared.llm import (
-    INSTRUCTIONS,
-    LLM,
-    ImportanceAnswer,
-    LLMOperation,
-    LLMUsage,
-)
-from tests.support.openai_stub import (
-    RecordedRequest,
-    StubResponse,
-    StubServer,
-    chat_completion_body,
-)
+from shared.llm import INSTRUCTIONS, LLM, ImportanceAnswer, LLMOperation, LLMUsage
+from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
 from workers.endpoints.llm import OpenAIJsonLLM
 
 SECRET = "sk-test-very-secret-llm-key"

@@ -8,11 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from shared.events import Role, TurnPublished
-from shared.ingest.extraction import (
-    MAX_SUMMARY_CHARS,
-    extract,
-    summarize,
-)
+from shared.ingest.extraction import MAX_SUMMARY_CHARS, extract, summarize
 from shared.models import Extraction, MemoryType
 
 

@@ -8,12 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from shared.events import Role, TurnPublished
-from shared.ingest.extraction import (
-    DEFAULT_THRESHOLD,
-    extract,
-    is_change,
-    is_negated,
-)
+from shared.ingest.extraction import DEFAULT_THRESHOLD, extract, is_change, is_negated
 from shared.models import Extraction, MemoryDraft, MemoryType
 
 CST = timezone(timedelta(hours=8))
