@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 from qdrant_edge import Distance, EdgeConfig, EdgeShard, EdgeVectorParams
 
-from shared.ports import IndexPoint, IndexUnavailable, SparseTerms, VectorIndex
+from shared.ports import IndexPoint, SparseTerms, VectorIndex
 from shared.recall.sparse import AVERAGE_LENGTH, K1, B, sparse_document, sparse_query
 from tests.support.index_points import (
     DIM,
@@ -21,6 +22,7 @@ from tests.support.index_points import (
     TENANT,
     USER,
     basis,
+    check_dense_only_collection_asks_for_reindex,
     keyword_ids,
     pid,
     text_point,
@@ -247,16 +249,5 @@ def test_edge_shard_without_sparse_vector_asks_for_reindex(tmp_path: Path) -> No
         str(path), EdgeConfig(vectors={"dense": EdgeVectorParams(size=DIM, distance=Distance.Cosine)})
     ).close()
     (tmp_path / "shard.meta.json").write_text(json.dumps({"model": MODEL, "dim": DIM}))
-    index = EdgeVectorIndex(path)
-    try:
-        index.ensure(DIM, MODEL)
-        index.upsert([text_point(1, "coffee")])  # stored without its terms, not refused
-        assert index.ids(TENANT, USER) == {pid(1)}
-        with pytest.raises(IndexUnavailable, match="cuemem reindex"):
-            index.search_keywords(TENANT, USER, sparse_query("coffee"), limit=5)
-
-        index.reset(DIM, MODEL)
-        index.upsert([text_point(1, "coffee")])
-        assert keyword_ids(index, "coffee") == [pid(1)]
-    finally:
-        index.close()
+    with closing(EdgeVectorIndex(path)) as index:
+        check_dense_only_collection_asks_for_reindex(index)

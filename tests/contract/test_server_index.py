@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 from qdrant_client import QdrantClient, models
 
-from shared.ports import EmbeddingModelMismatch, IndexUnavailable
-from shared.recall.sparse import sparse_query
-from tests.support.index_points import DIM, MODEL, TENANT, USER, basis, keyword_ids, pid, text_point
+from shared.ports import EmbeddingModelMismatch
+from tests.support.index_points import DIM, MODEL, basis, check_dense_only_collection_asks_for_reindex, pid
 from workers.index import UNRECORDED
 from workers.index.server import QdrantServerIndex
 
@@ -52,16 +51,7 @@ def test_server_collection_without_sparse_vector_asks_for_reindex() -> None:
     client = QdrantClient(":memory:")
     _bare_collection(client)  # as an older cuemem (or a hand) made it: dense vectors only
     index = QdrantServerIndex(client, "test")
-    index.ensure(DIM, MODEL)
-
-    index.upsert([text_point(1, "coffee")])  # stored without its terms, not refused
-    assert index.ids(TENANT, USER) == {pid(1)}
-    with pytest.raises(IndexUnavailable, match="cuemem reindex"):
-        index.search_keywords(TENANT, USER, sparse_query("coffee"), limit=5)
-
-    index.reset(DIM, MODEL)
-    index.upsert([text_point(1, "coffee")])
-    assert keyword_ids(index, "coffee") == [pid(1)]
+    check_dense_only_collection_asks_for_reindex(index)
     index.close()
 
 

@@ -7,9 +7,10 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from qdrant_client import QdrantClient
 
-from shared.ports import IndexPoint, VectorIndex
+from shared.ports import IndexPoint, IndexUnavailable, VectorIndex
 from shared.recall.sparse import sparse_document, sparse_query
 from tests.support.fake_index import FakeVectorIndex
 from workers.index.edge import EdgeVectorIndex
@@ -109,3 +110,17 @@ def keyword_ids(
     index: VectorIndex, text: str, *, tenant: str = TENANT, user: str = USER, **kw: object
 ) -> list[str]:
     return [h.id for h in index.search_keywords(tenant, user, sparse_query(text), limit=10, **kw)]  # type: ignore[arg-type]
+
+
+def check_dense_only_collection_asks_for_reindex(index: VectorIndex) -> None:
+    """On a collection an older cuemem made (dense vectors only): writes are kept without their
+    terms, a keyword search asks for ``cuemem reindex``, and a reset makes keyword search work."""
+    index.ensure(DIM, MODEL)
+    index.upsert([text_point(1, "coffee")])  # stored without its terms, not refused
+    assert index.ids(TENANT, USER) == {pid(1)}
+    with pytest.raises(IndexUnavailable, match="cuemem reindex"):
+        index.search_keywords(TENANT, USER, sparse_query("coffee"), limit=5)
+
+    index.reset(DIM, MODEL)
+    index.upsert([text_point(1, "coffee")])
+    assert keyword_ids(index, "coffee") == [pid(1)]
