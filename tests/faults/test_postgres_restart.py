@@ -59,9 +59,7 @@ def test_postgres_restarted_mid_ingest_leaves_no_half_written_memory(it_settings
             text("SELECT count(*) FROM events WHERE stage <> 'done'")
         ).scalar_one()
     assert retried == 0
-    workers.stop()
-    figures |= faults.check_index_matches(c, settings, sorted(turns), "after the Postgres restart")
-    c.close()
+    figures |= faults.stop_and_check_index(c, settings, workers, sorted(turns), "after the Postgres restart")
     faults.report(
         "postgres_restart",
         published=len(published),

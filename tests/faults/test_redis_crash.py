@@ -327,9 +327,7 @@ def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_
         if p.event_id not in lost
     ]
     figures = faults.check_exactly_once(c, settings, expected, "after the Redis crash")
-    workers.stop()
-    figures |= faults.check_index_matches(c, settings, sorted(turns), "after the Redis crash")
-    c.close()
+    figures |= faults.stop_and_check_index(c, settings, workers, sorted(turns), "after the Redis crash")
     faults.report(
         "redis_crash",
         published=len(published),

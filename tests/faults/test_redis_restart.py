@@ -49,9 +49,7 @@ def test_redis_broker_restarted_mid_ingest_loses_and_duplicates_nothing(it_setti
     # No crash loop: each worker exits at most once per restart, and runs on once started again.
     assert len(workers.exits) <= 2 * restarts and workers.started == 2 + len(workers.exits), workers.exits
     figures = faults.check_exactly_once(c, settings, published, f"after {restarts} Redis restart(s)")
-    workers.stop()
-    figures |= faults.check_index_matches(c, settings, sorted(turns), "after the Redis restart")
-    c.close()
+    figures |= faults.stop_and_check_index(c, settings, workers, sorted(turns), "after the Redis restart")
     faults.report(
         "redis_restart",
         published=len(published),

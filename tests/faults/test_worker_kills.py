@@ -50,9 +50,7 @@ def test_workers_sigkilled_repeatedly_during_ingest_lose_and_duplicate_nothing(i
     ids = [p.event_id for p in published]
     faults.finish(c, it_settings, ids, workers, timeout=900 if faults.LONG else 420)
     figures = faults.check_exactly_once(c, it_settings, published, context)
-    workers.stop()
-    figures |= faults.check_index_matches(c, it_settings, sorted(turns), context)
-    c.close()
+    figures |= faults.stop_and_check_index(c, it_settings, workers, sorted(turns), context)
     faults.report(
         "sigkill",
         seed=faults.SEED,

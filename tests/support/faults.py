@@ -340,6 +340,17 @@ class Workers:
             w.stop(timeout=30)
 
 
+def stop_and_check_index(
+    c: Container, settings: Settings, workers: Workers, users: list[str], context: str
+) -> dict[str, int]:
+    """Stop the workers (the embedded indexes can be read only once no worker owns them), check
+    that the index matches Postgres, and close the container: the figures of the check."""
+    workers.stop()
+    figures = check_index_matches(c, settings, users, context)
+    c.close()
+    return figures
+
+
 def finish(
     c: Container, settings: Settings, ids: list[str], workers: Workers, timeout: float, revive: bool = False
 ) -> None:
