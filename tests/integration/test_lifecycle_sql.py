@@ -314,20 +314,10 @@ def test_a_second_celery_beat_process_refuses_to_start(it_settings: Settings, tm
 
     env = settings_env(it_settings.model_copy(update={"beat_lock_ttl_s": 6}))
 
+    celery_beat = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "beat", "-l", "INFO"]
+
     def beat(name: str) -> list[str]:
-        schedule = str(tmp_path / f"{name}-schedule")
-        return [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "workers.celery_app",
-            "beat",
-            "-s",
-            schedule,
-            "-l",
-            "INFO",
-        ]
+        return [*celery_beat, "-s", str(tmp_path / f"{name}-schedule")]
 
     client = redis.Redis.from_url(str(it_settings.redis_url))
     log = (tmp_path / "first.log").open("wb")
