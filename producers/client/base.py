@@ -71,18 +71,6 @@ def _settings(base_url: str | None, api_key: str | None) -> tuple[str, dict[str,
     return url + API_PREFIX, headers
 
 
-def answer(request: Request[T], response: httpx.Response) -> T:
-    """The parsed answer; an error raises, as :class:`Retry` when another attempt may succeed."""
-    if request.raw_status and response.status_code in (200, 503):
-        return request.parse(response)
-    if response.status_code >= 400:
-        error = api_error(response)
-        if error.retryable:
-            raise Retry(error)
-        raise error
-    return request.parse(response)
-
-
 class ClientBase:
     """Settings and retry policy; a subclass sends a :class:`Request` with its own httpx client."""
 
@@ -101,7 +89,18 @@ class ClientBase:
 
     # What ends an attempt to be tried again, until attempts run out (then ``_failed`` maps it).
     _retried = (Retry, *CONNECT_ERRORS)
-    _answer = staticmethod(answer)
+
+    @staticmethod
+    def _answer(request: Request[T], response: httpx.Response) -> T:
+        """The parsed answer; an error raises, as :class:`Retry` when another attempt may succeed."""
+        if request.raw_status and response.status_code in (200, 503):
+            return request.parse(response)
+        if response.status_code >= 400:
+            error = api_error(response)
+            if error.retryable:
+                raise Retry(error)
+            raise error
+        return request.parse(response)
 
     def _retry_kwargs(self) -> dict[str, Any]:
         return {

@@ -9,6 +9,7 @@ client, it is a method with the builder's signature that hands the built request
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
@@ -28,6 +29,10 @@ class Call(Generic[P, T]):
 
     def __init__(self, build: Callable[P, Request[T]]):
         self.build = build
+        self.__doc__ = build.__doc__  # help() on the class shows what the call does
+        # What help() and inspect show for the method: the builder's parameters; the answer type
+        # is the type checker's business (the overloads below).
+        self.signature = inspect.signature(build).replace(return_annotation=inspect.Signature.empty)
 
     @overload
     def __get__(self, client: None, owner: type) -> Call[P, T]: ...
@@ -47,6 +52,7 @@ class Call(Generic[P, T]):
         def send(*args: P.args, **kwargs: P.kwargs) -> Any:
             return client._send(build(*args, **kwargs))
 
+        send.__signature__ = self.signature  # type: ignore[attr-defined]
         return send
 
 

@@ -7,6 +7,7 @@ how they send one, so a call's contract is written in this file and nowhere else
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -165,10 +166,12 @@ def recall(
 def _as_prompt(build: Callable[P, Request[Any]]) -> Callable[P, Request[str]]:
     """The same recall, asking ``/recall/prompt`` for the prompt block as text only."""
 
+    @functools.wraps(build)
     def prompt(*args: P.args, **kwargs: P.kwargs) -> Request[str]:
         return replace(build(*args, **kwargs), path="/recall/prompt", parse=_text)
 
     prompt.__doc__ = "Recall for ``query``, answering only the prompt block (text)."
+    prompt.__name__ = prompt.__qualname__ = f"{build.__name__}_prompt"
     return prompt
 
 
