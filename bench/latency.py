@@ -13,7 +13,7 @@ turn plus turns that made no memory, ``turns_per_memory`` turns per memory in al
 searches as it does on the default configuration (CUEMEM_INDEX_TURNS on). ``turns=False`` loads
 no log and measures recall over memories only, as the benchmark did before the log existed.
 
-What is timed: ``shared.recall.engine.recall`` itself (its trace's ``timings_ms``), plus, through thin
+What is timed: ``shared.recall.cascade.recall`` itself (its trace's ``timings_ms``), plus, through thin
 timing proxies, the repository and index calls inside it (``by_cues``, the working memory read,
 the re-read of vector hits, the dense and keyword searches of the log, the re-read of the log's
 turns and of the memories citing them). Each query runs with a precomputed query vector (an

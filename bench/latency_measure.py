@@ -224,7 +224,8 @@ def run_queries(
     log, as on the default configuration (CUEMEM_INDEX_TURNS on)."""
     from tqdm import tqdm
 
-    from shared.recall.engine import RecallRequest, recall
+    from shared.recall.cascade import recall
+    from shared.recall.request import RecallRequest
 
     def one(kind: str, query: str) -> dict[str, Any]:
         sink: dict[str, float] = {}
@@ -299,7 +300,8 @@ def deterministic_at_scale(
     from bench import synthetic
     from shared.cues import query_cues
     from shared.models import RECALLABLE_STATUSES
-    from shared.recall.engine import RecallRequest, recall
+    from shared.recall.cascade import recall
+    from shared.recall.request import RecallRequest
 
     big_user = "user-1m" if cfg.big_rows == 1_000_000 else f"user-big-{cfg.big_rows}"
     t = time.perf_counter()

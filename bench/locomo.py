@@ -81,8 +81,9 @@ def run_locomo(
     """Run the benchmark and write its results into ``out_dir``; returns what results.json holds."""
     from tqdm import tqdm
 
-    from cli.main import run_recall, wait_for
     from producers.publisher import Publisher
+    from service.operations.operator_recall import operator_recall
+    from service.operations.waiting import wait_for
     from shared.models import RECALLABLE_STATUSES
     from shared.settings import Settings
     from shared.text import approx_token_count
@@ -172,7 +173,9 @@ def run_locomo(
                 conv_records, desc=f"recall {conv.sample_id}", unit="q", disable=not progress, file=sys.stderr
             ):
                 t = time.perf_counter()
-                out = run_recall(rt, conv.sample_id, rec.question.text, k=k_max, now=now, session=None)
+                out = operator_recall(
+                    rt.container, conv.sample_id, rec.question.text, k=k_max, now=now, session=None
+                )
                 rec.recall_ms = (time.perf_counter() - t) * 1e3
                 rec.trace_ms = float(out["trace"]["timings_ms"].get("total_ms", 0.0))
                 rec.stage = out["stage"]

@@ -6,10 +6,15 @@ import json
 from collections.abc import Callable
 from datetime import datetime
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 
+import typer
+
+from cli.common import DataDir, settings_for, setup_logging
 from producers.jsonl import read_jsonl
 from producers.publisher import Publisher
+from service.operations.operator_recall import operator_recall
+from service.operations.waiting import wait_for
 from shared.models import RECALLABLE_STATUSES
 from shared.settings import Settings
 from workers.runtime.local import open_runtime
@@ -46,8 +51,6 @@ def demo_turns() -> list[dict[str, Any]]:
 def run_demo(
     settings: Settings,
     *,
-    wait_for: Callable[..., Any],
-    recall: Callable[..., dict[str, Any]],
     echo: Callable[[str], None],
 ) -> None:
     turns = demo_turns()
@@ -79,7 +82,7 @@ def run_demo(
         now = datetime.fromisoformat(DEMO_NOW)
         echo("\nrecall:")
         for query in DEMO_QUERIES:
-            out = recall(rt, DEMO_USER, query, k=3, now=now, session=None)
+            out = operator_recall(rt.container, DEMO_USER, query, k=3, now=now, session=None)
             took = out["trace"]["timings_ms"].get("total_ms", 0.0)
             echo(f"\n? {query}   [stage: {out['stage']}, {took:.1f} ms]")
             if not out["items"]:
@@ -93,3 +96,12 @@ def run_demo(
                     why += f" cos={ex['vector_score']:.2f}"
                 echo(f"   {i}. [{item['type']}] {item['content']}   <- {why}")
         echo("\nTry: cuemem recall --user demo-user '忌口' --json   |   cuemem memories --user demo-user")
+
+
+def demo(
+    data_dir: DataDir = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
+) -> None:
+    """Ingest a bundled bilingual conversation, then show what was remembered and a few recalls."""
+    setup_logging(verbose)
+    run_demo(settings_for(data_dir), echo=typer.echo)

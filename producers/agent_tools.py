@@ -5,7 +5,8 @@
     from producers.client import CuememClient
 
     tools = MemoryTools.over(ApiBackend(CuememClient()), user_id="u42", session_id="chat-7")
-    # in-process instead: MemoryTools.over(LibraryBackend(container, publisher), "u42", "chat-7"),
+    # in-process instead (service.operations.library_backend):
+    # MemoryTools.over(LibraryBackend(container, publisher), "u42", "chat-7"),
     # or the original form: MemoryTools(recall, publisher, "u42", "chat-7") with
     # recall = lambda query, k, session_id: recall_for(container, "u42", query, k=k, session_id=session_id)
     client.chat.completions.create(..., tools=TOOL_SCHEMAS)
@@ -15,7 +16,8 @@
 ``handle`` never raises: bad arguments, an unknown tool, or a failing recall or publish come back
 as ``{"error": "..."}`` JSON naming the problem, so the model can correct itself and the agent
 loop goes on. This module imports nothing from ``workers``: memory is reached through a backend
-(:mod:`producers.backends`: the HTTP API, the library, or a recall callable and a publisher).
+(:mod:`producers.backends`: the HTTP API or a recall callable and a publisher;
+:mod:`service.operations.library_backend`: the library).
 """
 
 from __future__ import annotations
@@ -25,8 +27,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-# PublishedLike, PublisherLike and RecallFn moved to producers.backends; still importable from
-# here for code written against the first version of this module.
 from producers.backends import (
     CallableBackend,
     ForgetUnsupported,
@@ -34,7 +34,6 @@ from producers.backends import (
     PublisherLike,
     RecallFn,
 )
-from producers.backends import PublishedLike as PublishedLike
 from shared.events import SAFE_ID, SAFE_ID_TEXT, InvalidEvent
 from shared.recall.prompt import DEFAULT_PROMPT_BUDGET, prompt_block
 
@@ -126,6 +125,7 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
 ]
 
 _PARAMETERS = {s["function"]["name"]: s["function"]["parameters"] for s in TOOL_SCHEMAS}
+
 
 class ToolArgumentError(ValueError):
     """A tool call's arguments do not match its schema; the message names the argument."""

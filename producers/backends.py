@@ -6,18 +6,17 @@ A backend is three calls for one tenant (the library's configured tenant, or the
 - ``remember(user_id, session_id, content, metadata)`` -> what was published (``event_id``, ``seq``)
 - ``forget(user_id, memory_id)`` -> ``{"deleted": [ids], "hard": False}`` (a soft delete)
 
-Three implementations:
+Two implementations here:
 
 - :class:`ApiBackend` over :class:`producers.client.CuememClient` (an app in another process or
   on another machine; nothing but ``httpx`` needed);
-- :class:`LibraryBackend` over a ``workers.bootstrap.Container`` and a ``Publisher`` (in-process);
 - :class:`CallableBackend`, the original shape of :class:`producers.agent_tools.MemoryTools`: a
   recall callable and a publisher the app wires itself.
 
-``producers`` imports nothing from ``workers`` at import time (an app that only publishes, or only
-uses the API, must not pull in Celery workers, SQLAlchemy or the embedder). The library backend is
-the one exception, and it imports ``service.operations.recall`` lazily inside ``search``: whoever builds a
-``LibraryBackend`` already holds a workers ``Container``, so the import costs nothing new.
+The in-process one, ``LibraryBackend`` over a container, is a use case and lives with them
+(:mod:`service.operations.library_backend`): ``producers`` imports ``shared`` only (an app that only
+publishes, or only uses the API, must not pull in Celery workers, SQLAlchemy or the embedder), and
+``lint-imports`` holds it to that.
 """
 
 from __future__ import annotations
@@ -25,9 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:  # types only: importing workers here would break the rule above
+if TYPE_CHECKING:
     from producers.client import CuememClient
-    from workers.bootstrap import Container
 
 RecallFn = Callable[[str, int, str | None], Mapping[str, Any]]
 # (user_id, memory_id) -> {"deleted": [...], "hard": False}
@@ -70,9 +68,10 @@ class MemoryBackend(Protocol):
     def forget(self, user_id: str, memory_id: str) -> Mapping[str, Any]: ...
 
 
-def _publish(
+def publish_remembered(
     publisher: PublisherLike, user_id: str, session_id: str, content: str, metadata: Mapping[str, Any]
 ) -> PublishedLike:
+    """Publish what a ``remember`` call was given, the same way for every backend."""
     # A remembered statement is the user's own turn: it goes through the same pipeline as any
     # other (sequenced, visible in working memory at once), flagged so extraction keeps it.
     return publisher.publish(
@@ -80,27 +79,35 @@ def _publish(
     )
 
 
-class CallableBackend:
-    """A recall callable and a publisher (and optionally a forget callable), wired by the app."""
+class PublishingBackend:
+    """What the backends over a publisher share: ``remember`` publishes, ``forget`` calls the
+    injected callable (or says it has none). Subclasses add ``search``."""
 
-    def __init__(self, recall: RecallFn, publisher: PublisherLike, forget: ForgetFn | None = None):
-        self.recall = recall
+    def __init__(self, publisher: PublisherLike, forget: ForgetFn | None = None):
         self.publisher = publisher
         self._forget = forget
-
-    def search(self, user_id: str, query: str, k: int, session_id: str | None) -> Mapping[str, Any]:
-        # The callable is already bound to its user (the original MemoryTools contract).
-        return self.recall(query, k, session_id)
 
     def remember(
         self, user_id: str, session_id: str, content: str, metadata: Mapping[str, Any]
     ) -> PublishedLike:
-        return _publish(self.publisher, user_id, session_id, content, metadata)
+        return publish_remembered(self.publisher, user_id, session_id, content, metadata)
 
     def forget(self, user_id: str, memory_id: str) -> Mapping[str, Any]:
         if self._forget is None:
             raise ForgetUnsupported("forget is not available: this backend was built without it")
         return self._forget(user_id, memory_id)
+
+
+class CallableBackend(PublishingBackend):
+    """A recall callable and a publisher (and optionally a forget callable), wired by the app."""
+
+    def __init__(self, recall: RecallFn, publisher: PublisherLike, forget: ForgetFn | None = None):
+        super().__init__(publisher, forget)
+        self.recall = recall
+
+    def search(self, user_id: str, query: str, k: int, session_id: str | None) -> Mapping[str, Any]:
+        # The callable is already bound to its user (the original MemoryTools contract).
+        return self.recall(query, k, session_id)
 
 
 class ApiBackend:
@@ -115,48 +122,8 @@ class ApiBackend:
     def remember(
         self, user_id: str, session_id: str, content: str, metadata: Mapping[str, Any]
     ) -> PublishedLike:
-        return _publish(self.client, user_id, session_id, content, metadata)
+        return publish_remembered(self.client, user_id, session_id, content, metadata)
 
     def forget(self, user_id: str, memory_id: str) -> Mapping[str, Any]:
         # Soft only: an agent may let a memory go, a privacy erasure is an operator's call.
         return self.client.forget(user_id, memory_id, hard=False)
-
-
-class LibraryBackend:
-    """In-process: ``recall_for`` on a container, publishing through a ``Publisher``.
-
-    ``forget`` is injected (``(user_id, memory_id) -> {"deleted", "hard"}``) because forgetting
-    in-process needs a unit of work and the index, which the composition root owns; ``cuemem mcp``
-    passes one (see ``cli/main.py``).
-    """
-
-    def __init__(
-        self,
-        container: Container,
-        publisher: PublisherLike,
-        *,
-        forget: ForgetFn | None = None,
-        reinforce: bool | None = None,
-    ):
-        self.container = container
-        self.publisher = publisher
-        self._forget = forget
-        self.reinforce = reinforce
-
-    def search(self, user_id: str, query: str, k: int, session_id: str | None) -> Mapping[str, Any]:
-        # Lazy on purpose (see the module doc): producers never imports workers at import time.
-        from service.operations.recall import recall_for
-
-        return recall_for(
-            self.container, user_id, query, k=k, session_id=session_id, reinforce=self.reinforce
-        )
-
-    def remember(
-        self, user_id: str, session_id: str, content: str, metadata: Mapping[str, Any]
-    ) -> PublishedLike:
-        return _publish(self.publisher, user_id, session_id, content, metadata)
-
-    def forget(self, user_id: str, memory_id: str) -> Mapping[str, Any]:
-        if self._forget is None:
-            raise ForgetUnsupported("forget is not available: this backend was built without it")
-        return self._forget(user_id, memory_id)

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from shared.events import TurnPublished
+
 
 class SparseTerms(NamedTuple):
     """A sparse vector for keyword search: term indices (unique, ascending) and their weights.
@@ -117,6 +119,15 @@ class LossAwareIndex(Protocol):
     def mark_rebuilt(self, lost: str) -> bool:
         """A reconciliation that began after ``lost`` was noted ran to its end: clear the note,
         unless another loss was noted since. Returns whether it cleared."""
+
+
+class WorkingMemory(Protocol):
+    """The last turns of each conversation, kept where they can be read before any worker ran
+    (Redis, ``workers.redis.working_memory``): recall's read-your-writes."""
+
+    def recent(
+        self, tenant_id: str, user_id: str, session_id: str | None, limit: int
+    ) -> list[TurnPublished]: ...
 
 
 class SeqCounter(Protocol):

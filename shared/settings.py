@@ -122,7 +122,6 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(default=2, ge=1)
 
     # Recall.
-    recall_k: int = Field(default=5, ge=1, le=200)
     recall_candidates: int = Field(default=50, ge=1, le=2000)
     # A memory returned by the in-process recall (recall_for) counts as used: access_count + 1,
     # written by the task memory.reinforce (recall never waits for it).

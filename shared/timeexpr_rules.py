@@ -159,10 +159,6 @@ _POD |= {"傍晚": "pm", "晚上": "night", "夜里": "night", "半夜": "night"
 _POD_RE = "(" + "|".join(sorted(_POD, key=len, reverse=True)) + ")?"
 
 
-def _zh_full_date(m: re.Match[str], c: Ctx) -> Hit | None:
-    return _day(m, _safe_date(int(m[1]), int(m[2]), int(m[3])))
-
-
 def _zh_month(m: re.Match[str], c: Ctx) -> Hit | None:
     year = int(m[1]) if m[1] else (c.today.year + _YEAR_WORDS[m[2]] if m[2] else None)
     month = cn_number(m[3]) or 0

@@ -1,6 +1,6 @@
 """`cuemem mcp`: build the backend for one tenant/user and serve the MCP tools over stdio.
 
-Two backends (``producers/backends.py``):
+Two backends (``producers/backends.py``, ``service/operations/library_backend.py``):
 
 - the HTTP API (``--api-url`` or ``CUEMEM_API_URL``, key from ``CUEMEM_API_KEY``): the tenant is
   the key's; nothing runs here but the client;
@@ -26,9 +26,10 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from producers.agent_tools import MemoryTools
-from producers.backends import ForgetFn, LibraryBackend, MemoryBackend
+from producers.backends import ForgetFn, MemoryBackend
 from service.mcp.server import build_server  # the optional `mcp` extra: fails here, named
 from service.operations import curation as curation_api
+from service.operations.library_backend import LibraryBackend
 from shared.settings import Settings
 from workers.bootstrap import Container
 

@@ -1,25 +1,28 @@
-"""The HTTP API's operations on a container: transactions around ``shared.lifecycle.curation``, the index
-brought up to date after each commit, readiness and the numbers ``/metrics`` reads.
+"""The HTTP API's operations on a container (``cuemem restore`` and ``cuemem keys`` use them too):
+transactions around ``shared.lifecycle.curation``, the index brought up to date after each commit,
+readiness and the numbers ``/metrics`` reads.
 
 An API server is a long-running process beside the workers. On the embedded default it must
 never own the embedded vector index (the engine admits one process, and the index worker is it):
 :func:`api_container` gives it indexes that search through the index worker and refuse writes,
-and every write here falls back to sending the index worker a task.
+and every write here falls back to sending the index worker a task
+(:mod:`service.operations.index_followups`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, TypeVar
 
+from service.operations.index_followups import Outcome, delete_points, sync_index
 from shared.api_keys import ApiKey, issue_key, key_prefix, matches
-from shared.ingest.pipeline import sync_user_index
 from shared.lifecycle import curation
 from shared.models import Memory, MemoryStatus, MemoryType, turn_point_id
-from shared.queues import IndexKind, Queue, TaskName
+from shared.queues import IndexKind, Queue
 from shared.settings import Settings
-from shared.storage import FollowUp, UnitOfWork
+from shared.storage import UnitOfWork
 from workers.bootstrap import Container, build_container
 
 log = logging.getLogger(__name__)
@@ -137,11 +140,16 @@ def history(container: Container, tenant_id: str, user_id: str, memory_id: str) 
 
 def _changed(container: Container, tenant_id: str, user_id: str, change: Callable[[UnitOfWork], T]) -> T:
     """Run one change in its own transaction, then bring the user's index up to date."""
+    return _changed_and_indexed(container, tenant_id, user_id, change)[0]
+
+
+def _changed_and_indexed(
+    container: Container, tenant_id: str, user_id: str, change: Callable[[UnitOfWork], T]
+) -> tuple[T, Outcome]:
     with container.uow() as uow:
         result = change(uow)
         uow.commit()
-    sync_index(container, tenant_id, user_id)
-    return result
+    return result, sync_index(container, tenant_id, user_id)
 
 
 def edit(
@@ -172,16 +180,21 @@ def invalidate(container: Container, tenant_id: str, user_id: str, memory_id: st
     return memory
 
 
-def restore(container: Container, tenant_id: str, user_id: str, memory_id: str) -> Memory:
-    now, policy = container.clock(), container.lifecycle.decay
-    memory = _changed(
+def restore(
+    container: Container, tenant_id: str, user_id: str, memory_id: str, now: datetime | None = None
+) -> tuple[Memory, Outcome]:
+    """Active again, for the API and ``cuemem restore`` alike: archived memories take the
+    lifecycle's restore (a restore is a use), superseded, expired and forgotten ones lose their end
+    of validity (``shared.lifecycle.curation.restore``). Also says where the index was synced."""
+    at, policy = now or container.clock(), container.lifecycle.decay
+    memory, indexed = _changed_and_indexed(
         container,
         tenant_id,
         user_id,
-        lambda uow: curation.restore(uow, tenant_id, user_id, memory_id, now, policy),
+        lambda uow: curation.restore(uow, tenant_id, user_id, memory_id, at, policy),
     )
     log.info("memory %s of %s/%s restored", memory_id, tenant_id, user_id)
-    return memory
+    return memory, indexed
 
 
 def forget(container: Container, tenant_id: str, user_id: str, memory_id: str) -> list[str]:
@@ -212,48 +225,6 @@ def purge(container: Container, tenant_id: str, user_id: str, memory_id: str) ->
         memory_id, tenant_id, user_id, len(purged.memories) - 1, len(purged.turns),
     )  # fmt: skip
     return purged.memories
-
-
-# --- the index --------------------------------------------------------------------------------
-
-
-def sync_index(container: Container, tenant_id: str, user_id: str) -> str:
-    """Push the user's changed memories to the index here, or have the index worker do it."""
-    from shared.ports import IndexUnavailable
-
-    c = container
-    try:
-        with c.uow() as uow:
-            sync_user_index(uow, c.index, c.embedder, tenant_id, user_id)
-            uow.commit()
-        return "indexed"
-    except IndexUnavailable:
-        c.dispatch([FollowUp(TaskName.SYNC_INDEX.value, (tenant_id, user_id))])
-        return "sent to the index worker"
-
-
-def delete_points(
-    container: Container,
-    tenant_id: str,
-    user_id: str,
-    point_ids: list[str],
-    kind: IndexKind = IndexKind.MEMORIES,
-) -> str:
-    from shared.ports import IndexUnavailable
-
-    if not point_ids:
-        return "nothing to delete"
-    index = container.turn_index if kind is IndexKind.TURNS else container.index
-    if index is None:
-        return "no such index"
-    try:
-        index.delete(tenant_id, user_id, point_ids)
-        return "deleted"
-    except IndexUnavailable:
-        container.dispatch(
-            [FollowUp(TaskName.DELETE_POINTS.value, (tenant_id, user_id, list(point_ids), kind.value))]
-        )
-        return "sent to the index worker"
 
 
 def readiness(container: Container) -> dict[str, str]:

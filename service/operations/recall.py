@@ -25,8 +25,9 @@ from shared.ingest.pipeline import EMBEDDING_MODEL_KEY
 from shared.lifecycle.sweeps import statuses_for
 from shared.ports import EmbeddingModelMismatch
 from shared.queues import TaskName
-from shared.recall.engine import RecallRequest, recall
+from shared.recall.cascade import recall
 from shared.recall.prompt import DEFAULT_PROMPT_BUDGET, fit_budget, prompt_block
+from shared.recall.request import RecallRequest
 from shared.storage import FollowUp
 from workers.bootstrap import Container
 
@@ -98,6 +99,7 @@ def recall_for(
         k=k,
         session_id=session_id,
         candidates=container.settings.recall_candidates,
+        working_turns=container.settings.working_memory_turns,
         statuses=statuses_for(include_archived, include_history),
     )
     with container.uow() as uow:

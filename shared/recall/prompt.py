@@ -8,7 +8,7 @@ best first; an item is kept when its cost still fits in what is left of the budg
 is skipped and the next, possibly smaller, item is tried. So a long item never hides shorter,
 lower-ranked ones behind it, and a kept item never displaces a better-ranked one.
 
-Items may be :class:`shared.recall.engine.RecallItem` objects or their public dicts (``to_public()``
+Items may be :class:`shared.recall.request.RecallItem` objects or their public dicts (``to_public()``
 or the JSON of ``cuemem recall --json``): only ``content``, ``type`` and ``created_at`` are read.
 """
 
@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
-from shared.recall.engine import RecallItem
+from shared.recall.request import RecallItem
 from shared.text import approx_token_count, detect_language
 
 Language = Literal["zh", "en"]

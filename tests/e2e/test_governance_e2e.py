@@ -19,7 +19,8 @@ from shared.ingest.extraction import extract
 from shared.lifecycle.maintenance import history_chain
 from shared.models import MemoryStatus, MemoryType
 from shared.queues import ROUTES, TaskName
-from shared.recall.engine import RecallRequest, recall
+from shared.recall.cascade import recall
+from shared.recall.request import RecallRequest
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
 from tests.support.queues import assert_queues_drain
 from tests.support.services import wait_processed, wait_until

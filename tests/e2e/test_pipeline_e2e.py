@@ -378,7 +378,8 @@ def test_embedding_model_change_is_refused_with_reindex_hint(it_settings, start_
 
 
 def test_read_your_writes_before_any_worker_runs(it_settings):
-    from shared.recall.engine import RecallRequest, recall
+    from shared.recall.cascade import recall
+    from shared.recall.request import RecallRequest
 
     c = build_container(it_settings)
     with Publisher.from_settings(it_settings) as pub:
@@ -400,8 +401,6 @@ def test_read_your_writes_before_any_worker_runs(it_settings):
 
 
 def test_recall_searches_through_the_index_worker_while_it_owns_the_index(it_settings, start_workers):
-    from workers.runtime.local import Runtime
-
     c = build_container(it_settings)
     with Publisher.from_settings(it_settings) as pub:
         ids = [
@@ -410,11 +409,9 @@ def test_recall_searches_through_the_index_worker_while_it_owns_the_index(it_set
         ]
     workers = start_workers()
     wait_processed(c, ids, workers)
-    from cli.main import run_recall
+    from service.operations.operator_recall import operator_recall
 
-    out = run_recall(
-        Runtime(it_settings, c, workers), "v", "what should I drink", k=2, now=datetime.now(UTC), session=None
-    )
+    out = operator_recall(c, "v", "what should I drink", k=2, now=datetime.now(UTC), session=None)
     assert out["trace"]["vector_backend"] == "qdrant-edge (via the index worker)"
     assert out["items"] and out["items"][0]["content"].startswith("I prefer oat milk"), json.dumps(
         out["items"], ensure_ascii=False

@@ -147,7 +147,7 @@ def test_publish_recall_edit_and_purge_through_real_workers(
             stored is not None and stored.event.content == "" and stored.event.metadata == {"redacted": True}
         )
         # The point itself is gone from the embedded index (the index worker's memory.delete_points).
-        from cli.main import broker_idle
+        from service.operations.waiting import broker_idle
         from workers.bootstrap import build_container
 
         assert wait_until(lambda: broker_idle(settings), 60)

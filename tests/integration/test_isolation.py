@@ -297,9 +297,9 @@ def test_mcp_tools_bound_to_one_user_never_reach_another(world: World) -> None:
     from mcp.server.mcpserver.exceptions import ToolError
 
     from producers.agent_tools import MemoryTools
-    from producers.backends import LibraryBackend
     from service.mcp.serve import library_forget
     from service.mcp.server import build_server
+    from service.operations.library_backend import LibraryBackend
 
     c = world.env.container  # tenant A, as `cuemem mcp --tenant tenant-a --user bob`
     alice = world.memories[(A, "alice")]

@@ -14,7 +14,7 @@ from celery import Celery
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from cli.main import CliError
+from cli.common import CliError
 from cli.main import app as cli_app
 from shared.ingest.pipeline import sync_user_index
 from shared.lifecycle import sweeps as lifecycle
@@ -244,10 +244,6 @@ def test_cli_maintain_then_restore_round_trip(c, settings, clean_db):
     )
     wrong_user = restore(target.id, "--user", "someone-else")
     assert isinstance(wrong_user.exception, CliError) and "someone-else" in str(wrong_user.exception)
-    not_archived = restore(task.id, "--user", "rc")
-    assert isinstance(not_archived.exception, CliError) and "is expired, not archived" in str(
-        not_archived.exception
-    )
     done = restore(target.id, "--user", "rc", "--tenant", "default")
     assert done.exit_code == 0, (done.output, done.exception)
     assert json.loads(done.output) == {"restored": target.id, "status": "active", "indexed": True}
@@ -261,7 +257,16 @@ def test_cli_maintain_then_restore_round_trip(c, settings, clean_db):
     assert c3.index.payloads("default", "rc")[target.id]["status"] == "active"
     c3.close()
     again = restore(target.id, "--user", "rc")
-    assert isinstance(again.exception, CliError) and "is active, not archived" in str(again.exception)
+    assert isinstance(again.exception, CliError) and "is active; only archived" in str(again.exception)
+    # The API's rule: an expired memory comes back too, its end of validity cleared.
+    expired = restore(task.id, "--user", "rc")
+    assert expired.exit_code == 0, (expired.output, expired.exception)
+    assert json.loads(expired.output) == {"restored": task.id, "status": "active", "indexed": True}
+    c4 = build_container(settings)
+    with c4.uow() as uow:
+        revived = uow.memories.get("default", "rc", task.id)
+    assert revived is not None and revived.status is MemoryStatus.ACTIVE and revived.valid_to is None
+    c4.close()
 
 
 # --- exactly one beat -------------------------------------------------------------------------

@@ -14,7 +14,8 @@ from shared.ingest import pipeline
 from shared.ingest.conflicts import judge_by_rules
 from shared.models import RECALLABLE_STATUSES, MemoryStatus
 from shared.queues import TaskName
-from shared.recall.engine import RecallRequest, recall
+from shared.recall.cascade import recall
+from shared.recall.request import RecallRequest
 from tests.support.fake_index import FakeVectorIndex
 from tests.support.fakes import FakeStore
 from workers.endpoints.embedders.hashing import HashingEmbedder
@@ -93,12 +94,13 @@ class TurnHarness(Harness):
 CHAT = "lol we saw a red fox near the old mill by the river"
 
 
+ASKED = NOW + timedelta(days=1)  # when ask() asks, unless told otherwise
+
+
 def ask(h, query, *, user="u1", now=None, k=5, statuses=RECALLABLE_STATUSES, reranker=None) -> Any:
-    """Recall for ``query`` a day after NOW (or at ``now``), from the memories and, on a
-    TurnHarness, the conversation log."""
-    request = RecallRequest(
-        "default", user, query, now=now or NOW + timedelta(days=1), k=k, statuses=statuses
-    )
+    """Recall for ``query`` at ASKED (or at ``now``), from the memories and, on a TurnHarness,
+    the conversation log."""
+    request = RecallRequest("default", user, query, now=now or ASKED, k=k, statuses=statuses)
     with h.store.uow() as uow:
         return recall(
             uow,

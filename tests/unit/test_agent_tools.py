@@ -6,8 +6,6 @@ The recall callable and the publisher are duck-typed fakes passed in; nothing is
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,14 +122,6 @@ def test_schema_contents() -> None:
     )
     assert remember["properties"]["kind"]["enum"] == ["preference", "fact", "profile", "task"]
     assert tools().schemas is TOOL_SCHEMAS
-
-
-def test_agent_tools_import_nothing_from_workers() -> None:
-    code = (
-        "import sys, producers.agent_tools; print(sorted(m for m in sys.modules if m.startswith('workers')))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
 
 
 # --- search_memory ----------------------------------------------------------------------------

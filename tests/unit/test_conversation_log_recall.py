@@ -9,7 +9,7 @@ from shared.ingest import pipeline
 from shared.lifecycle import maintenance
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES, MemoryStatus, turn_point_id
 from shared.queues import TaskName
-from tests.support.pipeline import CHAT, LIMITS, NOW, TurnHarness, ask, turn
+from tests.support.pipeline import ASKED, CHAT, LIMITS, NOW, TurnHarness, ask, turn
 
 
 def test_a_turn_that_made_no_memory_is_embedded_indexed_and_done():
@@ -158,15 +158,16 @@ def test_past_statements_come_back_only_on_request_and_marked():
 
 
 def test_the_prior_leans_by_type_and_half_life_score_and_stays_small():
-    from shared.recall.engine import SCORE_WEIGHT, TYPE_WEIGHTS, _Candidate, _memory_item, _prior
+    from shared.recall.fusion import SCORE_WEIGHT, TYPE_WEIGHTS, prior
+    from shared.recall.request import Candidate, memory_item
 
     h = TurnHarness()
     h.drain(turn(1, "I prefer green tea over coffee"))
     [memory] = h.state.memories.values()
     memory.score = 10.0
-    top = _prior(_Candidate(_memory_item(memory), memory=memory))
+    top = prior(Candidate(memory_item(memory), memory=memory))
     memory.score = 0.0
-    bottom = _prior(_Candidate(_memory_item(memory), memory=memory))
+    bottom = prior(Candidate(memory_item(memory), memory=memory))
     assert (
         top == TYPE_WEIGHTS[memory.type.value] * (1 + SCORE_WEIGHT)
         and bottom == TYPE_WEIGHTS[memory.type.value]
@@ -177,7 +178,7 @@ def test_the_prior_leans_by_type_and_half_life_score_and_stays_small():
 
 def test_a_time_range_finds_a_turn_that_never_became_a_memory_and_comes_first():
     h = TurnHarness()
-    now = NOW + timedelta(days=1)
+    now = ASKED
     h.drain({**turn(1, "我去杭州出差了三天"), "at": (now - timedelta(days=6)).isoformat()})
     h.drain(
         {
@@ -186,7 +187,7 @@ def test_a_time_range_finds_a_turn_that_never_became_a_memory_and_comes_first():
         }
     )
     assert all("杭州" not in m.content for m in h.state.memories.values())  # chit-chat level
-    out = ask(h, "上周我去哪儿了", now=now)
+    out = ask(h, "上周我去哪儿了")
     top = out.items[0]
     assert top.content == "我去杭州出差了三天" and top.type == "turn"
     assert "time" in top.explanation["paths"]
@@ -249,14 +250,14 @@ def test_reindex_after_a_model_change_re_embeds_page_by_page_without_tripping_on
 
 def test_a_redacted_turn_never_shows_up_blank_by_time_or_by_a_point_that_outlived_it():
     h = TurnHarness()
-    now = NOW + timedelta(days=1)
+    now = ASKED
     h.drain({**turn(1, "我去杭州出差了三天"), "at": (now - timedelta(days=6)).isoformat()})
     with h.store.uow() as uow:
         uow.events.redact("default", "u1", ["e-u1-s1-1"])  # its point is still in the index
         uow.commit()
     assert h.turns.ids("default", "u1")
     for query in ("上周我去哪儿了", "杭州出差"):
-        out = ask(h, query, now=now)
+        out = ask(h, query)
         assert out.items == [], (query, out.items)
 
 
@@ -284,10 +285,10 @@ def test_an_event_id_held_by_another_tenant_is_refused_naming_the_field():
 
 
 def test_a_named_range_is_ranked_by_meaning_not_by_which_turns_are_newest():
-    from shared.recall.engine import WINDOW_CANDIDATES
+    from shared.recall.windows import WINDOW_CANDIDATES
 
     h = TurnHarness()
-    now = NOW + timedelta(days=1)
+    now = ASKED
     week_start = now - timedelta(days=now.weekday() + 7)  # Monday of last week
     h.drain(
         {
@@ -299,7 +300,7 @@ def test_a_named_range_is_ranked_by_meaning_not_by_which_turns_are_newest():
     for i in range(2, WINDOW_CANDIDATES + 12):
         chat = f"lol {i} cats sleeping again today haha"
         h.drain({**turn(i, chat), "at": (week_start + timedelta(days=2, minutes=i)).isoformat()})
-    out = ask(h, "where did I travel for work last week", now=now)
+    out = ask(h, "where did I travel for work last week")
     top = out.items[0]
     assert "Hangzhou" in top.content, [i.content for i in out.items]
     assert "time" in top.explanation["paths"]

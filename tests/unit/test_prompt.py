@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from shared.recall.engine import RecallItem
 from shared.recall.prompt import (
     LABELS,
     TYPE_ORDER,
@@ -16,6 +15,7 @@ from shared.recall.prompt import (
     label,
     prompt_block,
 )
+from shared.recall.request import RecallItem
 from shared.text import approx_token_count
 
 

@@ -1,9 +1,13 @@
 """Recall on in-memory fakes: cue rarity, time ranges, the recency path, diversity, determinism,
 isolation. Extraction is the real rule-based one; the embedder is deterministic hashing."""
 
+import dataclasses
 from datetime import timedelta
 
-from shared.recall.engine import rarity, time_windows
+from shared.recall.cascade import recall
+from shared.recall.deterministic import rarity
+from shared.recall.request import RecallRequest
+from shared.recall.windows import named_times
 from tests.support.pipeline import NOW, Harness, ask, turn
 
 
@@ -43,7 +47,7 @@ def test_time_range_in_the_query_finds_last_weeks_memory():
     h = Harness()
     h.drain({**turn(1, "我去杭州出差了三天，住在西湖边"), "at": (NOW - timedelta(days=5)).isoformat()})
     h.drain({**turn(2, "生产环境部署端口是8443"), "at": (NOW - timedelta(days=20)).isoformat()})
-    windows = time_windows("上周我去哪儿了", NOW)
+    windows = named_times("上周我去哪儿了", NOW).windows
     assert windows and windows[0][0] <= NOW - timedelta(days=5) < windows[0][1]
     out = ask(h, "上周我去哪儿了", now=NOW)
     assert out.items[0].content.startswith("我去杭州出差")
@@ -87,12 +91,11 @@ def test_recall_never_crosses_users():
 
 
 def test_duplicate_texts_do_not_fill_the_list():
-    from shared.recall.engine import RecallItem, _Candidate, diverse
+    from shared.recall.fusion import diverse
+    from shared.recall.request import Candidate, RecallItem
 
     def cand(i, text):
-        return _Candidate(
-            RecallItem(str(i), text, "fact", 0.0, "active", [], {}, "2026-01-01T00:00:00+00:00")
-        )
+        return Candidate(RecallItem(str(i), text, "fact", 0.0, "active", [], {}, "2026-01-01T00:00:00+00:00"))
 
     picked = diverse([cand(1, "A  b"), cand(2, "a b"), cand(3, "c")], 2)
     assert [c.item.id for c in picked] == ["1", "3"]
@@ -158,3 +161,50 @@ def test_a_relative_time_tied_to_a_date_in_the_query_is_resolved_against_that_da
     h = Harness()
     out = ask(h, "What did Joanna do on the Sunday before October 25, 2022?")
     assert [w[0][:10] for w in out.trace["time_windows"]] == ["2022-10-23", "2022-10-25"]
+
+
+class _RecordingWorkingMemory:
+    """Has no turns; notes how many it was asked for."""
+
+    def __init__(self) -> None:
+        self.limits: list[int] = []
+
+    def recent(self, tenant_id, user_id, session_id, limit):
+        self.limits.append(limit)
+        return []
+
+
+def test_recall_reads_as_many_working_turns_as_the_settings_keep():
+    from service.operations.recall import recall_for
+    from shared.settings import Settings
+    from workers.bootstrap import build_container
+
+    h = Harness()
+    h.drain(turn(1, "我喜欢喝美式"))
+    working = _RecordingWorkingMemory()
+    settings = Settings(working_memory_turns=7, index_turns=False, reinforce_on_recall=False)
+    c = build_container(
+        settings, uow=h.store.uow, embedder=h.embedder, index=h.index, working_memory=working, reranker=None
+    )
+    recall_for(c, "u1", "我平时喝什么", now=NOW + timedelta(days=1))
+    assert working.limits == [7]
+
+
+def test_without_working_memory_the_event_log_gives_as_many_recent_turns_as_asked():
+    h = Harness()
+    for i, text in enumerate(["我不吃香菜", "我喜欢喝美式", "生产环境部署端口是8443"], 1):
+        h.drain(turn(i, text))
+
+    def working(turns):
+        request = RecallRequest("default", "u1", "8443", now=NOW + timedelta(days=1), session_id="s1")
+        with h.store.uow() as uow:
+            out = recall(
+                uow,
+                dataclasses.replace(request, working_turns=turns),
+                embedder=h.embedder,
+                index=h.index,
+                working_memory=None,
+            )
+        return out.trace["candidates"]["working"]
+
+    assert (working(1), working(2), working(20)) == (1, 2, 3)

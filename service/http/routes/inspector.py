@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import APIRouter
 from fastapi.responses import RedirectResponse, Response
 
-STATIC = Path(__file__).parent / "static"
+STATIC = Path(__file__).parent.parent / "static"
 ASSETS = {
     "index.html": "text/html; charset=utf-8",
     "inspector.js": "text/javascript; charset=utf-8",
@@ -34,22 +34,26 @@ def _asset(name: str) -> Response:
     return Response((STATIC / name).read_bytes(), media_type=ASSETS[name], headers=HEADERS)
 
 
-def install(app: FastAPI) -> None:
-    """``GET /inspector/`` (the page), its script and style; ``/inspector`` redirects."""
+# ``GET /inspector/`` (the page), its script and style; ``/inspector`` redirects.
+router = APIRouter()
 
-    @app.get("/inspector", include_in_schema=False)
-    def inspector_redirect() -> RedirectResponse:
-        # Relative, so that the page also works behind a proxy that adds a path prefix.
-        return RedirectResponse("inspector/", status_code=307)
 
-    @app.get("/inspector/", include_in_schema=False)
-    def inspector_page() -> Response:
-        return _asset("index.html")
+@router.get("/inspector", include_in_schema=False)
+def inspector_redirect() -> RedirectResponse:
+    # Relative, so that the page also works behind a proxy that adds a path prefix.
+    return RedirectResponse("inspector/", status_code=307)
 
-    @app.get("/inspector/inspector.js", include_in_schema=False)
-    def inspector_script() -> Response:
-        return _asset("inspector.js")
 
-    @app.get("/inspector/inspector.css", include_in_schema=False)
-    def inspector_style() -> Response:
-        return _asset("inspector.css")
+@router.get("/inspector/", include_in_schema=False)
+def inspector_page() -> Response:
+    return _asset("index.html")
+
+
+@router.get("/inspector/inspector.js", include_in_schema=False)
+def inspector_script() -> Response:
+    return _asset("inspector.js")
+
+
+@router.get("/inspector/inspector.css", include_in_schema=False)
+def inspector_style() -> Response:
+    return _asset("inspector.css")

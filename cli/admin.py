@@ -1,0 +1,99 @@
+"""Operator commands on the store and the indexes: `reindex`, `maintain`, `restore`, `migrate`."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from cli.common import CliError, DataDir, check_user, parse_now, settings_for, setup_logging
+from service.operations.recall import check_embedding_model
+from workers.runtime.local import open_runtime
+
+
+def reindex(
+    data_dir: DataDir = None, verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False
+) -> None:
+    """Rebuild the vector indexes (memories, conversation log) from Postgres, re-embedding vectors
+    of any other model."""
+    setup_logging(verbose)
+    from service.operations.index_followups import reindex as rebuild
+
+    with open_runtime(settings_for(data_dir)) as rt:
+        stats = rebuild(rt.container)
+    typer.echo(json.dumps(stats))
+
+
+def maintain(
+    now: Annotated[
+        str | None, typer.Option("--now", help="ISO 8601 time to run at (reproducible runs)")
+    ] = None,
+    data_dir: DataDir = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
+) -> None:
+    """Run the lifecycle once: decay, task TTL, archive, consolidation, then (where this process
+    may open the index) index sync, score push, reconciliation and optimize. Prints counts as JSON."""
+    from service.operations.index_followups import maintain_index
+    from shared.lifecycle.sweeps import maintain_store
+
+    setup_logging(verbose)
+    at = parse_now(now)
+    with open_runtime(settings_for(data_dir)) as rt:
+        c = rt.container
+        check_embedding_model(c)
+        store, touched = maintain_store(c.uow, c.embedder, at, c.lifecycle)
+        index, optimized = maintain_index(c, touched)
+    summary = {"now": at.isoformat(), **store, **index, "index_optimized": optimized}
+    typer.echo(json.dumps(summary))
+
+
+def restore(
+    memory_id: Annotated[
+        str,
+        typer.Argument(
+            help="The id of an archived, superseded, expired or forgotten memory", metavar="MEMORY_ID"
+        ),
+    ],
+    user: Annotated[str, typer.Option("--user", help="Whose memory (required)")],
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="The memory's tenant [default: CUEMEM_TENANT_ID]")
+    ] = None,
+    now: Annotated[str | None, typer.Option("--now", help="ISO 8601 time of the restore")] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Bring a memory back, as the API's restore does: active again, re-indexed, with a history entry."""
+    from service.operations.curation import restore as restore_memory
+    from service.operations.index_followups import INDEXED
+    from shared.lifecycle.curation import MemoryNotFound, Refused
+
+    setup_logging(False)
+    check_user(user)
+    at = parse_now(now)
+    with open_runtime(settings_for(data_dir)) as rt:
+        tenant_id = tenant or rt.settings.tenant_id
+        try:
+            memory, outcome = restore_memory(rt.container, tenant_id, user, memory_id, at)
+        except (MemoryNotFound, Refused) as exc:
+            raise CliError(f"MEMORY_ID: {exc}") from None
+    # The command's JSON says true when indexed here (a stable contract), the API's word otherwise.
+    reindexed: bool | str = True if outcome == INDEXED else outcome
+    typer.echo(json.dumps({"restored": memory.id, "status": memory.status.value, "indexed": reindexed}))
+
+
+def migrate(data_dir: DataDir = None) -> None:
+    """Bring the Postgres schema to the latest version (also done by every embedded start)."""
+    setup_logging(True)
+    settings = settings_for(data_dir)
+    if settings.database_url:
+        from sqlalchemy import create_engine
+
+        from workers.db.migrate import upgrade
+
+        engine = create_engine(settings.database_url)
+        upgrade(engine)
+        engine.dispose()
+    else:
+        with open_runtime(settings):
+            pass
+    typer.echo("schema up to date")

@@ -1,0 +1,89 @@
+"""`cuemem ingest`: publish a JSONL file of turns, and on the embedded default process them before exit."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from tqdm import tqdm
+
+from cli.common import CliError, DataDir, settings_for, setup_logging
+from producers.jsonl import count_lines, read_jsonl
+from producers.publisher import Publisher
+from service.operations.waiting import wait_for
+from shared.events import InvalidEvent
+from workers.runtime.local import open_runtime
+
+
+def _publish_lines(
+    publisher: Publisher, lines: list[tuple[int, dict[str, Any]]], *, show: bool
+) -> tuple[dict[str, int], list[str]]:
+    """Publish parsed lines; returns event id -> line number, and the per-line errors."""
+    published: dict[str, int] = {}
+    errors: list[str] = []
+    for number, data in tqdm(lines, desc="publishing", unit="turn", disable=not show, file=sys.stderr):
+        try:
+            published[publisher.publish_turn(data).event_id] = number
+        except InvalidEvent as exc:
+            errors.append(f"line {number}: {exc}")
+    return published, errors
+
+
+def ingest(
+    file: Annotated[Path, typer.Argument(help="JSONL file: one turn per line", metavar="FILE")],
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Return only once every event is fully processed")
+    ] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait with --wait")] = 3600.0,
+    data_dir: DataDir = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
+) -> None:
+    """Publish a JSONL file of turns; invalid lines are reported as `line N: <reason>` and skipped."""
+    setup_logging(verbose)
+    if not file.is_file():
+        raise CliError(f"FILE: {file} does not exist or is not a file")
+    settings = settings_for(data_dir)
+    embedded_broker = not settings.broker_url
+    show = sys.stderr.isatty() or verbose
+    invalid: list[str] = []
+    lines: list[tuple[int, dict[str, Any]]] = []
+    for line in tqdm(
+        read_jsonl(file),
+        total=count_lines(file),
+        desc="reading",
+        unit="line",
+        disable=not show,
+        file=sys.stderr,
+    ):
+        if line.error is not None or line.data is None:
+            invalid.append(f"line {line.number}: {line.error}")
+        else:
+            lines.append((line.number, line.data))
+    if not lines:
+        for message in invalid:
+            typer.echo(message, err=True)
+        typer.echo(json.dumps({"published": 0, "invalid": len(invalid)}))
+        raise typer.Exit(1 if invalid else 0)
+    with open_runtime(settings, start_workers=embedded_broker) as rt:
+        with Publisher.from_settings(rt.settings) as publisher:
+            published, errors = _publish_lines(publisher, lines, show=show)
+        invalid.extend(errors)
+        invalid.sort(key=lambda e: int(e.split(":", 1)[0].split()[1]))
+        for message in invalid:
+            typer.echo(message, err=True)
+        summary: dict[str, Any] = {"published": len(published), "invalid": len(invalid)}
+        failed = False
+        if wait or embedded_broker:
+            if embedded_broker and not wait:
+                typer.echo("embedded default: processing before exit (no external worker runs)", err=True)
+            state = wait_for(rt, list(published), timeout, show=show)
+            for event_id, reason in sorted(state.reasons.items(), key=lambda kv: published[kv[0]]):
+                typer.echo(f"line {published[event_id]}: {state.states[event_id]}: {reason}", err=True)
+            summary.update({k: state.counts.get(k, 0) for k in ("done", "duplicate", "rejected", "failed")})
+            failed = bool(state.counts.get("rejected") or state.counts.get("failed"))
+        typer.echo(json.dumps(summary))
+    if invalid or failed:
+        raise typer.Exit(1)

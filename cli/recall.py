@@ -1,0 +1,167 @@
+"""The commands that read memory: `recall`, `memories`, `timeline` and `history`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from cli.common import CliError, DataDir, check_user, echo_json, parse_now, settings_for, setup_logging
+from service.operations.operator_recall import operator_recall
+from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES
+from workers.runtime.local import open_runtime
+
+RECALL_FORMATS = ("items", "prompt")
+
+
+def recall_cmd(
+    query: Annotated[str, typer.Argument(help="What to remember", metavar="QUERY")],
+    user: Annotated[str, typer.Option("--user", help="Whose memory (required)")],
+    k: Annotated[int, typer.Option("--k", min=1, max=200, help="How many items")] = 5,
+    now: Annotated[str | None, typer.Option("--now", help="ISO 8601 time to recall at")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Current conversation")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", help="items: the list (readable, or JSON with --json); prompt: only the prompt block"
+        ),
+    ] = "items",
+    budget: Annotated[
+        int | None,
+        typer.Option("--budget", help="Token budget of the items and the prompt block (prompt: 1000)"),
+    ] = None,
+    include_archived: Annotated[
+        bool, typer.Option("--include-archived", help="Archived memories may be returned too")
+    ] = False,
+    reinforce: Annotated[
+        bool, typer.Option("--reinforce", help="Count the returned memories as used (access count + 1)")
+    ] = False,
+    include_history: Annotated[
+        bool,
+        typer.Option(
+            "--include-history",
+            help="Past statements may be returned too (superseded, archived, expired), marked by status",
+        ),
+    ] = False,
+    data_dir: DataDir = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
+) -> None:
+    """Recall memories for one user: exact cues first, then vector and keyword search."""
+    setup_logging(verbose)
+    check_user(user)
+    at = parse_now(now)
+    if not query.strip():
+        raise CliError("QUERY: must not be empty")
+    if fmt not in RECALL_FORMATS:
+        raise CliError(f"--format: {fmt!r} is not one of {', '.join(RECALL_FORMATS)}")
+    if budget is not None and budget < 1:
+        raise CliError(f"--budget: must be at least 1 token, got {budget}")
+    with open_runtime(settings_for(data_dir)) as rt:
+        out = operator_recall(
+            rt.container,
+            user,
+            query,
+            k=k,
+            now=at,
+            session=session,
+            budget=budget,
+            include_archived=include_archived,
+            reinforce=reinforce,
+            include_history=include_history,
+        )
+    if fmt == "prompt":
+        if out["prompt"]:
+            typer.echo(out["prompt"])
+    elif as_json:
+        echo_json(out)
+    else:
+        _print_recall(query, out)
+
+
+def _print_recall(query: str, out: dict[str, Any]) -> None:
+    typer.echo(f"? {query}  [stage: {out['stage']}]")
+    if not out["items"]:
+        typer.echo("  (nothing found) " + "; ".join(out["trace"].get("notes", [])))
+    for i, item in enumerate(out["items"], 1):
+        ex = item["explanation"]
+        why = ", ".join(ex.get("paths", []))
+        if ex.get("matched_cues"):
+            why += " cues=" + ",".join(ex["matched_cues"])
+        if "vector_score" in ex:
+            why += f" cos={ex['vector_score']:.3f}"
+        status = "" if item["status"] in ("active", "working", "log") else f" ({item['status']})"
+        typer.echo(f"  {i}. [{item['type']}]{status} {item['content']}   ({why})")
+
+
+def memories(
+    user: Annotated[str, typer.Option("--user", help="Whose memory (required)")],
+    include_all: Annotated[
+        bool, typer.Option("--all", help="Include superseded, archived and expired memories")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+    data_dir: DataDir = None,
+) -> None:
+    """List one user's memories."""
+    setup_logging(False)
+    check_user(user)
+    statuses = RECALLABLE_STATUSES | HISTORICAL_STATUSES if include_all else RECALLABLE_STATUSES
+    with open_runtime(settings_for(data_dir)) as rt, rt.container.uow() as uow:
+        rows = uow.memories.for_user(rt.settings.tenant_id, user, statuses)
+    data = [m.to_public() for m in rows]
+    if as_json:
+        echo_json(data)
+        return
+    for m in data:
+        typer.echo(
+            f"{m['id']}  {m['status']:<10} {m['type']:<10} imp={m['importance']:<4} x{m['access_count']}  "
+            f"{m['content']}"
+        )
+
+
+def timeline(
+    user: Annotated[str, typer.Option("--user")],
+    session: Annotated[str, typer.Option("--session")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    data_dir: DataDir = None,
+) -> None:
+    """Show one conversation's recorded turns in seq order."""
+    setup_logging(False)
+    check_user(user)
+    with open_runtime(settings_for(data_dir)) as rt, rt.container.uow() as uow:
+        events = uow.events.timeline(rt.settings.tenant_id, user, session)
+    data = [{**e.event.to_message(), "stage": e.stage, "importance": e.importance} for e in events]
+    if as_json:
+        echo_json(data)
+        return
+    for e in data:
+        typer.echo(f"{e['seq']:>5} {e['role']:<9} {e['stage']:<9} {e['content']}")
+
+
+def history(
+    memory_id: Annotated[str, typer.Argument(help="A memory id", metavar="MEMORY_ID")],
+    user: Annotated[str, typer.Option("--user", help="Whose memory (required)")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+    data_dir: DataDir = None,
+) -> None:
+    """Show a memory's chain: what superseded, merged or consolidated it, when and why."""
+    from shared.lifecycle.maintenance import history_chain
+
+    setup_logging(False)
+    check_user(user)
+    with open_runtime(settings_for(data_dir)) as rt, rt.container.uow() as uow:
+        chain = history_chain(uow, rt.settings.tenant_id, user, memory_id)
+    if not chain["found"]:
+        raise CliError(f"MEMORY_ID: no memory {memory_id!r} for user {user!r}")
+    if as_json:
+        echo_json(chain)
+        return
+    for m in chain["memories"]:
+        until = f" until {m['valid_to']}" if m["valid_to"] else ""
+        typer.echo(
+            f"{m['id']}  {m['status']:<10} {m['type']:<10} from {m['valid_from']}{until}  {m['content']}"
+        )
+    typer.echo("")
+    for h in chain["history"]:
+        related = f" -> {h['related_id']}" if h["related_id"] else ""
+        typer.echo(f"{h['at']}  {h['memory_id'][:8]} {h['action']}{related}  [{h['judge']}] {h['reason']}")

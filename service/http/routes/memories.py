@@ -1,0 +1,102 @@
+"""``/v1/users`` and ``/v1/users/{user_id}/memories``: list, read and curate one user's memories
+(edit, invalidate, restore, forget or purge, history), within the key's tenant."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from service.http.deps import AppContainer, MemoryId, Tenant, User
+from service.http.schemas import DeletedOut, EditIn, InvalidateIn, MemoryOut, MemoryPage, UserPage
+from service.operations import curation as api
+from shared.lifecycle import curation
+
+router = APIRouter()
+
+BASE = "/v1/users/{user_id}/memories"
+
+
+@router.get("/v1/users", response_model=UserPage, tags=["memories"])
+def list_users(
+    tenant: Tenant,
+    container: AppContainer,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> dict[str, Any]:
+    """The key's tenant's users that have memories, by user id, with their memory counts."""
+    return api.list_users(container, tenant, limit, offset)
+
+
+@router.get(BASE, response_model=MemoryPage, tags=["memories"])
+def list_memories(
+    tenant: Tenant,
+    user_id: User,
+    container: AppContainer,
+    status: Annotated[
+        str | None, Query(description="comma-separated statuses, or `all`; default active")
+    ] = None,
+    memory_type: Annotated[str | None, Query(alias="type")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> dict[str, Any]:
+    """A user's memories, newest first. Forgotten ones only when asked for by status."""
+    statuses = curation.parse_statuses(status)
+    kind = curation.parse_type(memory_type)
+    items, total = api.list_memories(container, tenant, user_id, statuses, kind, limit, offset)
+    return {"items": [m.to_public() for m in items], "total": total}
+
+
+@router.get(BASE + "/{memory_id}", response_model=MemoryOut, tags=["memories"])
+def get_memory(tenant: Tenant, user_id: User, memory_id: MemoryId, container: AppContainer) -> dict[str, Any]:
+    return api.get_memory(container, tenant, user_id, memory_id).to_public()
+
+
+@router.patch(BASE + "/{memory_id}", response_model=MemoryOut, tags=["memories"])
+def edit_memory(
+    tenant: Tenant, user_id: User, memory_id: MemoryId, body: EditIn, container: AppContainer
+) -> dict[str, Any]:
+    """Edit content, type or tags: re-embedded, version + 1, re-indexed, history `edited`."""
+    changes = curation.check_edit(body.content, body.type, body.tags, container.settings.max_content_chars)
+    return api.edit(container, tenant, user_id, memory_id, changes).to_public()
+
+
+@router.post(BASE + "/{memory_id}/invalidate", response_model=MemoryOut, tags=["memories"])
+def invalidate_memory(
+    tenant: Tenant, user_id: User, memory_id: MemoryId, body: InvalidateIn, container: AppContainer
+) -> dict[str, Any]:
+    """No longer true: superseded with the reason, never recalled by default."""
+    reason = curation.check_reason(body.reason)
+    return api.invalidate(container, tenant, user_id, memory_id, reason).to_public()
+
+
+@router.post(BASE + "/{memory_id}/restore", response_model=MemoryOut, tags=["memories"])
+def restore_memory(
+    tenant: Tenant, user_id: User, memory_id: MemoryId, container: AppContainer
+) -> dict[str, Any]:
+    """Active again: archived, superseded, expired or forgotten memories."""
+    return api.restore(container, tenant, user_id, memory_id)[0].to_public()
+
+
+@router.delete(BASE + "/{memory_id}", response_model=DeletedOut, tags=["memories"])
+def delete_memory(
+    tenant: Tenant,
+    user_id: User,
+    memory_id: MemoryId,
+    container: AppContainer,
+    hard: Annotated[
+        bool, Query(description="privacy delete: remove rows, vectors, derived memories")
+    ] = False,
+) -> DeletedOut:
+    """Forget (status `forgotten`, kept for the audit) or, with `hard=true`, delete for good."""
+    if hard:
+        return DeletedOut(deleted=api.purge(container, tenant, user_id, memory_id), hard=True)
+    return DeletedOut(deleted=api.forget(container, tenant, user_id, memory_id), hard=False)
+
+
+@router.get(BASE + "/{memory_id}/history", tags=["memories"])
+def memory_history(
+    tenant: Tenant, user_id: User, memory_id: MemoryId, container: AppContainer
+) -> dict[str, Any]:
+    """The memory's chain: what superseded, merged or consolidated it, when and why."""
+    return api.history(container, tenant, user_id, memory_id)

@@ -1,0 +1,53 @@
+"""``/v1/recall``: recall for one user of the key's tenant, as items or as the prompt block."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import PlainTextResponse
+
+from service.http.deps import AppContainer, Metrics, Tenant
+from service.http.metrics import ApiMetrics
+from service.http.schemas import RecallIn
+from service.operations.recall import recall_for
+from shared.lifecycle import curation
+from workers.bootstrap import Container
+
+router = APIRouter()
+
+
+def _recall(container: Container, metrics: ApiMetrics, body: RecallIn, tenant: str) -> dict[str, Any]:
+    curation.check_ids(
+        {"user_id": body.user_id, "session_id": body.session_id}, container.settings.max_id_chars
+    )
+    checked = curation.check_recall(body.query, body.k, body.now, body.budget_tokens)
+    out = recall_for(
+        container,
+        body.user_id,
+        checked.query,
+        k=checked.k,
+        now=checked.now,
+        session_id=body.session_id,
+        budget_tokens=checked.budget_tokens,
+        include_archived=body.include_archived,
+        include_history=body.include_history,
+        reinforce=body.reinforce,
+        tenant_id=tenant,
+    )
+    metrics.observe_recall(out)
+    return out
+
+
+@router.post("/v1/recall", tags=["recall"])
+def recall(body: RecallIn, tenant: Tenant, container: AppContainer, metrics: Metrics) -> dict[str, Any]:
+    """Recall for one user: ``{stage, items, trace, prompt}``, as `cuemem recall --json`."""
+    return _recall(container, metrics, body, tenant)
+
+
+@router.post("/v1/recall/prompt", response_class=PlainTextResponse, tags=["recall"])
+def recall_prompt(
+    body: RecallIn, tenant: Tenant, container: AppContainer, metrics: Metrics
+) -> PlainTextResponse:
+    """Only the prompt block, as text, ready to put in front of the model."""
+    return PlainTextResponse(_recall(container, metrics, body, tenant)["prompt"])

@@ -1,0 +1,65 @@
+"""Wait until published events are processed: what ``cuemem ingest --wait``, the demo, a dead-letter
+replay on the embedded default and the LoCoMo benchmark do after publishing.
+
+"Processed" is final in Postgres (done, a duplicate, rejected or dead-lettered), and, when the
+command runs its own workers, nothing left on the broker either: a re-sent event is final at once
+(its first delivery was), but its message would otherwise stay queued after the workers stop.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from tqdm import tqdm
+
+from shared.ingest.progress import Progress, progress
+from shared.queues import Queue
+from shared.settings import Settings
+from workers.runtime.local import Runtime
+from workers.runtime.processes import check_alive
+
+# Event states that are still moving through the pipeline are everything but these.
+_FINAL_STATES = ("done", "duplicate", "rejected", "failed")
+
+
+class WaitTimedOut(Exception):
+    """Some events were still in flight when the time given ran out; the message counts them."""
+
+
+def wait_for(rt: Runtime, event_ids: list[str], timeout_s: float, *, show: bool = True) -> Progress:
+    """Poll Postgres until every event is done, a duplicate, rejected or dead-lettered."""
+    deadline = time.monotonic() + timeout_s
+    bar = tqdm(total=len(event_ids), desc="processing", unit="turn", disable=not show, file=sys.stderr)
+    try:
+        while True:
+            with rt.container.uow() as uow:
+                state = progress(uow, event_ids)
+            bar.update(state.finished - bar.n)
+            if state.complete and (not rt.workers or broker_idle(rt.settings)):
+                return state
+            check_alive(rt.workers)
+            if time.monotonic() > deadline:
+                waiting = {k: v for k, v in state.counts.items() if k not in _FINAL_STATES}
+                raise WaitTimedOut(f"timed out after {timeout_s:.0f} s; still in flight: {waiting}")
+            time.sleep(0.2)
+    finally:
+        bar.close()
+
+
+def broker_idle(settings: Settings) -> bool:
+    """No message waiting in any cuemem queue and none delivered but unacknowledged."""
+    import redis
+
+    url = settings.effective_redis_url
+    if url is None:
+        return True
+    client = redis.Redis.from_url(url)
+    try:
+        pipe = client.pipeline()
+        for queue in Queue:
+            pipe.llen(queue.value)
+        pipe.hlen("unacked")  # kombu's Redis transport keeps delivered, unacked messages here
+        return not any(pipe.execute())
+    finally:
+        client.close()

@@ -1,0 +1,151 @@
+"""Stage 1, the deterministic answer: an exact key, and the memories and turns sharing cues with
+the query.
+
+An exact key (a memory id, an event id) answers alone. Otherwise the user's memories that share
+cue keys with the query (entities, lexicon tags, keywords) score by those cues, each weighted by
+its rarity among the user's memories; a memory of a type the query hints at gains a little; the
+conversation's working memory is scored the same way, so a turn published a moment ago is found
+before any worker ran (read-your-writes). Hits reaching ``CONFIDENT`` answer first.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+
+from shared.cues import QueryCues, cues_for_memory, entities, lexicon_tags
+from shared.events import TurnPublished
+from shared.models import Memory
+from shared.ports import WorkingMemory
+from shared.recall.request import Candidate, Pool, RecallRequest, memory_item, turn_item
+from shared.storage import UnitOfWork
+
+CONFIDENT = 3.0  # one rare entity, or a rare tag plus a keyword, or three rare keywords
+MAX_QUERY_CUES = 16
+TYPE_BOOST = 0.5  # the query hints at the memory's type ("忌口" -> preference)
+EXACT_KEY_SCORE = 100.0
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+def exact_key(uow: UnitOfWork, request: RecallRequest) -> list[Candidate]:
+    """A query that is a memory id, or an event id (`event:ID` or a bare id a memory cites)."""
+    key = request.query.strip()
+    if not key or any(ch.isspace() for ch in key) or len(key) > 512:
+        return []
+    found: list[Memory] = []
+    if _UUID.match(key):
+        memory = uow.memories.get(request.tenant_id, request.user_id, key.lower())
+        if memory is not None and memory.status in request.statuses:
+            found.append(memory)
+    if not found:
+        event_id = key.removeprefix("event:")
+        found = uow.memories.by_source(request.tenant_id, request.user_id, event_id, request.statuses)
+    return [
+        Candidate(memory_item(m), EXACT_KEY_SCORE, [f"key:{key}"], paths=["key"], memory=m) for m in found
+    ]
+
+
+def rarity(df: int, total: int) -> float:
+    """1 for a cue only one memory holds, falling towards 0 as more of the user's memories hold it."""
+    if df <= 1 or total <= 1:
+        return 1.0
+    return max(math.log1p(total / df) / math.log1p(total), 0.05)
+
+
+def cue_match(weights: dict[str, float], cues: Iterable[str]) -> tuple[float, list[str]]:
+    matched = sorted(set(weights).intersection(cues))
+    return sum(weights[c] for c in matched), matched
+
+
+def turn_cues(turn: TurnPublished) -> tuple[str, ...]:
+    """A raw turn's cue keys, as extraction would give the memory made of it."""
+    return cues_for_memory(turn.content, lexicon_tags(turn.content), entities(turn.content))
+
+
+def cue_matches(uow: UnitOfWork, request: RecallRequest, cues: QueryCues) -> tuple[dict[str, float], Pool]:
+    """The query's cue weights, and a pool of the user's memories holding its rarest cues.
+
+    A cue's weight falls with how many of the user's memories hold it (a name on every turn
+    proves nothing)."""
+    base = cues.keys()
+    total, df = uow.memories.cue_counts(request.tenant_id, request.user_id, list(base), request.statuses)
+    weights = {c: w * rarity(df.get(c, 0), total) for c, w in base.items()}
+    present = sorted((c for c in base if df.get(c)), key=lambda c: (df[c], c))[:MAX_QUERY_CUES]
+    pool = Pool()
+    for memory in uow.memories.by_cues(
+        request.tenant_id, request.user_id, present, request.statuses, request.candidates
+    ):
+        score, matched = cue_match(weights, memory.cues)
+        pool[memory.id] = Candidate(memory_item(memory), score, matched, paths=["cue"], memory=memory)
+    return weights, pool
+
+
+def boost_type_hints(pool: Pool, cues: QueryCues) -> None:
+    for cand in pool.values():
+        if cand.item.type in cues.type_hints:
+            cand.cue_score += TYPE_BOOST
+            cand.matched.append(f"type:{cand.item.type}")
+
+
+def working_turns(
+    uow: UnitOfWork, request: RecallRequest, working_memory: WorkingMemory | None, notes: list[str]
+) -> list[TurnPublished]:
+    """Recent turns: the current session's, or (without one) those the pipeline has not finished.
+
+    A finished turn outside the current session already answers through long-term memory, or
+    was judged not worth keeping; offering it again would only add noise.
+    """
+    turns: list[TurnPublished] | None = None
+    if working_memory is not None:
+        try:
+            turns = working_memory.recent(
+                request.tenant_id, request.user_id, request.session_id, request.working_turns
+            )
+        except Exception as exc:  # Redis down: the event log still knows the recorded turns
+            notes.append(
+                f"working memory unavailable ({type(exc).__name__}); read recent turns from the event log"
+            )
+    if turns is None:
+        stored = uow.events.recent(
+            request.tenant_id, request.user_id, request.working_turns, request.session_id
+        )
+        turns = [s.event for s in stored]
+    if request.session_id is not None:
+        return turns
+    stages = uow.events.stages([t.event_id for t in turns])
+    return [t for t in turns if stages.get(t.event_id) != "done"]
+
+
+def add_working_turns(pool: Pool, turns: list[TurnPublished], weights: dict[str, float]) -> None:
+    """The working memory's turns that share a cue with the query and are not already in the pool
+    as the long-term memory made of them."""
+    long_term_sources = {s["event_id"] for c in pool.values() for s in c.item.sources}
+    for turn in turns:
+        if turn.event_id in long_term_sources:
+            continue
+        score, matched = cue_match(weights, turn_cues(turn))
+        if score > 0:
+            pool[f"event:{turn.event_id}"] = Candidate(turn_item(turn), score, matched, paths=["working"])
+
+
+def ranked_by_cues(pool: Pool) -> list[Candidate]:
+    """The cue list: every candidate with a cue score, best first, ties as ``Candidate.tie``."""
+    ranked = sorted(pool.values(), key=lambda c: (-c.cue_score, *c.tie(), c.item.id))
+    return [c for c in ranked if c.cue_score > 0]
+
+
+def confident_hits(cue_ranked: list[Candidate]) -> list[Candidate]:
+    """The cue hits that answer first.
+
+    A confident hit brings the other statements of its slot along, so that the newest one (the
+    current truth) can come first even when the older one matched more words."""
+    confident = [c for c in cue_ranked if c.cue_score >= CONFIDENT]
+    slots = {c.item.slot for c in confident if c.item.slot}
+    return confident + [c for c in cue_ranked if c not in confident and c.item.slot in slots]
+
+
+def cue_strength(c: Candidate) -> float:
+    """How much a cue match counts in fusion: in full at the confident score, less below it. A
+    name that is on every memory (rarity near 0) must not vote like a rare order id."""
+    return min(1.0, c.cue_score / CONFIDENT)

@@ -1,0 +1,177 @@
+"""The time paths: the ranges the query names ("上周", "last month"), and the user's newest
+memories for a follow-up that names nothing.
+
+A named range is a filter: its items that also match the query's cues join stage 1, and stage 2
+ranks the rest of it by meaning. A range holds whole sessions; which of its items matter is for
+the query's content to say, not for their order in time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from datetime import time as dtime
+
+from shared.cues import QueryCues
+from shared.ingest.conflicts import cosine
+from shared.models import is_redacted
+from shared.recall.deterministic import cue_match, turn_cues
+from shared.recall.request import EVERY_STATUS, Candidate, Pool, RecallRequest, memory_item, turn_item
+from shared.storage import UnitOfWork
+from shared.timeexpr import resolve_anchored
+
+TIME_BOOST = 2.0  # the memory falls in a time range the query names ("上周", "last month")
+WINDOW_CANDIDATES = 20  # the time path's list (items of a named range, closest in meaning first)
+WINDOW_SCAN = 200  # items of each kind read from one named range to pick those from
+RECENT_DAYS = 3  # the recency path: the user's newest memories ("那我现在该怎么办？")
+RECENT_CANDIDATES = 10
+
+Window = tuple[datetime, datetime]
+
+
+@dataclass(frozen=True)
+class NamedTimes:
+    """The time expressions of a query, resolved once."""
+
+    windows: list[Window]  # [start, end) per expression, resolved against ``now``
+    # The query without them: a time expression is a filter, not words to match ("上周"/"last
+    # week" must not pull in every memory that says "last").
+    content: str
+
+
+def named_times(query: str, now: datetime) -> NamedTimes:
+    refs = resolve_anchored(query, now)
+    tz = now.tzinfo or UTC
+    windows = [
+        (
+            datetime.combine(ref.date, dtime.min, tzinfo=tz),
+            datetime.combine(ref.last, dtime.min, tzinfo=tz) + timedelta(days=1),
+        )
+        for ref in refs
+    ]
+    content = list(query)
+    for ref in refs:
+        content[ref.start : ref.end] = " " * (ref.end - ref.start)
+    return NamedTimes(windows, "".join(content))
+
+
+@dataclass
+class InWindow:
+    """An item of a time range the query names, not yet in the candidate pool."""
+
+    key: str
+    cand: Candidate
+    vector: list[float] | None
+    label: str
+
+
+def window_items(
+    uow: UnitOfWork,
+    request: RecallRequest,
+    windows: list[Window],
+    weights: dict[str, float],
+    with_turns: bool,
+) -> dict[str, InWindow]:
+    """What lies in the time ranges the query names: the user's memories, and the turns of the
+    conversation log that no memory cites (a cited turn is there as its memory), up to
+    WINDOW_SCAN of each per range, with their vectors so that stage 2 can rank them by meaning."""
+    out: dict[str, InWindow] = {}
+    for start, end in windows:
+        label = f"time:{start.date().isoformat()}..{(end - timedelta(days=1)).date().isoformat()}"
+        for memory in uow.memories.in_window(
+            request.tenant_id, request.user_id, start, end, request.statuses, WINDOW_SCAN,
+            with_embedding=True,
+        ):  # fmt: skip
+            if memory.id not in out:
+                score, matched = cue_match(weights, memory.cues)
+                cand = Candidate(memory_item(memory), score, matched, memory=memory)
+                out[memory.id] = InWindow(memory.id, cand, memory.embedding, label)
+        if not with_turns:
+            continue
+        events = uow.events.in_window(request.tenant_id, request.user_id, start, end, WINDOW_SCAN)
+        # Cited by a memory of any status: a returnable memory stands for the turn; an unreturnable
+        # one (superseded, forgotten...) means the turn's content must not come back either.
+        cited = {
+            s["event_id"]
+            for m in uow.memories.by_sources(
+                request.tenant_id, request.user_id, [e.event.event_id for e in events], EVERY_STATUS
+            )
+            for s in m.sources
+        }
+        fresh = [
+            e.event
+            for e in events
+            if e.event.event_id not in cited
+            and f"event:{e.event.event_id}" not in out
+            and not is_redacted(e.event)
+        ]
+        vectors = uow.events.turn_vectors(request.tenant_id, request.user_id, [t.event_id for t in fresh])
+        for turn in fresh:
+            score, matched = cue_match(weights, turn_cues(turn))
+            key = f"event:{turn.event_id}"
+            out[key] = InWindow(
+                key, Candidate(turn_item(turn, "turn"), score, matched), vectors.get(turn.event_id), label
+            )
+    return out
+
+
+def enter_window(pool: Pool, w: InWindow) -> Candidate:
+    """Put an in-range item into the pool (or mark the pooled one) as found by the time path."""
+    cand = pool.get(w.key)
+    if cand is None:
+        cand = pool[w.key] = w.cand
+    if "time" not in cand.paths:
+        cand.paths.append("time")
+        cand.cue_score += TIME_BOOST
+        cand.matched.append(w.label)
+    return cand
+
+
+def enter_cue_matches(pool: Pool, in_window: dict[str, InWindow]) -> None:
+    """Stage 1's share of the named ranges: their items that also match the query's cues."""
+    for found in in_window.values():
+        if found.cand.cue_score > 0:
+            enter_window(pool, found)
+
+
+def window_ranked(
+    in_window: dict[str, InWindow], query_vector: list[float] | None, pool: Pool
+) -> list[Candidate]:
+    """The time path's list: the items of the named ranges closest in meaning to the query (by
+    cue score without a query vector), the best WINDOW_CANDIDATES of them. Every pooled item
+    that lies in a range, whichever path found it, is marked as in it too."""
+
+    def closeness(w: InWindow) -> float:
+        if query_vector is None or w.vector is None:
+            return -1.0
+        return cosine(query_vector, w.vector)
+
+    ordered = sorted(
+        in_window.values(),
+        key=lambda w: (-round(closeness(w), 9), -w.cand.cue_score, *w.cand.tie(), w.key),
+    )
+    ranked = [enter_window(pool, w) for w in ordered[:WINDOW_CANDIDATES]]
+    for key in in_window.keys() & pool.keys():
+        enter_window(pool, in_window[key])
+    return ranked
+
+
+def is_follow_up(cues: QueryCues, times: NamedTimes) -> bool:
+    """A follow-up names nothing ("那我现在该怎么办？"): a question with its own subject is about
+    that subject, and newness would only add noise to it."""
+    return len(cues.keywords) <= 1 and not cues.entities and not cues.tags and not times.windows
+
+
+def recent_candidates(uow: UnitOfWork, request: RecallRequest, pool: Pool) -> list[Candidate]:
+    """The user's newest memories: a follow-up question ("那我现在该怎么办？") is about them."""
+    start = request.now - timedelta(days=RECENT_DAYS)
+    out = []
+    for memory in uow.memories.in_window(
+        request.tenant_id, request.user_id, start, request.now + timedelta(seconds=1), request.statuses,
+        RECENT_CANDIDATES,
+    ):  # fmt: skip
+        cand = pool.of_memory(memory)
+        if "recent" not in cand.paths:
+            cand.paths.append("recent")
+        out.append(cand)
+    return out
