@@ -8,17 +8,14 @@ redis://127.0.0.1:6379/13), flushed before each test that uses it.
 from __future__ import annotations
 
 import os
-import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from shared.settings import Settings
+from tests.support.databases import REDIS_URL, scratch_database
 
-PG_ADMIN = os.environ.get("CUEMEM_TEST_PG_ADMIN", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-REDIS_URL = os.environ.get("CUEMEM_TEST_REDIS", "redis://127.0.0.1:6379/13")
 TABLES = [
     "events", "event_receipts", "memories", "dead_letters", "cuemem_meta", "memory_history", "llm_calls",
     "recall_claims", "api_keys",
@@ -27,22 +24,15 @@ TABLES = [
 
 @pytest.fixture(scope="session")
 def database_url() -> Iterator[str]:
-    from sqlalchemy import create_engine, text
+    from sqlalchemy import create_engine
 
     from workers.db.migrate import upgrade
 
-    name = f"cuemem_it_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
-    engine = create_engine(url)
-    upgrade(engine)
-    engine.dispose()
-    yield url
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    with scratch_database("cuemem_it") as url:
+        engine = create_engine(url)
+        upgrade(engine)
+        engine.dispose()
+        yield url
 
 
 @pytest.fixture
@@ -113,12 +103,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         tier = Path(item.fspath).resolve().relative_to(TESTS).parts[0]
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.25) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()

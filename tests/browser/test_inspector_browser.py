@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from shared.models import Memory, MemoryStatus, MemoryType
-from tests.support.api import ApiEnv, api_settings, build_env, seed_memory
+from tests.support.api import ApiEnv, api_settings, running_api, seed_memory
 
 A, B = "tenant-a", "tenant-b"
 USER = "u-inspect"
@@ -98,10 +98,8 @@ def _stop(served: Served) -> None:
 
 @pytest.fixture
 def env(it_settings) -> Iterator[ApiEnv]:
-    env = build_env(api_settings(it_settings))
-    yield env
-    env.client.app.state.close()  # type: ignore[attr-defined]
-    env.container.close()
+    with running_api(api_settings(it_settings)) as env:
+        yield env
 
 
 @pytest.fixture

@@ -15,19 +15,17 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from tests.support.api import api_settings, build_env, seed_memory
+from tests.support.api import api_settings, running_api, seed_memory
 
 MAX_EXAMPLES = int(os.environ.get("CUEMEM_API_FUZZ_EXAMPLES", "25"))  # per operation and mode
 
 
 @pytest.fixture
 def api_env(it_settings: Any) -> Any:
-    env = build_env(api_settings(it_settings))
-    # Something to find: generated ids rarely hit it, but list and recall read real rows.
-    seed_memory(env.container, "tenant-a", "u1", "我不吃香菜")
-    yield env
-    env.client.app.state.close()
-    env.container.close()
+    with running_api(api_settings(it_settings)) as env:
+        # Something to find: generated ids rarely hit it, but list and recall read real rows.
+        seed_memory(env.container, "tenant-a", "u1", "我不吃香菜")
+        yield env
 
 
 def test_no_5xx_anywhere(api_env: Any) -> None:

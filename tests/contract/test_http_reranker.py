@@ -4,7 +4,6 @@ retries on 429 and 5xx, timeouts, unusable answers, and wiring through settings 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,12 +18,6 @@ from workers.endpoints.rerankers.http import HttpReranker, rerank_endpoint
 
 SECRET = "rk-test-very-secret-key"
 DOCS = ["端口是8443", "我不吃香菜", "the port is 8443"]
-
-
-@pytest.fixture
-def stub() -> Iterator[StubServer]:
-    with StubServer() as server:
-        yield server
 
 
 def url(stub: StubServer) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,12 +20,6 @@ from workers.endpoints.embedders.openai_compat import BackoffWait, OpenAIEmbedde
 SECRET = "sk-test-very-secret-key"
 DIM = 4
 EMBEDDINGS = "/v1/embeddings"
-
-
-@pytest.fixture
-def stub() -> Iterator[StubServer]:
-    with StubServer() as server:
-        yield server
 
 
 def make(stub: StubServer, **overrides: Any) -> OpenAIEmbedder:

@@ -28,10 +28,9 @@ from producers.publisher import Publisher, make_broker_app
 from shared.events import InvalidEvent
 from shared.queues import ROUTES, TaskName
 from shared.settings import Settings
-from tests.conftest import wait_until
-from tests.support.api import api_settings, build_env, error_of
-from tests.support.services import memory_snapshot, table_counts, wait_processed
-from tests.unit.test_bad_input import FIELDS, GOOD, INJECTIONS, nested, value_for
+from tests.support.api import api_settings, error_of, running_api
+from tests.support.hostile_input import FIELDS, GOOD, INJECTIONS, nested, value_for
+from tests.support.services import memory_snapshot, table_counts, wait_processed, wait_until
 from workers.bootstrap import build_container
 from workers.failures import dead_letter
 
@@ -255,8 +254,7 @@ def test_ingest_reports_every_hostile_line_and_publishes_the_rest(
 
 
 def test_api_answers_hostile_bodies_with_a_4xx_naming_the_problem(it_settings: Settings) -> None:
-    env = build_env(api_settings(it_settings))
-    try:
+    with running_api(api_settings(it_settings)) as env:
         auth = {**env.auth("tenant-a"), "Content-Type": "application/json"}
         bodies: list[bytes] = [
             b"\xff\xfe not utf-8",
@@ -277,9 +275,6 @@ def test_api_answers_hostile_bodies_with_a_4xx_naming_the_problem(it_settings: S
                 r = env.client.post(path, content=body, headers=auth)
                 assert 400 <= r.status_code < 500, (path, body[:60], r.status_code, r.text[:300])
                 assert error_of(r)["message"], r.text
-    finally:
-        env.client.app.state.close()  # type: ignore[attr-defined]
-        env.container.close()
 
 
 # --- dead letters: list and replay ------------------------------------------------------------

@@ -21,10 +21,9 @@ from shared.models import MemoryStatus, MemoryType
 from shared.queues import ROUTES, TaskName
 from shared.recall.cascade import recall
 from shared.recall.request import RecallRequest
-from tests.conftest import wait_until
-from tests.e2e.test_pipeline_e2e import _queues_empty
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
-from tests.support.services import wait_processed
+from tests.support.queues import assert_queues_drain
+from tests.support.services import wait_processed, wait_until
 from workers.bootstrap import build_container
 
 DAY0 = datetime(2026, 11, 2, 20, 0, tzinfo=UTC)
@@ -66,7 +65,7 @@ def test_seed_cases_keep_what_a_curator_would_keep(it_settings, start_workers):
         ids = [pub.publish_turn(t).event_id for t in seed_turns(user)]
     workers = start_workers()
     wait_processed(c, ids, workers)
-    assert wait_until(lambda: _queues_empty(it_settings.broker_url), 60)
+    assert_queues_drain(it_settings.broker_url, 60)
 
     # Consolidation runs as beat would run it: the task sent by name to a real worker.
     sender = make_broker_app(it_settings.broker_url)
@@ -77,7 +76,7 @@ def test_seed_cases_keep_what_a_curator_would_keep(it_settings, start_workers):
             return [m for m in uow.memories.for_user("default", user, None) if m.type is MemoryType.SEMANTIC]
 
     assert wait_until(lambda: len(semantic()) == 1, 60)
-    assert wait_until(lambda: _queues_empty(it_settings.broker_url), 60)
+    assert_queues_drain(it_settings.broker_url, 60)
 
     with c.uow() as uow:
         rows = {m.content: m for m in uow.memories.for_user("default", user, None)}

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_cli_embedded import CUEMEM, assert_nothing_running, child_env, kill_all
+from tests.support.cli import CUEMEM, assert_nothing_running, child_env, kill_all
 
 pytest.importorskip("mcp")
 

@@ -19,42 +19,11 @@ from producers.publisher import Publisher
 from shared.events import InvalidEvent
 from shared.models import MemoryStatus
 from shared.queues import ROUTES, TaskName
-from tests.conftest import wait_until
-from tests.support.services import memory_snapshot, table_counts, wait_processed
+from tests.support.queues import assert_queues_drain, beat_sweep, broker_sender
+from tests.support.services import memory_snapshot, table_counts, wait_processed, wait_until
+from tests.support.workload import BASE, make_turns
 from workers.bootstrap import build_container
 from workers.index.edge import EdgeVectorIndex
-
-BASE = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
-TOPICS = [
-    "我不吃香菜，点餐时记得提醒",
-    "生产环境部署端口是{n}",
-    "My order ORD-{n} hasn't arrived yet",
-    "好的，谢谢",
-    "I prefer green tea over coffee",
-    "型号 X{n}，故障码 E{n}",
-    "lol ok",
-    "提醒我明天下午三点开会，会议号 {n}",
-    "I live in Berlin and work as a nurse",
-    "哈哈哈",
-]
-
-
-def make_turns(users: int, per_user: int) -> dict[str, list[dict]]:
-    turns: dict[str, list[dict]] = {}
-    for u in range(users):
-        user = f"user-{u:02d}"
-        turns[user] = [
-            {
-                "event_id": f"ev-{user}-{i:03d}",
-                "user_id": user,
-                "session_id": f"sess-{i // 10}",
-                "role": "user" if i % 3 else "assistant",
-                "content": TOPICS[(i + u) % len(TOPICS)].format(n=1000 + u * 100 + i),
-                "at": (BASE + timedelta(minutes=i)).isoformat(),
-            }
-            for i in range(per_user)
-        ]
-    return turns
 
 
 def publish_threaded(pub: Publisher, turns: dict[str, list[dict]], threads: int = 4) -> list:
@@ -102,7 +71,7 @@ def test_thousand_turns_exactly_once_in_seq_order_and_republish_changes_nothing(
 
     state = wait_processed(c, [p.event_id for p in published], workers)
     assert state.counts == Counter({"done": 1000})
-    assert wait_until(lambda: _queues_empty(it_settings.broker_url), 60)  # index syncs after resolve
+    assert_queues_drain(it_settings.broker_url, 60)  # index syncs after resolve
     counts = table_counts(c)
     assert counts["events"] == 1000 and counts["event_receipts"] == 1000 and counts["dead_letters"] == 0
 
@@ -132,7 +101,7 @@ def test_thousand_turns_exactly_once_in_seq_order_and_republish_changes_nothing(
     with Publisher.from_settings(it_settings) as pub:
         again = publish_threaded(pub, turns)
     wait_processed(c, [p.event_id for p in again], workers)
-    assert wait_until(lambda: _queues_empty(it_settings.broker_url), 60)
+    assert_queues_drain(it_settings.broker_url, 60)
     assert table_counts(c) == counts
     assert memory_snapshot(c) == before
 
@@ -143,28 +112,6 @@ def test_thousand_turns_exactly_once_in_seq_order_and_republish_changes_nothing(
         # Superseded memories stay in the index too (with their status), so `--all` can find them.
         assert stored[user] == {m.id for m in rows}, f"Postgres and Qdrant disagree for {user}"
     c.close()
-
-
-def _queues_empty(broker_url: str) -> bool:
-    client = redis.Redis.from_url(broker_url)
-    try:
-        return (
-            all(client.llen(q.value) == 0 for q in set(ROUTES.values()))
-            and client.zcard("unacked_index") == 0
-        )
-    finally:
-        client.close()
-
-
-def _queue_report(broker_url: str) -> str:
-    client = redis.Redis.from_url(broker_url)
-    try:
-        lengths = {q.value: client.llen(q.value) for q in set(ROUTES.values())}
-        unacked = client.hgetall("unacked")
-        tasks = [json.loads(v)[0]["headers"]["task"] for v in unacked.values()]
-        return f"queues {lengths}, unacked {Counter(tasks)}"
-    finally:
-        client.close()
 
 
 def test_out_of_order_delivery_gives_a_seq_ordered_timeline(it_settings, start_workers):
@@ -247,7 +194,7 @@ def test_malformed_events_are_rejected_with_reasons_and_valid_ones_land(it_setti
     assert "at: 'nope' is not an ISO 8601 timestamp" in str(batch.errors[1][1])
 
     # Messages that bypass the producer (another client, a corrupted queue) are checked again.
-    sender = _raw_sender(it_settings.broker_url)
+    sender = broker_sender(it_settings.broker_url)
     bad = [
         {
             "event_id": "raw-bad-1",
@@ -315,17 +262,6 @@ def test_malformed_events_are_rejected_with_reasons_and_valid_ones_land(it_setti
     c.close()
 
 
-def _beat_sweep(settings, older_than_s: int):
-    sender = _raw_sender(settings.broker_url)
-
-    def send() -> None:
-        sender.send_task(
-            TaskName.RESUME_STALLED.value, args=[older_than_s], queue=ROUTES[TaskName.RESUME_STALLED].value
-        )
-
-    return send
-
-
 def test_a_record_message_the_broker_lost_is_sent_again_by_the_sweep(it_settings, start_workers):
     """Kombu's Redis transport pops a message before noting it unacked: a worker killed in between
     loses it. The publish ledger keeps the turn until its record committed; the sweep re-sends it."""
@@ -344,17 +280,11 @@ def test_a_record_message_the_broker_lost_is_sent_again_by_the_sweep(it_settings
     with c.uow() as uow:
         assert uow.events.get(lost.event_id) is None
     assert c.ledger is not None and c.ledger.pending() == 1
-    _beat_sweep(it_settings, older_than_s=0)()
+    beat_sweep(it_settings, older_than_s=0)()
     state = wait_processed(c, [kept.event_id, lost.event_id], workers, timeout=60)
     assert state.counts == Counter({"done": 2})
     assert c.ledger.pending() == 0
     c.close()
-
-
-def _raw_sender(broker_url: str):
-    from producers.publisher import make_broker_app
-
-    return make_broker_app(broker_url)
 
 
 def test_sigkilled_worker_loses_nothing_and_duplicates_nothing(it_settings, start_workers):
@@ -378,7 +308,7 @@ def test_sigkilled_worker_loses_nothing_and_duplicates_nothing(it_settings, star
     # As beat would: the sweep re-drives what a killed worker lost in kombu's Redis transport
     # (a message popped but not yet noted as unacked). Older than the visibility timeout, so
     # messages Redis will hand out again are left to it.
-    sweep = _beat_sweep(it_settings, older_than_s=it_settings.visibility_timeout_s + 5)
+    sweep = beat_sweep(it_settings, older_than_s=it_settings.visibility_timeout_s + 5)
     state = wait_processed(c, ids, workers, timeout=300, sweep=sweep)
     assert state.counts == Counter({"done": len(ids)})
     assert wait_until(lambda: c.ledger is not None and c.ledger.pending() == 0, 30), "turns left unsettled"
@@ -395,9 +325,7 @@ def test_sigkilled_worker_loses_nothing_and_duplicates_nothing(it_settings, star
     active = [m for m in all_memories if m.status is MemoryStatus.ACTIVE]
     hashes = [(m.user_id, m.content_hash) for m in active]
     assert len(hashes) == len(set(hashes)), "an exact repeat became a second memory"
-    assert wait_until(lambda: _queues_empty(it_settings.broker_url), 60), _queue_report(
-        it_settings.broker_url
-    )
+    assert_queues_drain(it_settings.broker_url, 60)
     for w in workers:
         w.stop()
     stored = index_ids_after_stop(it_settings, list(turns))
@@ -413,7 +341,7 @@ def test_poison_message_is_dead_lettered_after_the_delivery_cap(it_settings, sta
     task_id = "poison-task-1"
     # As if five earlier deliveries each killed their worker before finishing.
     client.set(f"cuemem:deliveries:{task_id}:0", it_settings.max_deliveries)
-    sender = _raw_sender(it_settings.broker_url)
+    sender = broker_sender(it_settings.broker_url)
     message = {
         "event_id": "poison-1",
         "user_id": "u",

@@ -4,7 +4,7 @@ Two publisher threads publish at a steady rate (``CUEMEM_LOAD_RATE`` events/s in
 ``CUEMEM_LOAD_SECONDS`` while two threads call ``recall_for`` in a loop for the users being
 written, against real workers (the pipeline worker with 2 processes and the index owner) on the
 machine's Postgres and Redis. The test then asserts what the fault tests assert
-(``check_exactly_once``, ``check_index_matches`` of ``tests/faults/test_faults.py``) and that
+(``check_exactly_once``, ``check_index_matches`` of ``tests/support/faults.py``) and that
 the queues drain. The rates and the recall latency are measured and printed in one
 ``LOAD-REPORT {json}`` line (``pytest -rP`` shows it; docs/BENCHMARKS.md quotes the last run);
 nothing is asserted on wall-clock time.
@@ -28,17 +28,9 @@ import redis
 from service.operations.recall import recall_for
 from shared.queues import Queue
 from shared.settings import Settings
-from tests.conftest import wait_until
-from tests.e2e.test_pipeline_e2e import make_turns
-from tests.faults.test_faults import (
-    LONG,
-    Ingest,
-    Workers,
-    check_exactly_once,
-    check_index_matches,
-    done_count,
-    finish,
-)
+from tests.support import faults
+from tests.support.services import wait_until
+from tests.support.workload import make_turns
 from workers.bootstrap import build_container
 
 # Events/s in all (two publisher threads): what 2 worker processes plus the index owner kept up
@@ -46,7 +38,7 @@ from workers.bootstrap import build_container
 # stayed near 50 and recall waited seconds; at 16/s it grew; docs/BENCHMARKS.md).
 RATE = float(os.environ.get("CUEMEM_LOAD_RATE", "10"))
 # 30 s by default keeps CI (the whole suite under 20 minutes) affordable; the long run is 5 minutes.
-SECONDS = float(os.environ.get("CUEMEM_LOAD_SECONDS", "300" if LONG else "30"))
+SECONDS = float(os.environ.get("CUEMEM_LOAD_SECONDS", "300" if faults.LONG else "30"))
 PER_USER = 50
 QUERIES = [
     "what do I like to drink",
@@ -72,7 +64,7 @@ class Recalls:
     """Threads that recall in a loop for the users whose turns are being published right now."""
 
     settings: Settings
-    ingest: Ingest
+    ingest: faults.Ingest
     threads: int = 2
     latencies_ms: list[float] = field(default_factory=list)
     backends: set[str] = field(default_factory=set)
@@ -140,7 +132,7 @@ def test_sustained_publishing_with_concurrent_recalls_loses_nothing_and_drains(i
     turns = make_turns(users=users, per_user=PER_USER)
     total = users * PER_USER
     c = build_container(settings)
-    workers = Workers(settings)  # the index owner serves searches first, as in production
+    workers = faults.Workers(settings)  # the index owner serves searches first, as in production
     recalls: Recalls | None = None
     try:
         workers.start_all()
@@ -150,11 +142,13 @@ def test_sustained_publishing_with_concurrent_recalls_loses_nothing_and_drains(i
             "event_id": "ev-warm-up",
             "user_id": "warm-up",
         }
-        warm_ingest = Ingest(settings, {"warm-up": [warm]}, threads=1).start()
+        warm_ingest = faults.Ingest(settings, {"warm-up": [warm]}, threads=1).start()
         warm_published = warm_ingest.join(timeout=60)
-        assert wait_until(lambda: done_count(c, ["ev-warm-up"]) == 1, 180), "the warm-up turn never finished"
+        assert wait_until(lambda: faults.done_count(c, ["ev-warm-up"]) == 1, 180), (
+            "the warm-up turn never finished"
+        )
 
-        ingest = Ingest(settings, turns, threads=2, pace_s=2.0 / RATE)
+        ingest = faults.Ingest(settings, turns, threads=2, pace_s=2.0 / RATE)
         started = time.monotonic()
         ingest.start()
         recalls = Recalls(settings, ingest).start()
@@ -164,21 +158,21 @@ def test_sustained_publishing_with_concurrent_recalls_loses_nothing_and_drains(i
         while not ingest.finished:
             max_depth = max(max_depth, queue_depth(broker))
             if time.monotonic() >= next_sample:
-                backlog.append(len(ingest.published) + 1 - done_count(c))
+                backlog.append(len(ingest.published) + 1 - faults.done_count(c))
                 next_sample += 5
             time.sleep(0.5)
         published = ingest.join(timeout=60)
         publish_s = time.monotonic() - started
-        done_at_publish_end = done_count(c) - 1
+        done_at_publish_end = faults.done_count(c) - 1
         recalls.stop()
         all_published = warm_published + published
         ids = [p.event_id for p in all_published]
-        finish(c, settings, ids, workers, timeout=900 if LONG else 300)
+        faults.finish(c, settings, ids, workers, timeout=900 if faults.LONG else 300)
         processed_s = time.monotonic() - started
         assert len(published) == total
-        figures = check_exactly_once(c, settings, all_published, f"load at {RATE}/s for {SECONDS} s")
+        figures = faults.check_exactly_once(c, settings, all_published, f"load at {RATE}/s for {SECONDS} s")
         workers.stop()
-        figures |= check_index_matches(c, settings, sorted(turns) + ["warm-up"], "after the load run")
+        figures |= faults.check_index_matches(c, settings, sorted(turns) + ["warm-up"], "after the load run")
     finally:
         if recalls is not None:
             recalls._stop.set()

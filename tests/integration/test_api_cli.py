@@ -118,7 +118,7 @@ def test_publish_recall_edit_and_purge_through_real_workers(
                 m = uow.memories.get("acme", "u1", port["id"])
             return m is not None and m.indexed_version == m.version
 
-        from tests.conftest import wait_until
+        from tests.support.services import wait_until
 
         assert wait_until(indexed, 60), "the index worker never synced the edit"
         again = client.post(

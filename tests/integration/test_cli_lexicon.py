@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.e2e.test_cli_embedded import NOW, child_env, cuemem
+from tests.support.cli import NOW, child_env, cuemem
 
 USER = "lexi"
 LEXICON = """

@@ -20,7 +20,7 @@ from producers.backends import ApiBackend
 from producers.client import AsyncCuememClient, CuememAPIError, CuememClient
 from producers.publisher import Published
 from shared.models import MemoryType
-from tests.support.api import ApiEnv, api_settings, build_env, seed_memory
+from tests.support.api import ApiEnv, api_settings, running_api, seed_memory
 
 A, B = "tenant-a", "tenant-b"
 
@@ -40,10 +40,8 @@ class AppTransport(httpx.BaseTransport):
 
 @pytest.fixture
 def env(it_settings) -> Iterator[ApiEnv]:
-    env = build_env(api_settings(it_settings))
-    yield env
-    env.client.app.state.close()  # type: ignore[attr-defined]
-    env.container.close()
+    with running_api(api_settings(it_settings)) as env:
+        yield env
 
 
 def client_for(env: ApiEnv, tenant: str = A, key: str | None = None) -> CuememClient:

@@ -6,17 +6,15 @@ from __future__ import annotations
 import pytest
 
 from shared.models import MemoryStatus, MemoryType
-from tests.support.api import api_settings, build_env, error_of, fields_of, seed_memory
+from tests.support.api import api_settings, error_of, fields_of, running_api, seed_memory
 
 A, B = "tenant-a", "tenant-b"
 
 
 @pytest.fixture
 def env(it_settings):
-    env = build_env(api_settings(it_settings))
-    yield env
-    env.client.app.state.close()  # type: ignore[attr-defined]
-    env.container.close()
+    with running_api(api_settings(it_settings)) as env:
+        yield env
 
 
 def test_users_lists_only_the_keys_tenant_with_counts_and_pages(env):

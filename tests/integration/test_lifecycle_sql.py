@@ -27,6 +27,7 @@ from shared.ports import IndexPoint
 from shared.scoring import DecayPolicy, score
 from shared.settings import Settings
 from tests.support.fakes import FakeStore
+from tests.support.services import hash_cli_env
 from workers.bootstrap import Container, build_container
 from workers.redis.beat_lock import BeatLock, BeatLockHeld, LockedScheduler
 
@@ -206,17 +207,6 @@ def test_score_push_reaches_the_payloads_in_batches(c, clean_db):
 # --- the CLI: maintain and restore ------------------------------------------------------------
 
 
-def _cli_env(settings: Settings) -> dict[str, str]:
-    return {
-        "CUEMEM_DATABASE_URL": str(settings.database_url),
-        "CUEMEM_BROKER_URL": str(settings.broker_url),
-        "CUEMEM_REDIS_URL": str(settings.redis_url),
-        "CUEMEM_EMBEDDER": "hash",
-        "CUEMEM_EMBEDDING_DIM": "16",
-        "CUEMEM_DATA_DIR": str(settings.data_dir),
-    }
-
-
 def test_cli_maintain_then_restore_round_trip(c, settings, clean_db):
     memories = [_memory(i, days=2, user="rc") for i in range(1, 13)]
     task = _memory(99, days=2, due_in_days=-1, user="rc")  # 99 % 6: a task, due yesterday
@@ -225,7 +215,7 @@ def test_cli_maintain_then_restore_round_trip(c, settings, clean_db):
     _index_all(c, {"rc"})
     c.close()  # the CLI opens the embedded index itself
     runner = CliRunner()
-    env = _cli_env(settings)
+    env = hash_cli_env(settings)
     later = (NOW + timedelta(days=365)).isoformat()
 
     first = runner.invoke(cli_app, ["maintain", "--now", later], env=env)
@@ -331,20 +321,10 @@ def test_a_second_celery_beat_process_refuses_to_start(it_settings: Settings, tm
 
     env = settings_env(it_settings.model_copy(update={"beat_lock_ttl_s": 6}))
 
+    celery_beat = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "beat", "-l", "INFO"]
+
     def beat(name: str) -> list[str]:
-        schedule = str(tmp_path / f"{name}-schedule")
-        return [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "workers.celery_app",
-            "beat",
-            "-s",
-            schedule,
-            "-l",
-            "INFO",
-        ]
+        return [*celery_beat, "-s", str(tmp_path / f"{name}-schedule")]
 
     client = redis.Redis.from_url(str(it_settings.redis_url))
     log = (tmp_path / "first.log").open("wb")
@@ -374,8 +354,7 @@ def test_recall_reinforces_through_a_real_worker_without_waiting(it_settings: Se
     """recall_for answers at once; the memory.reinforce task a worker runs counts the use."""
     from producers.publisher import Publisher
     from service.operations.recall import recall_for
-    from tests.conftest import wait_until
-    from tests.support.services import wait_processed
+    from tests.support.services import wait_processed, wait_until
 
     settings = it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 16})
     c = build_container(settings)

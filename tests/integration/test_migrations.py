@@ -1,29 +1,20 @@
 """The Alembic chain builds exactly the schema the SQLAlchemy models describe, and unwinds."""
 
-import uuid
-
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import create_engine, inspect
 
-from tests.conftest import PG_ADMIN
+from tests.support.databases import scratch_database
 from workers.db.migrate import alembic_config, upgrade
 from workers.db.tables import Base
 
 
 @pytest.fixture
 def empty_database():
-    name = f"cuemem_mig_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
-    yield url
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    with scratch_database("cuemem_mig") as url:
+        yield url
 
 
 def test_migrations_match_the_models_and_downgrade_cleanly(empty_database):

@@ -18,7 +18,7 @@ from celery import Celery
 from shared.ports import IndexHit, IndexPoint
 from shared.queues import ROUTES, Queue, TaskName
 from shared.settings import Settings
-from tests.conftest import wait_until
+from tests.support.services import wait_until
 from workers.endpoints.embedders import build_embedder
 from workers.index.edge import EdgeVectorIndex
 from workers.index.remote import RemoteSearchIndex

@@ -8,7 +8,7 @@ key, a Postgres password in the database URL, and API keys. Then every worker lo
 line (JSON, DEBUG), every recall trace and the text columns where errors and reasons are kept are
 searched for each value and for a distinctive piece of it.
 
-Unit-level checks of the same promise, not repeated here: tests/contract/test_llm_client.py::
+Unit-level checks of the same promise, not repeated here: tests/contract/test_llm_safety.py::
 test_api_key_and_user_content_never_logged, tests/contract/test_openai_embedder.py::
 test_api_key_never_appears_in_logs_errors_or_repr, tests/unit/test_api_inputs.py::
 test_issued_keys_are_random_hashed_and_found_by_prefix, and for .env.example's secret names

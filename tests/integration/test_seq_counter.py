@@ -1,7 +1,7 @@
 """Seq counters that fell back (Redis lost its last writes in a crash), on the real Postgres and
 Redis, without workers: the producer marks the seqs its counter chose, and the recorder renumbers
 such a turn when another turn already holds its seq, instead of rejecting a turn the app was told
-was accepted. The crash itself is `tests/faults/test_faults.py::test_redis_crash_...`."""
+was accepted. The crash itself is `tests/faults/test_redis_crash.py`."""
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ from shared.models import turn_point_id
 from shared.ports import IndexPoint
 from shared.queues import IndexKind
 from shared.settings import Settings
+from tests.support.services import hash_cli_env
 from workers.bootstrap import Container, build_container
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
@@ -136,14 +137,7 @@ def test_turn_index_drift_is_repaired_on_the_embedded_engine_and_by_cuemem_maint
     # `cuemem maintain` reconciles the turn index too, in its own process.
     index.delete("default", "tb", [turn_point_id("default", "tb", "e-tb-8")])
     c.close()  # the CLI opens the embedded indexes itself
-    env = {
-        "CUEMEM_DATABASE_URL": str(settings.database_url),
-        "CUEMEM_BROKER_URL": str(settings.broker_url),
-        "CUEMEM_REDIS_URL": str(settings.redis_url),
-        "CUEMEM_EMBEDDER": "hash",
-        "CUEMEM_EMBEDDING_DIM": "16",
-        "CUEMEM_DATA_DIR": str(settings.data_dir),
-    }
+    env = hash_cli_env(settings)
     out = CliRunner().invoke(cli_app, ["maintain", "--now", NOW.isoformat()], env=env)
     assert out.exit_code == 0, (out.output, out.exception)
     summary = json.loads(out.output)

@@ -3,7 +3,8 @@ in-memory vector indexes (no worker: the contract tests seed memories directly).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -57,6 +58,17 @@ def build_env(settings: Settings, tenants: Sequence[str] = ("tenant-a", "tenant-
         keys[tenant], key_ids[tenant] = created["key"], created["id"]
     client = TestClient(create_app(container), raise_server_exceptions=False)
     return ApiEnv(container, client, keys, key_ids, sent)
+
+
+@contextmanager
+def running_api(settings: Settings) -> Iterator[ApiEnv]:
+    """``build_env``, with the app's clients and the container closed on exit."""
+    env = build_env(settings)
+    try:
+        yield env
+    finally:
+        env.client.app.state.close()  # type: ignore[attr-defined]
+        env.container.close()
 
 
 def seed_memory(

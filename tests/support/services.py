@@ -6,8 +6,19 @@ import time
 from collections.abc import Callable, Sequence
 
 from shared.ingest.progress import Progress, progress
+from shared.settings import Settings
 from workers.bootstrap import Container
 from workers.runtime.processes import WorkerProcess, check_alive
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.25) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` seconds passed; whether it held."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
 
 
 def wait_processed(
@@ -57,3 +68,16 @@ def memory_snapshot(c: Container) -> dict[str, tuple]:
             text("SELECT id, status, version, access_count, sources::text FROM memories ORDER BY id")
         ).all()
     return {r[0]: tuple(r[1:]) for r in rows}
+
+
+def hash_cli_env(settings: Settings) -> dict[str, str]:
+    """The environment of an in-process ``cuemem`` command (typer's CliRunner) on ``settings``'
+    services, with the 16-dimension hashing embedder the SQL tests index with."""
+    return {
+        "CUEMEM_DATABASE_URL": str(settings.database_url),
+        "CUEMEM_BROKER_URL": str(settings.broker_url),
+        "CUEMEM_REDIS_URL": str(settings.redis_url),
+        "CUEMEM_EMBEDDER": "hash",
+        "CUEMEM_EMBEDDING_DIM": "16",
+        "CUEMEM_DATA_DIR": str(settings.data_dir),
+    }

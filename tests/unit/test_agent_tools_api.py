@@ -18,7 +18,7 @@ import pytest
 from producers.agent_tools import MemoryTools
 from producers.backends import ApiBackend, CallableBackend
 from producers.client import CuememClient
-from tests.unit.test_agent_tools import ITEMS
+from tests.support.api_answers import ITEMS
 
 RECALL = {"stage": "deterministic", "items": ITEMS, "trace": {"notes": []}, "prompt": "…"}
 

@@ -10,35 +10,7 @@ from shared.indexing.reindex import rebuild_collection, rebuild_indexes
 from shared.ingest.record import record_event
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES, MemoryStatus, turn_point_id
 from shared.queues import TaskName
-from shared.recall.cascade import recall
-from shared.recall.request import RecallRequest
-from tests.unit.test_pipeline import LIMITS, NOW, Harness, turn
-
-CHAT = "lol we saw a red fox near the old mill by the river"  # chit-chat: below the threshold
-
-
-class TurnHarness(Harness):
-    """The pipeline with the conversation log indexed, as the workers run it by default."""
-
-    def __init__(self) -> None:
-        super().__init__(turns=True)
-        assert self.turns is not None
-
-
-ASKED = NOW + timedelta(days=1)  # when ask() asks
-
-
-def ask(h, query, *, user="u1", k=5, statuses=RECALLABLE_STATUSES, reranker=None):
-    with h.store.uow() as uow:
-        return recall(
-            uow,
-            RecallRequest("default", user, query, now=ASKED, k=k, statuses=statuses),
-            embedder=h.embedder,
-            index=h.index,
-            working_memory=None,
-            turn_index=h.turns,
-            reranker=reranker,
-        )
+from tests.support.pipeline import ASKED, CHAT, LIMITS, NOW, TurnHarness, ask, turn
 
 
 def test_a_turn_that_made_no_memory_is_embedded_indexed_and_done():

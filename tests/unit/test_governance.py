@@ -11,7 +11,7 @@ from shared.ingest.llm_paths import llm_judge
 from shared.lifecycle import maintenance
 from shared.llm import JudgeAnswer, LLMOperation
 from shared.models import MemoryStatus, MemoryType
-from tests.unit.test_pipeline import NOW, Harness, turn
+from tests.support.pipeline import NOW, Harness, turn
 
 
 def statuses(h, user="u1"):

@@ -24,7 +24,8 @@ from shared.scoring import DEFAULT_GAMMA, DecayPolicy, score
 from shared.settings import Settings
 from tests.support.fake_index import FakeVectorIndex
 from tests.support.fakes import FakeStore
-from tests.unit.test_pipeline import NOW, Harness, turn
+from tests.support.losing_index import LosingIndex
+from tests.support.pipeline import NOW, Harness, turn
 from workers.bootstrap import build_container
 from workers.endpoints.embedders.hashing import HashingEmbedder
 
@@ -444,39 +445,6 @@ def test_policy_rejects_bad_values():
     with pytest.raises(ValueError, match="archive_threshold"):
         LifecyclePolicy(archive_threshold=-1)
     assert DecayPolicy.configured({"task": 0.95}).gamma[MemoryType.TASK] == 0.95
-
-
-# --- an index that lost its files (the embedded engine notes it; see workers/index/edge.py) ----
-
-
-class LosingIndex(FakeVectorIndex):
-    """A fake index that remembers a loss, as the embedded adapter does (``LossAwareIndex``);
-    ``lose_again_on`` notes a second loss while a reconciliation reads that user's points."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.note: str | None = None
-        self.cleared: list[str] = []
-        self.lose_again_on: str | None = None
-
-    def lose_everything(self, note: str) -> None:
-        self.reset(16, "hash-v1-16")
-        self.note = note
-
-    def lost(self) -> str | None:
-        return self.note
-
-    def mark_rebuilt(self, lost: str) -> bool:
-        if lost != self.note:
-            return False
-        self.note = None
-        self.cleared.append(lost)
-        return True
-
-    def payloads(self, tenant_id: str, user_id: str) -> dict[str, dict]:
-        if user_id == self.lose_again_on:
-            self.note = "a second loss, during the reconciliation"
-        return super().payloads(tenant_id, user_id)
 
 
 def test_reconciliation_restores_a_lost_index_then_clears_its_note():

@@ -4,94 +4,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.events import SEQ_ASSIGNED, EventLimits, InvalidEvent, validate_turn
-from shared.indexing.collections import MEMORIES, TURNS, Indexes
+from shared.events import SEQ_ASSIGNED, InvalidEvent, validate_turn
+from shared.indexing.collections import MEMORIES
 from shared.indexing.reindex import rebuild_collection
-from shared.indexing.sync import push_unindexed
-from shared.ingest.conflicts import judge_by_rules
-from shared.ingest.embed import embed_event
-from shared.ingest.extract import extract_event
-from shared.ingest.index import index_event
-from shared.ingest.persist import persist_event
 from shared.ingest.record import SeqContended, record_event
-from shared.ingest.resolve import resolve_event
 from shared.ingest.resume import resume_stalled
 from shared.models import MemoryStatus
 from shared.ports import EmbeddingModelMismatch
 from shared.queues import TaskName
 from tests.support.fake_index import FakeVectorIndex
-from tests.support.fakes import FakeStore
+from tests.support.pipeline import LIMITS, Harness, active, turn
 from workers.endpoints.embedders.hashing import HashingEmbedder
-
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-LIMITS = EventLimits()
-
-
-def turn(seq, content, *, event_id=None, user="u1", session="s1", minutes=0):
-    return {
-        "event_id": event_id or f"e-{user}-{session}-{seq}",
-        "user_id": user,
-        "session_id": session,
-        "seq": seq,
-        "role": "user",
-        "content": content,
-        "at": (NOW + timedelta(minutes=minutes + seq)).isoformat(),
-    }
-
-
-class Harness:
-    """Runs each follow-up like the task layer: one unit of work, commit, then the next step."""
-
-    def __init__(self, *, turns: bool = False):
-        self.store = FakeStore()
-        self.embedder = HashingEmbedder(dim=16)
-        self.index = FakeVectorIndex()
-        # The conversation log (every turn embedded and indexed), as the workers run by default.
-        self.turns = FakeVectorIndex() if turns else None
-        self.sent: list[tuple[str, tuple]] = []
-
-    @property
-    def indexes(self) -> Indexes:
-        """The indexes the workers would hand the index stage: memories, and turns when indexed."""
-        return {MEMORIES: self.index} if self.turns is None else {MEMORIES: self.index, TURNS: self.turns}
-
-    def run(self, task, args):
-        keep = self.turns is not None
-        with self.store.uow() as uow:
-            if task == TaskName.RECORD:
-                out = record_event(uow, args[0], LIMITS)
-            elif task == TaskName.EXTRACT:
-                out = extract_event(uow, args[0], 5.0, NOW, keep_turns=keep)
-            elif task == TaskName.EMBED:
-                out = embed_event(uow, self.embedder, args[0], keep_turns=keep)
-            elif task == TaskName.PERSIST:
-                out = persist_event(uow, args[0], NOW)
-            elif task == TaskName.INDEX:
-                out = index_event(uow, self.indexes, self.embedder, args[0])
-            elif task == TaskName.RESOLVE:
-                out = resolve_event(uow, args[0], judge_by_rules, self.embedder, NOW)
-            elif task == TaskName.SYNC_INDEX:
-                push_unindexed(uow, MEMORIES, self.index, self.embedder, *args)
-                out = []
-            else:
-                raise AssertionError(task)
-            uow.commit()
-        self.sent.extend((f.task, f.args) for f in out)
-        return out
-
-    def drain(self, message):
-        queue = [(TaskName.RECORD.value, (message,))]
-        while queue:
-            task, args = queue.pop(0)
-            queue.extend((f.task, f.args) for f in self.run(task, args))
-
-    @property
-    def state(self):
-        return self.store.state
-
-
-def active(h, user="u1"):
-    return [m for m in h.state.memories.values() if m.user_id == user and m.status is MemoryStatus.ACTIVE]
 
 
 def test_memorable_turn_goes_through_every_stage():

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,9 +11,8 @@ import pytest
 from shared.ports import IndexHit, SparseTerms
 from shared.queues import Queue, SearchMode, TaskName
 from shared.recall.sparse import sparse_query
+from tests.support.processes import python_json
 from workers.index.remote import RemoteSearchIndex
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Result:
@@ -131,21 +126,8 @@ print(json.dumps(out))
 
 
 def test_round_trip_through_the_search_task() -> None:
-    env = {
-        **os.environ,
-        "CUEMEM_BROKER_URL": "redis://127.0.0.1:1/0",  # never connected to
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", _ROUND_TRIP],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO_ROOT,
-        timeout=120,
-        check=True,
-    )
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    # The broker URL is never connected to: the task runs in-process after a JSON round trip.
+    out = python_json(_ROUND_TRIP, timeout=120, CUEMEM_BROKER_URL="redis://127.0.0.1:1/0")
 
     assert out["keywords"] == ["00000000-0000-0000-0000-000000000001"]
     assert out["vector"][0] == "00000000-0000-0000-0000-000000000002"

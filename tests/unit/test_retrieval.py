@@ -8,18 +8,7 @@ from shared.recall.cascade import recall
 from shared.recall.deterministic import rarity
 from shared.recall.request import RecallRequest
 from shared.recall.windows import named_times
-from tests.unit.test_pipeline import NOW, Harness, turn
-
-
-def ask(h, query, *, user="u1", now=None, k=5):
-    with h.store.uow() as uow:
-        return recall(
-            uow,
-            RecallRequest("default", user, query, now=now or NOW + timedelta(days=1), k=k),
-            embedder=h.embedder,
-            index=h.index,
-            working_memory=None,
-        )
+from tests.support.pipeline import NOW, Harness, ask, turn
 
 
 def test_rarity_discounts_cues_every_memory_holds():

@@ -13,8 +13,8 @@ from shared.indexing.reconcile import reconcile_indexes
 from shared.lifecycle import sweeps as lifecycle
 from shared.models import turn_point_id
 from shared.ports import IndexPoint
-from tests.unit.test_conversation_log_recall import CHAT, TurnHarness
-from tests.unit.test_pipeline import LIMITS, turn
+from tests.support.losing_index import LosingIndex
+from tests.support.pipeline import CHAT, LIMITS, TurnHarness, turn
 
 STRAY = "00000000-0000-4000-8000-999999999999"
 
@@ -161,8 +161,6 @@ def test_maintain_index_reconciles_the_turn_index_it_is_given():
 
 
 def test_a_lost_turn_index_is_restored_and_its_note_cleared():
-    from tests.unit.test_lifecycle import LosingIndex
-
     h = TurnHarness()
     losing = h.turns = LosingIndex()
     h.drain(turn(1, CHAT))

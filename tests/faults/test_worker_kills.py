@@ -1,0 +1,64 @@
+"""Fault: the pipeline worker and the index owner SIGKILLed at random moments, repeatedly, during
+ingest (real worker processes, Postgres and Redis; checks in tests/support/faults.py).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from tests.support import faults
+from tests.support.services import wait_until
+from tests.support.workload import make_turns
+from workers.bootstrap import build_container
+from workers.runtime.processes import check_alive
+
+
+def test_workers_sigkilled_repeatedly_during_ingest_lose_and_duplicate_nothing(it_settings, workers_of):
+    # 400 events by default keeps CI (the whole suite under 20 minutes) affordable; the long run
+    # is 5,000 events with 6 kills.
+    users, kills = (100, 6) if faults.LONG else (8, 3)
+    turns = make_turns(users=users, per_user=50)
+    total = users * 50
+    rng = random.Random(faults.SEED)
+    context = f"seed {faults.SEED}"
+    started = time.monotonic()
+    c = build_container(it_settings)
+    workers = workers_of(it_settings).start_all()
+    ingest = faults.Ingest(it_settings, turns).start()
+
+    killed: list[str] = []
+    # Random moments spread over the run: each kill waits until a random share (5-70 %) of the
+    # events is done, then a random fraction of a second more.
+    moments = sorted(rng.sample(range(total // 20, total * 7 // 10), kills))
+    for k, moment in enumerate(moments):
+        assert wait_until(lambda: faults.done_count(c) >= moment, 240), (  # noqa: B023 (called right here)
+            f"{context}: {faults.done_count(c)} of {total} done, kill {k + 1} waited for {moment}"
+        )
+        time.sleep(rng.uniform(0.0, 2.0))
+        which = rng.choice(["pipeline", "index", "both"])
+        for name in ("pipeline", "index") if which == "both" else (which,):
+            workers.kill(name)
+            workers.start(name)
+        killed.append(f"{which}@{faults.done_count(c)}")
+        check_alive(workers.alive)
+    done_at_last_kill = faults.done_count(c)
+    assert done_at_last_kill < total, f"{context}: the run finished before the last kill; it proved nothing"
+
+    published = ingest.join(timeout=300)
+    assert len(published) == total
+    ids = [p.event_id for p in published]
+    faults.finish(c, it_settings, ids, workers, timeout=900 if faults.LONG else 420)
+    figures = faults.check_exactly_once(c, it_settings, published, context)
+    figures |= faults.stop_and_check_index(c, it_settings, workers, sorted(turns), context)
+    faults.report(
+        "sigkill",
+        seed=faults.SEED,
+        published=len(published),
+        kills=killed,
+        **faults.log_counts(it_settings, retries="Retry in"),
+        done_at_last_kill=done_at_last_kill,
+        worker_starts=workers.started,
+        seconds=round(time.monotonic() - started, 1),
+        **figures,
+    )
