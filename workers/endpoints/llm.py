@@ -38,8 +38,8 @@ from workers.endpoints.embedders.openai_compat import (
     BackoffWait,
     describe,
     is_transient,
-    redact_url,
 )
+from workers.endpoints.redact import redact_url
 
 log = logging.getLogger(__name__)
 

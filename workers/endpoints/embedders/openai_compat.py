@@ -16,7 +16,6 @@ import os
 import threading
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import openai
 from pydantic import SecretStr
@@ -30,7 +29,7 @@ from tenacity import (
 )
 
 from workers.endpoints.embedders import EmbeddingError
-from workers.endpoints.redact import scrub
+from workers.endpoints.redact import redact_url, scrub
 
 log = logging.getLogger(__name__)
 
@@ -248,18 +247,6 @@ def _server_message(body: object) -> str:
         body = text if text is not None else body
     text = str(body) if body is not None else ""
     return text[:200]
-
-
-def redact_url(url: str) -> str:
-    """``url`` without credentials or query string, for logs and error messages."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        return urlunsplit((parts.scheme, host, parts.path, "", ""))
-    except ValueError:
-        return "<unparseable url>"
 
 
 def parse_embeddings(content: bytes, *, expected: int, dim: int) -> list[list[float]]:

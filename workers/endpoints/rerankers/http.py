@@ -25,7 +25,6 @@ import os
 import threading
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from pydantic import SecretStr
@@ -38,7 +37,7 @@ from tenacity import (
     wait_random,
 )
 
-from workers.endpoints.redact import scrub
+from workers.endpoints.redact import redact_url, scrub
 from workers.endpoints.rerankers import RerankError
 
 log = logging.getLogger(__name__)
@@ -58,19 +57,6 @@ def _is_transient(exc: BaseException) -> bool:
     if isinstance(exc, httpx.TransportError):  # timeouts, connection refused or reset
         return True
     return isinstance(exc, _StatusError) and (exc.status == 429 or exc.status >= 500)
-
-
-def redact_url(url: str) -> str:
-    """``url`` without credentials or query string, for logs and error messages."""
-    # Not shared with the OpenAI embedder's copy: importing that module loads the openai client.
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        return urlunsplit((parts.scheme, host, parts.path, "", ""))
-    except ValueError:
-        return "<unparseable url>"
 
 
 def rerank_endpoint(url: str) -> str:
