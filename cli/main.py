@@ -25,7 +25,6 @@ from shared.ingest.progress import Progress, progress
 from shared.lexicon import LexiconError
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES
 from shared.ports import EmbeddingModelMismatch
-from shared.queues import Queue
 from shared.settings import Settings
 from workers.runtime.local import Runtime, open_runtime
 from workers.runtime.processes import check_alive, index_owner_command, worker_command, worker_queues
@@ -103,18 +102,15 @@ def wait_for(rt: Runtime, event_ids: list[str], timeout_s: float, *, show: bool 
 
 def broker_idle(settings: Settings) -> bool:
     """No message waiting in any cuemem queue and none delivered but unacknowledged."""
-    import redis
+    from producers.broker import open_redis
+    from workers.broker import queue_depths
 
     url = settings.effective_redis_url
     if url is None:
         return True
-    client = redis.Redis.from_url(url)
+    client = open_redis(url)
     try:
-        pipe = client.pipeline()
-        for queue in Queue:
-            pipe.llen(queue.value)
-        pipe.hlen("unacked")  # kombu's Redis transport keeps delivered, unacked messages here
-        return not any(pipe.execute())
+        return not any(queue_depths(client).values())
     finally:
         client.close()
 
@@ -398,12 +394,10 @@ def reindex(
             stats = rebuild_indexes(c.uow, c.index, c.turn_index, c.embedder)
         except IndexOwnedElsewhere:
             # A running index worker owns the embedded index: let it do the rebuild.
-            from celery import Celery
-
+            from producers.broker import send_only_app
             from shared.queues import ROUTES, TaskName
 
-            broker = rt.settings.broker_url
-            remote = Celery("cuemem-reindex", broker=broker, backend=broker, set_as_current=False)
+            remote = send_only_app(rt.settings.broker_url or "", with_results=True)
             result = remote.send_task(TaskName.REINDEX.value, queue=ROUTES[TaskName.REINDEX].value)
             stats = result.get(timeout=24 * 3600)
     typer.echo(json.dumps(stats))
@@ -613,13 +607,13 @@ def beat(data_dir: DataDir = None) -> None:
 
 def _refuse_second_beat(settings: Settings) -> None:
     """Say it plainly before exec: the scheduler itself refuses too (workers/redis/beat_lock.py)."""
+    from producers.broker import open_redis
     from workers.redis.beat_lock import BeatLock
-    from workers.redis.connect import connect
 
     url = settings.effective_redis_url
     if url is None:
         return
-    client = connect(url)
+    client = open_redis(url)
     try:
         holder = BeatLock(client).holder()
     finally:

@@ -98,13 +98,14 @@ def _task_finished(
     """Run time per task into Redis, where the API's /metrics reads it (workers/redis/task_metrics.py).
     A metrics write must never fail a task: errors are logged and dropped."""
     started = _started.pop(task_id or "", None)
-    url = _settings.effective_redis_url
-    if started is None or task is None or url is None:
+    if started is None or task is None:
         return
     try:
-        from workers.failures import _redis
+        from workers.bootstrap import container
         from workers.redis.task_metrics import record_task_run
 
-        record_task_run(_redis(url), str(task.name), time.perf_counter() - started, state or "UNKNOWN")
+        client = container().redis_client()
+        if client is not None:
+            record_task_run(client, str(task.name), time.perf_counter() - started, state or "UNKNOWN")
     except Exception:
         log.warning("could not record the run time of %s", getattr(task, "name", "?"), exc_info=True)

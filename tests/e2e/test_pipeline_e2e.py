@@ -352,9 +352,9 @@ def test_a_record_message_the_broker_lost_is_sent_again_by_the_sweep(it_settings
 
 
 def _raw_sender(broker_url: str):
-    from producers.publisher import make_broker_app
+    from producers.broker import send_only_app
 
-    return make_broker_app(broker_url)
+    return send_only_app(broker_url)
 
 
 def test_sigkilled_worker_loses_nothing_and_duplicates_nothing(it_settings, start_workers):
