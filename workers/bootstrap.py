@@ -355,6 +355,14 @@ def container() -> Container:
     return _current
 
 
+def install_container(built: Container) -> None:
+    """Make ``built`` this process's container, the one the task bodies use: how a test hands
+    them a container of fakes (``build_container(settings, uow=..., index=...)``)."""
+    global _current
+    reset_container()
+    _current = built
+
+
 def reset_container() -> None:
     global _current
     if _current is not None:
