@@ -37,6 +37,7 @@ from qdrant_edge import (
 from shared.ports import EmbeddingModelMismatch, IndexHit, IndexPoint, IndexUnavailable, SparseTerms
 from workers.index import (
     UNRECORDED,
+    Payload,
     check_model,
     check_sparse,
     check_vector,
@@ -54,7 +55,6 @@ from workers.index.ownership import OwnerLock
 logger = logging.getLogger(__name__)
 
 _SCROLL_PAGE = 1024
-Payload = dict[str, Any]
 
 
 class EdgeVectorIndex:
