@@ -33,6 +33,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from shared.llm import LLMOperation, LLMUsage, UsageSink, delimit, system_prompt
+from workers.endpoints.call_options import api_key_or_none, check_call_options
 from workers.endpoints.embedders.openai_compat import (
     PLACEHOLDER_API_KEY,
     BackoffWait,
@@ -93,18 +94,16 @@ class OpenAIJsonLLM:
         missing = [op.value for op in LLMOperation if not models.get(op)]
         if missing:
             raise ValueError(f"no model configured for operation(s): {', '.join(missing)}")
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
-        if backoff_initial_s < 0 or backoff_max_s < backoff_initial_s:
-            raise ValueError("need 0 <= backoff_initial_s <= backoff_max_s")
+        check_call_options(
+            timeout_s=timeout_s,
+            max_attempts=max_attempts,
+            backoff_initial_s=backoff_initial_s,
+            backoff_max_s=backoff_max_s,
+        )
         if max_output_tokens is not None and max_output_tokens < 1:
             raise ValueError(f"max_output_tokens must be >= 1, got {max_output_tokens}")
         self._base_url = base_url
-        if isinstance(api_key, str):
-            api_key = SecretStr(api_key)
-        self._api_key = api_key if api_key is not None and api_key.get_secret_value() else None
+        self._api_key = api_key_or_none(api_key)
         self._models = {op: models[op] for op in LLMOperation}
         self._timeout_s = timeout_s
         self._max_attempts = max_attempts

@@ -28,6 +28,7 @@ from tenacity import (
     wait_random,
 )
 
+from workers.endpoints.call_options import api_key_or_none, check_call_options
 from workers.endpoints.embedders import EmbeddingError
 from workers.endpoints.redact import redact_url, scrub
 
@@ -65,18 +66,16 @@ class OpenAIEmbedder:
             raise ValueError("model is required")
         if dim < 1:
             raise ValueError(f"dim must be >= 1, got {dim}")
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
-        if backoff_initial_s < 0 or backoff_max_s < backoff_initial_s:
-            raise ValueError("need 0 <= backoff_initial_s <= backoff_max_s")
+        check_call_options(
+            timeout_s=timeout_s,
+            max_attempts=max_attempts,
+            backoff_initial_s=backoff_initial_s,
+            backoff_max_s=backoff_max_s,
+        )
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self._base_url = base_url
-        if isinstance(api_key, str):
-            api_key = SecretStr(api_key)
-        self._api_key = api_key if api_key is not None and api_key.get_secret_value() else None
+        self._api_key = api_key_or_none(api_key)
         self._model = model
         self._dim = dim
         self._timeout_s = timeout_s

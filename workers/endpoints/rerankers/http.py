@@ -37,6 +37,7 @@ from tenacity import (
     wait_random,
 )
 
+from workers.endpoints.call_options import api_key_or_none, check_call_options
 from workers.endpoints.redact import redact_url, scrub
 from workers.endpoints.rerankers import RerankError
 
@@ -81,16 +82,14 @@ class HttpReranker:
     ) -> None:
         if not url:
             raise ValueError("url is required")
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
-        if backoff_initial_s < 0 or backoff_max_s < backoff_initial_s:
-            raise ValueError("need 0 <= backoff_initial_s <= backoff_max_s")
+        check_call_options(
+            timeout_s=timeout_s,
+            max_attempts=max_attempts,
+            backoff_initial_s=backoff_initial_s,
+            backoff_max_s=backoff_max_s,
+        )
         self._endpoint = rerank_endpoint(url)
-        if isinstance(api_key, str):
-            api_key = SecretStr(api_key)
-        self._api_key = api_key if api_key is not None and api_key.get_secret_value() else None
+        self._api_key = api_key_or_none(api_key)
         self._model = model or None
         self._timeout_s = timeout_s
         self._max_attempts = max_attempts
