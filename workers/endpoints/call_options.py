@@ -1,12 +1,15 @@
-"""What every model endpoint adapter (embedder, LLM, reranker) checks of its call options, and how
-it holds its key.
+"""What every model endpoint adapter (embedder, LLM, reranker) checks of its call options, how it
+holds its key, and how it waits between attempts.
 
 Kept apart from the adapters, like ``redact``, so that a light one (the reranker) does not import
 the openai SDK to use it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pydantic import SecretStr
+from tenacity import RetryCallState, wait_exponential, wait_random
 
 
 def check_call_options(
@@ -26,3 +29,28 @@ def api_key_or_none(api_key: SecretStr | str | None) -> SecretStr | None:
     if isinstance(api_key, str):
         api_key = SecretStr(api_key)
     return api_key if api_key is not None and api_key.get_secret_value() else None
+
+
+class BackoffWait:
+    """Exponential backoff with jitter, capped, that also honours the server's wait hint (capped too).
+
+    ``initial_s * 2**(attempt - 1)`` plus up to ``initial_s`` of random jitter, never above
+    ``max_s``. Jitter spreads out workers that failed together so they do not retry together.
+    ``retry_after`` reads the hint (``Retry-After``) from the failure, or None.
+    """
+
+    def __init__(
+        self, initial_s: float, max_s: float, retry_after: Callable[[BaseException], float | None]
+    ) -> None:
+        self._max_s = max_s
+        self._retry_after = retry_after
+        # Composed from primitives that exist in every supported tenacity (>= 8.2).
+        self._backoff = wait_exponential(multiplier=initial_s, max=max_s) + wait_random(0, initial_s)
+
+    def __call__(self, state: RetryCallState) -> float:
+        delay = min(float(self._backoff(state)), self._max_s)
+        exc = state.outcome.exception() if state.outcome else None
+        hint = self._retry_after(exc) if exc is not None else None
+        if hint is not None:  # the server knows best, within our cap
+            delay = max(delay, min(hint, self._max_s))
+        return delay

@@ -33,12 +33,12 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from shared.llm import LLMOperation, LLMUsage, UsageSink, delimit, system_prompt
-from workers.endpoints.call_options import api_key_or_none, check_call_options
+from workers.endpoints.call_options import BackoffWait, api_key_or_none, check_call_options
 from workers.endpoints.embedders.openai_compat import (
     PLACEHOLDER_API_KEY,
-    BackoffWait,
     describe,
     is_transient,
+    retry_after_s,
 )
 from workers.endpoints.redact import redact_url
 
@@ -136,7 +136,7 @@ class OpenAIJsonLLM:
         what = f"{self._where}: {operation.value} with model {model!r}"
         retrying = Retrying(
             stop=stop_after_attempt(self._max_attempts),
-            wait=BackoffWait(self._backoff_initial_s, self._backoff_max_s),
+            wait=BackoffWait(self._backoff_initial_s, self._backoff_max_s, retry_after_s),
             retry=retry_if_exception(is_transient),
             before_sleep=lambda state: self._log_retry(what, state),
             reraise=True,

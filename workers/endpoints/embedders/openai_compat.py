@@ -24,11 +24,9 @@ from tenacity import (
     Retrying,
     retry_if_exception,
     stop_after_attempt,
-    wait_exponential,
-    wait_random,
 )
 
-from workers.endpoints.call_options import api_key_or_none, check_call_options
+from workers.endpoints.call_options import BackoffWait, api_key_or_none, check_call_options
 from workers.endpoints.embedders import EmbeddingError
 from workers.endpoints.redact import redact_url, scrub
 
@@ -143,7 +141,7 @@ class OpenAIEmbedder:
             return []
         retrying = Retrying(
             stop=stop_after_attempt(self._max_attempts),
-            wait=BackoffWait(self._backoff_initial_s, self._backoff_max_s),
+            wait=BackoffWait(self._backoff_initial_s, self._backoff_max_s, retry_after_s),
             retry=retry_if_exception(is_transient),
             before_sleep=self._log_retry,
             reraise=True,
@@ -184,27 +182,6 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code == 429 or exc.status_code >= 500
     return False
-
-
-class BackoffWait:
-    """Exponential backoff with jitter, capped, that also honours a ``Retry-After`` (capped too).
-
-    ``initial_s * 2**(attempt - 1)`` plus up to ``initial_s`` of random jitter, never above
-    ``max_s``. Jitter spreads out workers that failed together so they do not retry together.
-    """
-
-    def __init__(self, initial_s: float, max_s: float) -> None:
-        self._max_s = max_s
-        # Composed from primitives that exist in every supported tenacity (>= 8.2).
-        self._backoff = wait_exponential(multiplier=initial_s, max=max_s) + wait_random(0, initial_s)
-
-    def __call__(self, state: RetryCallState) -> float:
-        delay = min(float(self._backoff(state)), self._max_s)
-        exc = state.outcome.exception() if state.outcome else None
-        hint = retry_after_s(exc) if exc is not None else None
-        if hint is not None:
-            delay = max(delay, min(hint, self._max_s))
-        return delay
 
 
 def retry_after_s(exc: BaseException) -> float | None:

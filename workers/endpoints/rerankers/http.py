@@ -33,11 +33,9 @@ from tenacity import (
     Retrying,
     retry_if_exception,
     stop_after_attempt,
-    wait_exponential,
-    wait_random,
 )
 
-from workers.endpoints.call_options import api_key_or_none, check_call_options
+from workers.endpoints.call_options import BackoffWait, api_key_or_none, check_call_options
 from workers.endpoints.redact import redact_url, scrub
 from workers.endpoints.rerankers import RerankError
 
@@ -116,7 +114,7 @@ class HttpReranker:
             body["texts"] = list(documents)
         retrying = Retrying(
             stop=stop_after_attempt(self._max_attempts),
-            wait=self._wait,
+            wait=BackoffWait(self._backoff_initial_s, self._backoff_max_s, _retry_after_of),
             retry=retry_if_exception(_is_transient),
             before_sleep=self._log_retry,
             reraise=True,
@@ -162,16 +160,6 @@ class HttpReranker:
             raise _StatusError(response.status_code, response.headers, response.content)
         return response.content
 
-    def _wait(self, state: RetryCallState) -> float:
-        backoff = wait_exponential(multiplier=self._backoff_initial_s, max=self._backoff_max_s)
-        delay = min(float((backoff + wait_random(0, self._backoff_initial_s))(state)), self._backoff_max_s)
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, _StatusError):
-            hint = _retry_after_s(exc.headers)
-            if hint is not None:  # the server knows best, within our cap (recall is waiting)
-                delay = max(delay, min(hint, self._backoff_max_s))
-        return delay
-
     def _describe(self, exc: BaseException) -> str:
         if isinstance(exc, httpx.TimeoutException):
             return f"no answer within {self._timeout_s:g}s"
@@ -193,6 +181,10 @@ class HttpReranker:
             self._describe(exc) if exc else "unknown",
             state.next_action.sleep if state.next_action else 0.0,
         )
+
+
+def _retry_after_of(exc: BaseException) -> float | None:
+    return _retry_after_s(exc.headers) if isinstance(exc, _StatusError) else None
 
 
 def _retry_after_s(headers: httpx.Headers) -> float | None:
