@@ -7,21 +7,51 @@ the openai SDK to use it."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from pydantic import SecretStr
-from tenacity import RetryCallState, wait_exponential, wait_random
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+    wait_random,
+)
 
 
-def check_call_options(
-    *, timeout_s: float, max_attempts: int, backoff_initial_s: float, backoff_max_s: float
-) -> None:
-    """Raise ValueError, naming the option, for a timeout, attempt count or backoff that cannot work."""
-    if timeout_s <= 0:
-        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-    if max_attempts < 1:
-        raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
-    if backoff_initial_s < 0 or backoff_max_s < backoff_initial_s:
-        raise ValueError("need 0 <= backoff_initial_s <= backoff_max_s")
+@dataclass(frozen=True)
+class CallOptions:
+    """How long one attempt may take, how many attempts, and the backoff between them; refused
+    at construction, naming the option, when they cannot work."""
+
+    timeout_s: float
+    max_attempts: int
+    backoff_initial_s: float
+    backoff_max_s: float
+
+    def __post_init__(self) -> None:
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if self.backoff_initial_s < 0 or self.backoff_max_s < self.backoff_initial_s:
+            raise ValueError("need 0 <= backoff_initial_s <= backoff_max_s")
+
+    def retrying(
+        self,
+        transient: Callable[[BaseException], bool],
+        retry_after: Callable[[BaseException], float | None],
+        before_sleep: Callable[[RetryCallState], None],
+    ) -> Retrying:
+        """Retry what ``transient`` says may pass, waiting ``BackoffWait``; the last error is raised."""
+        return Retrying(
+            stop=stop_after_attempt(self.max_attempts),
+            wait=BackoffWait(self.backoff_initial_s, self.backoff_max_s, retry_after),
+            retry=retry_if_exception(transient),
+            before_sleep=before_sleep,
+            reraise=True,
+        )
 
 
 def api_key_or_none(api_key: SecretStr | str | None) -> SecretStr | None:

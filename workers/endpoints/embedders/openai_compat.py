@@ -21,12 +21,9 @@ import openai
 from pydantic import SecretStr
 from tenacity import (
     RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
 )
 
-from workers.endpoints.call_options import BackoffWait, api_key_or_none, check_call_options
+from workers.endpoints.call_options import CallOptions, api_key_or_none
 from workers.endpoints.embedders import EmbeddingError
 from workers.endpoints.redact import redact_url, scrub
 
@@ -64,22 +61,13 @@ class OpenAIEmbedder:
             raise ValueError("model is required")
         if dim < 1:
             raise ValueError(f"dim must be >= 1, got {dim}")
-        check_call_options(
-            timeout_s=timeout_s,
-            max_attempts=max_attempts,
-            backoff_initial_s=backoff_initial_s,
-            backoff_max_s=backoff_max_s,
-        )
+        self._call = CallOptions(timeout_s, max_attempts, backoff_initial_s, backoff_max_s)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self._base_url = base_url
         self._api_key = api_key_or_none(api_key)
         self._model = model
         self._dim = dim
-        self._timeout_s = timeout_s
-        self._max_attempts = max_attempts
-        self._backoff_initial_s = backoff_initial_s
-        self._backoff_max_s = backoff_max_s
         self._batch_size = batch_size
         self._where = f"embedding endpoint {redact_url(base_url)} (model {model!r})"
         self._client: openai.OpenAI | None = None
@@ -120,7 +108,7 @@ class OpenAIEmbedder:
             if self._client is None or self._client_pid != pid:
                 key = self._api_key.get_secret_value() if self._api_key else PLACEHOLDER_API_KEY
                 self._client = openai.OpenAI(
-                    base_url=self._base_url, api_key=key, timeout=self._timeout_s, max_retries=0
+                    base_url=self._base_url, api_key=key, timeout=self._call.timeout_s, max_retries=0
                 )
                 self._client_pid = pid
             return self._client
@@ -139,18 +127,12 @@ class OpenAIEmbedder:
     def _embed_batch(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        retrying = Retrying(
-            stop=stop_after_attempt(self._max_attempts),
-            wait=BackoffWait(self._backoff_initial_s, self._backoff_max_s, retry_after_s),
-            retry=retry_if_exception(is_transient),
-            before_sleep=self._log_retry,
-            reraise=True,
-        )
+        retrying = self._call.retrying(is_transient, retry_after_s, self._log_retry)
         try:
             content = retrying(self._post, texts)
         except openai.APIError as exc:
             attempts = retrying.statistics.get("attempt_number", 1)
-            what = scrub(describe(exc, self._timeout_s), self._api_key)
+            what = scrub(describe(exc, self._call.timeout_s), self._api_key)
             # `from None`: the openai error's own text holds the server's whole body, which may
             # quote the key (OpenAI's 401 does); chained, it reached the worker log's traceback.
             if is_transient(exc):
@@ -169,8 +151,8 @@ class OpenAIEmbedder:
             "%s: attempt %d of %d failed (%s); retrying in %.2fs",
             self._where,
             state.attempt_number,
-            self._max_attempts,
-            scrub(describe(exc, self._timeout_s), self._api_key) if exc else "unknown",
+            self._call.max_attempts,
+            scrub(describe(exc, self._call.timeout_s), self._api_key) if exc else "unknown",
             state.next_action.sleep if state.next_action else 0.0,
         )
 

@@ -30,12 +30,9 @@ import httpx
 from pydantic import SecretStr
 from tenacity import (
     RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
 )
 
-from workers.endpoints.call_options import BackoffWait, api_key_or_none, check_call_options
+from workers.endpoints.call_options import CallOptions, api_key_or_none
 from workers.endpoints.redact import redact_url, scrub
 from workers.endpoints.rerankers import RerankError
 
@@ -80,19 +77,10 @@ class HttpReranker:
     ) -> None:
         if not url:
             raise ValueError("url is required")
-        check_call_options(
-            timeout_s=timeout_s,
-            max_attempts=max_attempts,
-            backoff_initial_s=backoff_initial_s,
-            backoff_max_s=backoff_max_s,
-        )
+        self._call = CallOptions(timeout_s, max_attempts, backoff_initial_s, backoff_max_s)
         self._endpoint = rerank_endpoint(url)
         self._api_key = api_key_or_none(api_key)
         self._model = model or None
-        self._timeout_s = timeout_s
-        self._max_attempts = max_attempts
-        self._backoff_initial_s = backoff_initial_s
-        self._backoff_max_s = backoff_max_s
         self._where = f"reranker {redact_url(self._endpoint)}" + (f" (model {model!r})" if model else "")
         self._client: httpx.Client | None = None
         self._client_pid: int | None = None
@@ -112,13 +100,7 @@ class HttpReranker:
             body |= {"model": self._model, "documents": list(documents)}
         else:
             body["texts"] = list(documents)
-        retrying = Retrying(
-            stop=stop_after_attempt(self._max_attempts),
-            wait=BackoffWait(self._backoff_initial_s, self._backoff_max_s, _retry_after_of),
-            retry=retry_if_exception(_is_transient),
-            before_sleep=self._log_retry,
-            reraise=True,
-        )
+        retrying = self._call.retrying(_is_transient, _retry_after_of, self._log_retry)
         try:
             content = retrying(self._post, body)
         except (httpx.TransportError, _StatusError) as exc:
@@ -150,7 +132,7 @@ class HttpReranker:
                 headers = {"Accept": "application/json"}
                 if self._api_key is not None:
                     headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
-                self._client = httpx.Client(timeout=self._timeout_s, headers=headers)
+                self._client = httpx.Client(timeout=self._call.timeout_s, headers=headers)
                 self._client_pid = pid
             return self._client
 
@@ -162,7 +144,7 @@ class HttpReranker:
 
     def _describe(self, exc: BaseException) -> str:
         if isinstance(exc, httpx.TimeoutException):
-            return f"no answer within {self._timeout_s:g}s"
+            return f"no answer within {self._call.timeout_s:g}s"
         if isinstance(exc, httpx.TransportError):
             return f"connection failed ({type(exc).__name__})"
         if isinstance(exc, _StatusError):
@@ -177,7 +159,7 @@ class HttpReranker:
             "%s: attempt %d of %d failed (%s); retrying in %.2fs",
             self._where,
             state.attempt_number,
-            self._max_attempts,
+            self._call.max_attempts,
             self._describe(exc) if exc else "unknown",
             state.next_action.sleep if state.next_action else 0.0,
         )
