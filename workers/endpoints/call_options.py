@@ -1,13 +1,16 @@
 """What every model endpoint adapter (embedder, LLM, reranker) checks of its call options, how it
-holds its key, and how it waits between attempts.
+holds its key, how it waits between attempts, and its client in each process.
 
 Kept apart from the adapters, like ``redact``, so that a light one (the reranker) does not import
 the openai SDK to use it."""
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from pydantic import SecretStr
 from tenacity import (
@@ -84,3 +87,31 @@ class BackoffWait:
         if hint is not None:  # the server knows best, within our cap
             delay = max(delay, min(hint, self._max_s))
         return delay
+
+
+T = TypeVar("T")
+
+
+class ClientPerProcess(Generic[T]):
+    """An HTTP client built on first use in each process, so that building the adapter opens no
+    connection, and a connection pool inherited through fork never shares sockets with the parent."""
+
+    def __init__(self, build: Callable[[], T]) -> None:
+        self._build = build
+        self._client: T | None = None
+        self._pid: int | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> T:
+        pid = os.getpid()
+        with self._lock:
+            if self._client is None or self._pid != pid:
+                self._client = self._build()
+                self._pid = pid
+            return self._client
+
+    def take(self) -> T | None:
+        """The current client, forgotten here (the caller closes it); None if none was built."""
+        with self._lock:
+            client, self._client = self._client, None
+            return client

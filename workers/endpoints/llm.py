@@ -20,9 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import re
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -33,11 +31,11 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from tenacity import RetryCallState
 
 from shared.llm import LLMOperation, LLMUsage, UsageSink, delimit, system_prompt
-from workers.endpoints.call_options import CallOptions, api_key_or_none
+from workers.endpoints.call_options import CallOptions, ClientPerProcess, api_key_or_none
 from workers.endpoints.embedders.openai_compat import (
-    PLACEHOLDER_API_KEY,
     describe,
     is_transient,
+    openai_client,
     retry_after_s,
 )
 from workers.endpoints.redact import redact_url
@@ -103,9 +101,7 @@ class OpenAIJsonLLM:
         self._usage_sink = usage_sink
         self._max_output_tokens = max_output_tokens
         self._where = f"LLM endpoint {redact_url(base_url)}"
-        self._client: openai.OpenAI | None = None
-        self._client_pid: int | None = None
-        self._lock = threading.Lock()
+        self._client = ClientPerProcess(lambda: openai_client(base_url, self._api_key, self._call.timeout_s))
 
     def __repr__(self) -> str:
         models = {op.value: model for op, model in self._models.items()}
@@ -151,25 +147,13 @@ class OpenAIJsonLLM:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _get_client(self) -> openai.OpenAI:
-        pid = os.getpid()
-        with self._lock:
-            # A connection pool inherited through fork would share sockets with the parent.
-            if self._client is None or self._client_pid != pid:
-                key = self._api_key.get_secret_value() if self._api_key else PLACEHOLDER_API_KEY
-                self._client = openai.OpenAI(
-                    base_url=self._base_url, api_key=key, timeout=self._call.timeout_s, max_retries=0
-                )
-                self._client_pid = pid
-            return self._client
-
     def _attempt(
         self, operation: LLMOperation, model: str, messages: list[ChatCompletionMessageParam]
     ) -> _Reply:
         """One request. Failed requests are recorded here; answered ones once they are parsed."""
         started = time.perf_counter()
         try:
-            raw = self._get_client().chat.completions.with_raw_response.create(
+            raw = self._client.get().chat.completions.with_raw_response.create(
                 model=model,
                 messages=messages,
                 response_format={"type": "json_object"},

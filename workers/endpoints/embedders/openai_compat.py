@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +21,7 @@ from tenacity import (
     RetryCallState,
 )
 
-from workers.endpoints.call_options import CallOptions, api_key_or_none
+from workers.endpoints.call_options import CallOptions, ClientPerProcess, api_key_or_none
 from workers.endpoints.embedders import EmbeddingError
 from workers.endpoints.redact import redact_url, scrub
 
@@ -70,9 +68,7 @@ class OpenAIEmbedder:
         self._dim = dim
         self._batch_size = batch_size
         self._where = f"embedding endpoint {redact_url(base_url)} (model {model!r})"
-        self._client: openai.OpenAI | None = None
-        self._client_pid: int | None = None
-        self._lock = threading.Lock()
+        self._client = ClientPerProcess(lambda: openai_client(base_url, self._api_key, self._call.timeout_s))
 
     def __repr__(self) -> str:
         url = redact_url(self._base_url)
@@ -101,20 +97,8 @@ class OpenAIEmbedder:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _get_client(self) -> openai.OpenAI:
-        pid = os.getpid()
-        with self._lock:
-            # A connection pool inherited through fork would share sockets with the parent.
-            if self._client is None or self._client_pid != pid:
-                key = self._api_key.get_secret_value() if self._api_key else PLACEHOLDER_API_KEY
-                self._client = openai.OpenAI(
-                    base_url=self._base_url, api_key=key, timeout=self._call.timeout_s, max_retries=0
-                )
-                self._client_pid = pid
-            return self._client
-
     def _post(self, texts: list[str]) -> bytes:
-        raw = self._get_client().embeddings.with_raw_response.create(
+        raw = self._client.get().embeddings.with_raw_response.create(
             model=self._model,
             input=texts,
             # Floats are what every compatible server supports; base64 (the client's default)
@@ -164,6 +148,12 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code == 429 or exc.status_code >= 500
     return False
+
+
+def openai_client(base_url: str, api_key: SecretStr | None, timeout_s: float) -> openai.OpenAI:
+    """The SDK's client for an OpenAI-compatible endpoint; its own retries off (ours decide)."""
+    key = api_key.get_secret_value() if api_key else PLACEHOLDER_API_KEY
+    return openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout_s, max_retries=0)
 
 
 def retry_after_s(exc: BaseException) -> float | None:

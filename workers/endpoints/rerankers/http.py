@@ -21,8 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,7 +30,7 @@ from tenacity import (
     RetryCallState,
 )
 
-from workers.endpoints.call_options import CallOptions, api_key_or_none
+from workers.endpoints.call_options import CallOptions, ClientPerProcess, api_key_or_none
 from workers.endpoints.redact import redact_url, scrub
 from workers.endpoints.rerankers import RerankError
 
@@ -82,9 +80,7 @@ class HttpReranker:
         self._api_key = api_key_or_none(api_key)
         self._model = model or None
         self._where = f"reranker {redact_url(self._endpoint)}" + (f" (model {model!r})" if model else "")
-        self._client: httpx.Client | None = None
-        self._client_pid: int | None = None
-        self._lock = threading.Lock()
+        self._client = ClientPerProcess(self._new_client)
 
     def __repr__(self) -> str:
         return f"HttpReranker(url={redact_url(self._endpoint)!r}, model={self._model!r})"
@@ -117,27 +113,20 @@ class HttpReranker:
             raise RerankError(f"{self._where} answered unusably: {exc}") from None
 
     def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+        client = self._client.take()
+        if client is not None:
+            client.close()
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _get_client(self) -> httpx.Client:
-        pid = os.getpid()
-        with self._lock:
-            # A connection pool inherited through fork would share sockets with the parent.
-            if self._client is None or self._client_pid != pid:
-                headers = {"Accept": "application/json"}
-                if self._api_key is not None:
-                    headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
-                self._client = httpx.Client(timeout=self._call.timeout_s, headers=headers)
-                self._client_pid = pid
-            return self._client
+    def _new_client(self) -> httpx.Client:
+        headers = {"Accept": "application/json"}
+        if self._api_key is not None:
+            headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
+        return httpx.Client(timeout=self._call.timeout_s, headers=headers)
 
     def _post(self, body: dict[str, Any]) -> bytes:
-        response = self._get_client().post(self._endpoint, json=body)
+        response = self._client.get().post(self._endpoint, json=body)
         if response.status_code >= 300:
             raise _StatusError(response.status_code, response.headers, response.content)
         return response.content
