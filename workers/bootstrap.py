@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared.events import EventLimits, TurnPublished
 from shared.ingest.conflicts import DEFAULT_STRATEGIES, Judge, Strategy
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from workers.broker import RedisClients
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 _UNSET: Any = object()
@@ -154,44 +156,39 @@ class Container:
             self._redis_clients = RedisClients()
         return self._redis_clients.get(url)
 
+    def _on_redis(self, adapter: Callable[[redis.Redis], T]) -> T | None:
+        client = self.redis_client()
+        return adapter(client) if client is not None else None
+
     @property
     def working_memory(self) -> Any:
         """Redis working memory, or None when no Redis is configured (recall then reads Postgres)."""
         if self._working_memory is None:
-            client = self.redis_client()
-            if client is None:
-                return None
             from workers.redis.working_memory import RedisWorkingMemory
 
-            self._working_memory = RedisWorkingMemory(client)
+            self._working_memory = self._on_redis(RedisWorkingMemory)
         return self._working_memory
 
     @property
     def ledger(self) -> PublishLedger | None:
         """The publish ledger in Redis, or None when no Redis is configured."""
         if self._ledger is None:
-            client = self.redis_client()
-            if client is None:
-                return None
             from producers.broker import is_redis_url
             from workers.redis.ledger import RedisPublishLedger
 
             # The broker's queue depth is read when the broker is a Redis we can reach.
             broker_url = self.settings.broker_url
             broker = self._redis_of(broker_url) if broker_url and is_redis_url(broker_url) else None
-            self._ledger = RedisPublishLedger(client, broker)
+            self._ledger = self._on_redis(lambda client: RedisPublishLedger(client, broker))
         return self._ledger
 
     @property
     def seq_counter(self) -> SeqCounter | None:
         """The producer's per-conversation seq counters in Redis, or None when no Redis is set."""
         if self._seq_counter is None:
-            client = self.redis_client()
-            if client is None:
-                return None
             from workers.redis.seq_counter import RedisSeqCounter
 
-            self._seq_counter = RedisSeqCounter(client)
+            self._seq_counter = self._on_redis(RedisSeqCounter)
         return self._seq_counter
 
     def search_index(self) -> VectorIndex:
