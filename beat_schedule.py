@@ -12,40 +12,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared.queues import ROUTES, TaskName
+
+HOUR_S = 3600.0
+
+
+def _every(task: TaskName, seconds: float, expires: float) -> dict[str, Any]:
+    """A beat entry for ``task``, sent by name to the queue its route names (``shared.queues``),
+    dropped if still queued ``expires`` seconds later."""
+    return {
+        "task": task.value,
+        "schedule": seconds,
+        "options": {"expires": expires, "queue": ROUTES[task].value},
+    }
+
+
 BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
-    "resume-stalled-events": {
-        "task": "memory.resume_stalled",
-        "schedule": 60.0,
-        "options": {"expires": 55, "queue": "cuemem.maintenance"},
-    },
-    "consolidate-episodes": {
-        "task": "memory.consolidate",
-        "schedule": 6 * 3600.0,
-        "options": {"expires": 5 * 3600, "queue": "cuemem.maintenance"},
-    },
-    "optimize-index": {
-        "task": "memory.optimize_index",
-        "schedule": 6 * 3600.0,
-        "options": {"expires": 5 * 3600, "queue": "cuemem.index"},
-    },
-    "recompute-scores": {
-        "task": "memory.decay",
-        "schedule": 3600.0,
-        "options": {"expires": 3000, "queue": "cuemem.maintenance"},
-    },
-    "expire-tasks": {
-        "task": "memory.expire",
-        "schedule": 3600.0,
-        "options": {"expires": 3000, "queue": "cuemem.maintenance"},
-    },
-    "archive-stale-memories": {
-        "task": "memory.archive",
-        "schedule": 6 * 3600.0,
-        "options": {"expires": 5 * 3600, "queue": "cuemem.maintenance"},
-    },
-    "reconcile-index": {
-        "task": "memory.reconcile",
-        "schedule": 6 * 3600.0,
-        "options": {"expires": 5 * 3600, "queue": "cuemem.index"},
-    },
+    "resume-stalled-events": _every(TaskName.RESUME_STALLED, 60.0, 55),
+    "consolidate-episodes": _every(TaskName.CONSOLIDATE, 6 * HOUR_S, 5 * 3600),
+    "optimize-index": _every(TaskName.OPTIMIZE_INDEX, 6 * HOUR_S, 5 * 3600),
+    "recompute-scores": _every(TaskName.DECAY, HOUR_S, 3000),
+    "expire-tasks": _every(TaskName.EXPIRE, HOUR_S, 3000),
+    "archive-stale-memories": _every(TaskName.ARCHIVE, 6 * HOUR_S, 5 * 3600),
+    "reconcile-index": _every(TaskName.RECONCILE, 6 * HOUR_S, 5 * 3600),
 }

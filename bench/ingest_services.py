@@ -196,11 +196,11 @@ def measure_noop(cfg: IngestConfig, settings: Settings, concurrency: int) -> dic
     import redis
     from tqdm import tqdm
 
-    from producers.publisher import make_broker_app
+    from producers.broker import send_only_app
     from workers.runtime.processes import check_alive
 
     client = redis.Redis.from_url(cfg.redis_url)
-    app = make_broker_app(cfg.redis_url)
+    app = send_only_app(cfg.redis_url)
     worker = _spawn_noop_worker(settings, concurrency, f"bench-noop-{concurrency}")
     try:
         for _ in range(20 * concurrency):  # warm-up: the pool is up and consuming

@@ -84,13 +84,13 @@ def beat(data_dir: DataDir = None) -> None:
 
 def _refuse_second_beat(settings: Settings) -> None:
     """Say it plainly before exec: the scheduler itself refuses too (workers/redis/beat_lock.py)."""
+    from producers.broker import open_redis
     from workers.redis.beat_lock import BeatLock
-    from workers.redis.connect import connect
 
     url = settings.effective_redis_url
     if url is None:
         return
-    client = connect(url)
+    client = open_redis(url)
     try:
         holder = BeatLock(client).holder()
     finally:

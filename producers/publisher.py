@@ -21,10 +21,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis
-from celery import Celery
 from kombu.exceptions import OperationalError
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
+from producers.broker import open_redis, send_only_app
 from shared import keys
 from shared.events import (
     EventLimits,
@@ -94,13 +94,6 @@ def working_memory_member(event: TurnPublished) -> str:
     )
 
 
-def make_broker_app(broker_url: str) -> Celery:
-    """A minimal Celery app for sending tasks by name (producers never import the workers)."""
-    app = Celery("cuemem-producer", broker=broker_url, set_as_current=False)
-    app.conf.update(task_serializer="json", accept_content=["json"], broker_connection_retry_on_startup=True)
-    return app
-
-
 class Publisher:
     def __init__(
         self,
@@ -119,9 +112,10 @@ class Publisher:
         self._attempts = publish_attempts
         self._wm_turns = working_memory_turns
         self._wm_ttl = working_memory_ttl_s
-        self._redis = redis_client or redis.Redis.from_url(redis_url)
+        self._redis = redis_client or open_redis(redis_url)
         self._assign = self._redis.register_script(_ASSIGN_SCRIPT)
-        self._app = make_broker_app(broker_url)
+        # Tasks are sent by name: producers never import the workers' app.
+        self._app = send_only_app(broker_url)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Publisher:
@@ -203,6 +197,15 @@ class Publisher:
 
     # --- steps --------------------------------------------------------------------------------
 
+    def _retrying(self) -> Retrying:
+        """The one retry policy of a publish step: broker errors, backoff with jitter."""
+        return Retrying(
+            retry=retry_if_exception_type(_BROKER_ERRORS),
+            stop=stop_after_attempt(self._attempts),
+            wait=wait_exponential_jitter(multiplier=0.1, max=5),
+            reraise=True,
+        )
+
     def _assign_seq(self, event: TurnPublished, explicit: Any) -> int:
         tenant, user, session = event.conversation
         args: list[str | int] = [
@@ -218,12 +221,7 @@ class Publisher:
             keys.working_memory_key(tenant, user, session),
             keys.user_sessions_key(tenant, user),
         ]
-        for attempt in Retrying(
-            retry=retry_if_exception_type(_BROKER_ERRORS),
-            stop=stop_after_attempt(self._attempts),
-            wait=wait_exponential_jitter(multiplier=0.1, max=5),
-            reraise=True,
-        ):
+        for attempt in self._retrying():
             with attempt:
                 return int(self._assign(keys=keys_, args=args))
         raise AssertionError("unreachable")  # Retrying re-raises on the last attempt
@@ -247,12 +245,7 @@ class Publisher:
         started = time.perf_counter()
         member = keys.ledger_member(event.tenant_id, event.event_id)
         try:
-            for attempt in Retrying(
-                retry=retry_if_exception_type(_BROKER_ERRORS),
-                stop=stop_after_attempt(self._attempts),
-                wait=wait_exponential_jitter(multiplier=0.1, max=5),
-                reraise=True,
-            ):
+            for attempt in self._retrying():
                 with attempt:
                     # Marked when the counter chose the seq: should Redis lose the counter's last
                     # increments in a crash, the recorder renumbers a clash instead of rejecting it.

@@ -1,4 +1,6 @@
-"""Queue names and task names. Producers send tasks by these names; routing lives in config."""
+"""Queue names, task names and the queue of each task (``ROUTES``), written here only: producers
+send tasks by these names, and the workers' routing (``workers/reliability.py``) and beat's
+schedule (``beat_schedule.py``) both read ``ROUTES``."""
 
 from __future__ import annotations
 

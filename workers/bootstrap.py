@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from shared.events import EventLimits, TurnPublished
 from shared.indexing.collections import COLLECTIONS, Collection
@@ -27,7 +27,14 @@ from shared.settings import Settings, get_settings
 from shared.storage import FollowUp, UnitOfWork
 from workers.lexicon import apply_lexicon
 
+if TYPE_CHECKING:
+    import redis
+
+    from workers.broker import RedisClients
+
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 _UNSET: Any = object()
@@ -51,6 +58,7 @@ class Container:
     _llm: Any = _UNSET
     _reranker: Any = _UNSET
     _closers: list[Callable[[], None]] = field(default_factory=list)
+    _redis_clients: RedisClients | None = None
 
     @property
     def limits(self) -> EventLimits:
@@ -143,59 +151,52 @@ class Container:
         llm = self.llm
         return lambda event, threshold: extract_with_llm(event, threshold, llm)
 
+    def redis_client(self) -> redis.Redis | None:
+        """This process's client to the Redis of ``CUEMEM_REDIS_URL`` (or the Redis broker), or None
+        when there is none. One pool per Redis: every Redis adapter below shares it."""
+        url = self.settings.effective_redis_url
+        return self._redis_of(url) if url is not None else None
+
+    def _redis_of(self, url: str) -> redis.Redis:
+        if self._redis_clients is None:
+            from workers.broker import RedisClients
+
+            self._redis_clients = RedisClients()
+        return self._redis_clients.get(url)
+
+    def _on_redis(self, adapter: Callable[[redis.Redis], T]) -> T | None:
+        client = self.redis_client()
+        return adapter(client) if client is not None else None
+
     @property
     def working_memory(self) -> Any:
         """Redis working memory, or None when no Redis is configured (recall then reads Postgres)."""
         if self._working_memory is None:
-            url = self.settings.effective_redis_url
-            if url is None:
-                return None
-            import redis
-
             from workers.redis.working_memory import RedisWorkingMemory
 
-            client = redis.Redis.from_url(url)
-            self._closers.append(client.close)
-            self._working_memory = RedisWorkingMemory(client)
+            self._working_memory = self._on_redis(RedisWorkingMemory)
         return self._working_memory
 
     @property
     def ledger(self) -> PublishLedger | None:
         """The publish ledger in Redis, or None when no Redis is configured."""
         if self._ledger is None:
-            url = self.settings.effective_redis_url
-            if url is None:
-                return None
-            import redis
-
-            from workers.redis.connect import connect
+            from producers.broker import is_redis_url
             from workers.redis.ledger import RedisPublishLedger
 
-            client = redis.Redis.from_url(url)
-            self._closers.append(client.close)
-            broker = None  # the broker's queue depth, read when the broker is a Redis we can reach
-            broker_url = self.settings.broker_url or ""
-            if broker_url == url:
-                broker = client
-            elif broker_url.startswith(("redis://", "rediss://", "redis+socket://")):
-                broker = connect(broker_url)
-                self._closers.append(broker.close)
-            self._ledger = RedisPublishLedger(client, broker)
+            # The broker's queue depth is read when the broker is a Redis we can reach.
+            broker_url = self.settings.broker_url
+            broker = self._redis_of(broker_url) if broker_url and is_redis_url(broker_url) else None
+            self._ledger = self._on_redis(lambda client: RedisPublishLedger(client, broker))
         return self._ledger
 
     @property
     def seq_counter(self) -> SeqCounter | None:
         """The producer's per-conversation seq counters in Redis, or None when no Redis is set."""
         if self._seq_counter is None:
-            url = self.settings.effective_redis_url
-            if url is None:
-                return None
-            from workers.redis.connect import connect
             from workers.redis.seq_counter import RedisSeqCounter
 
-            client = connect(url)
-            self._closers.append(client.close)
-            self._seq_counter = RedisSeqCounter(client)
+            self._seq_counter = self._on_redis(RedisSeqCounter)
         return self._seq_counter
 
     @overload
@@ -214,8 +215,7 @@ class Container:
         return self._indexes[kind]
 
     def _local_or_remote(self, kind: IndexKind) -> VectorIndex:
-        from celery import Celery
-
+        from producers.broker import send_only_app
         from workers.index.edge import EdgeVectorIndex
         from workers.index.remote import LocalOrRemoteIndex, RemoteSearchIndex
 
@@ -224,8 +224,7 @@ class Container:
         def remote() -> RemoteSearchIndex:
             if not broker:
                 raise RuntimeError("CUEMEM_BROKER_URL is not set; cannot reach the index worker")
-            app = Celery("cuemem-search", broker=broker, backend=broker, set_as_current=False)
-            app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
+            app = send_only_app(broker, with_results=True)
             self._closers.append(app.close)
             return RemoteSearchIndex(app, kind=kind)
 
@@ -250,6 +249,8 @@ class Container:
             except Exception:  # closing must go on for the others
                 log.exception("error while closing a resource")
         self._closers.clear()
+        if self._redis_clients is not None:
+            self._redis_clients.close()
         self._indexes.clear()
         self._working_memory = None
         self._ledger = None
@@ -280,11 +281,11 @@ _EDGE_DIRS = {IndexKind.MEMORIES: "qdrant", IndexKind.TURNS: "qdrant-turns"}
 
 
 def _broker_dispatcher(settings: Settings) -> Callable[[Sequence[FollowUp]], None]:
-    from producers.publisher import make_broker_app
+    from producers.broker import send_only_app
 
     if not settings.broker_url:
         raise RuntimeError("CUEMEM_BROKER_URL is not set; follow-up tasks cannot be enqueued")
-    app = make_broker_app(settings.broker_url)
+    app = send_only_app(settings.broker_url)
 
     def send(followups: Sequence[FollowUp]) -> None:
         for f in followups:
@@ -356,6 +357,14 @@ def container() -> Container:
     if _current is None:
         _current = build_container()
     return _current
+
+
+def install_container(built: Container) -> None:
+    """Make ``built`` this process's container, the one the task bodies use: how a test hands
+    them a container of fakes (``build_container(settings, uow=..., index=...)``)."""
+    global _current
+    reset_container()
+    _current = built
 
 
 def reset_container() -> None:

@@ -1,7 +1,10 @@
-"""The Celery application (entry point for `celery -A workers.celery_app worker|beat|flower`).
+"""The workers' Celery application (entry point for `celery -A workers.celery_app worker|beat|flower`).
 
-This module is an entry point, so it reads settings from the environment at import. It needs
-CUEMEM_BROKER_URL: `cuemem worker` sets it when it runs on the embedded default.
+Importing this module reads no settings and opens nothing, so that the task bodies
+(``workers/tasks/stages.py``) import in a unit test. The app reads its configuration from the
+settings on first use of ``app.conf`` (Celery's lazy defaults): when a worker, beat or flower
+starts, or when a task is first bound. A worker needs CUEMEM_BROKER_URL and refuses to start
+without it; `cuemem worker` sets it when it runs on the embedded default.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import logging
 import time
 from typing import Any
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.signals import (
     celeryd_after_setup,
     celeryd_init,
@@ -26,19 +29,31 @@ from workers.reliability import celery_config, queue_order_for
 
 log = logging.getLogger(__name__)
 
-_settings = get_settings()
-if not _settings.broker_url:
-    raise RuntimeError(
-        "CUEMEM_BROKER_URL is not set: point it at Redis (redis://host:6379/0), or run `cuemem worker`, "
-        "which starts the embedded broker for you"
-    )
 
-# A bad user lexicon file stops the worker at start, naming the file, instead of failing every task.
-apply_lexicon(_settings)
+def _config_from_settings() -> dict[str, Any]:
+    settings = get_settings()
+    # A bad user lexicon file stops the worker at start, naming the file, instead of failing every task.
+    apply_lexicon(settings)
+    return celery_config(settings, settings.broker_url)
+
+
+class _RequireBroker(bootsteps.Step):
+    """Refuses to start a worker that has no broker to consume from: Celery would otherwise try
+    its default (RabbitMQ on localhost) and retry forever."""
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        if not parent.app.conf.broker_url:
+            raise RuntimeError(
+                "CUEMEM_BROKER_URL is not set: point it at Redis (redis://host:6379/0), or run "
+                "`cuemem worker`, which starts the embedded broker for you"
+            )
+
 
 app = Celery("cuemem", set_as_current=True)
-app.conf.update(celery_config(_settings, _settings.broker_url))
+app.add_defaults(_config_from_settings)  # a promise: read on first use of app.conf, not here
 app.conf.include = ["workers.tasks.stages"]
+app.steps["worker"].add(_RequireBroker)
 
 try:  # beat's schedule lives in the top-level module the product design names
     import beat_schedule
@@ -98,13 +113,14 @@ def _task_finished(
     """Run time per task into Redis, where the API's /metrics reads it (workers/redis/task_metrics.py).
     A metrics write must never fail a task: errors are logged and dropped."""
     started = _started.pop(task_id or "", None)
-    url = _settings.effective_redis_url
-    if started is None or task is None or url is None:
+    if started is None or task is None:
         return
     try:
-        from workers.failures import _redis
+        from workers.bootstrap import container
         from workers.redis.task_metrics import record_task_run
 
-        record_task_run(_redis(url), str(task.name), time.perf_counter() - started, state or "UNKNOWN")
+        client = container().redis_client()
+        if client is not None:
+            record_task_run(client, str(task.name), time.perf_counter() - started, state or "UNKNOWN")
     except Exception:
         log.warning("could not record the run time of %s", getattr(task, "name", "?"), exc_info=True)

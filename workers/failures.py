@@ -60,31 +60,15 @@ def count_delivery(container: Any, task_id: str | None, attempt: int) -> int:
     """How many times this attempt of this task has started (1 on a first delivery)."""
     if not task_id:
         return 1
-    url = container.settings.effective_redis_url
-    if url is None:
+    client = container.redis_client()
+    if client is None:
         return 1
-    client = _redis(url)
     key = keys.deliveries_key(task_id, attempt)
     pipe = client.pipeline()
     pipe.incr(key)
     pipe.expire(key, DELIVERY_COUNTER_TTL_S)
     count, _ = pipe.execute()
     return int(count)
-
-
-_clients: dict[str, redis.Redis] = {}
-
-
-def _redis(url: str) -> redis.Redis:
-    if url not in _clients:
-        _clients[url] = redis.Redis.from_url(url)
-    return _clients[url]
-
-
-def reset_clients() -> None:
-    for client in _clients.values():
-        client.close()
-    _clients.clear()
 
 
 def dead_letter(container: Any, task_name: str, task_id: str | None, args: list[Any], reason: str) -> None:

@@ -44,16 +44,17 @@ def queue_order_for(queues: Sequence[str] | str | None) -> str:
     return "priority" if names == [q.value for q in INDEX_OWNER_QUEUES] else "round_robin"
 
 
-def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
+def celery_config(settings: Settings, broker_url: str | None) -> dict[str, Any]:
+    """The workers' app configuration. Without ``broker_url`` (a unit test calling task bodies)
+    it names no broker; a worker refuses to start so (``workers/celery_app.py``)."""
     longest = settings.task_time_limit_s + settings.retry_backoff_max_s
     if settings.visibility_timeout_s <= longest:
         raise ValueError(
             f"CUEMEM_VISIBILITY_TIMEOUT_S={settings.visibility_timeout_s} must exceed the task time limit "
             f"plus the longest retry delay ({longest} s), or Redis redelivers running tasks"
         )
-    return {
-        "broker_url": broker_url,
-        "result_backend": broker_url,
+    broker = {"broker_url": broker_url, "result_backend": broker_url} if broker_url else {}
+    return broker | {
         "task_ignore_result": True,
         "result_expires": 600,
         "task_serializer": "json",

@@ -20,7 +20,7 @@ from service.operations.index_followups import Outcome, delete_points, sync_inde
 from shared.api_keys import ApiKey, issue_key, key_prefix, matches
 from shared.lifecycle import curation
 from shared.models import Memory, MemoryStatus, MemoryType, turn_point_id
-from shared.queues import IndexKind, Queue
+from shared.queues import IndexKind
 from shared.settings import Settings
 from shared.storage import UnitOfWork
 from workers.bootstrap import Container, build_container
@@ -35,14 +35,12 @@ def api_container(settings: Settings, *, search_timeout_s: float = 10.0) -> Cont
     index, one whose indexes only search through the index worker (see the module doc)."""
     if settings.qdrant_url:
         return build_container(settings)
-    from celery import Celery
-
+    from producers.broker import send_only_app
     from workers.index.remote import RemoteSearchIndex
 
     if not settings.broker_url:
         raise RuntimeError("CUEMEM_BROKER_URL is not set; the API cannot reach the index worker")
-    app = Celery("cuemem-api", broker=settings.broker_url, backend=settings.broker_url, set_as_current=False)
-    app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
+    app = send_only_app(settings.broker_url, with_results=True)
     container = build_container(
         settings,
         index=RemoteSearchIndex(app, search_timeout_s, IndexKind.MEMORIES),
@@ -247,12 +245,12 @@ def readiness(container: Container) -> dict[str, str]:
 
 
 def _redis_ready(settings: Settings) -> str:
-    from workers.redis.connect import connect
+    from producers.broker import open_redis
 
     url = settings.effective_redis_url
     if url is None:
         return "down: no Redis configured"
-    client = connect(url, socket_timeout=2)
+    client = open_redis(url, socket_timeout=2)
     try:
         client.ping()
         return "ok"
@@ -265,36 +263,31 @@ def _redis_ready(settings: Settings) -> str:
 def queue_depths(settings: Settings) -> dict[str, int]:
     """Messages waiting per cuemem queue (LLEN on the Redis broker), plus ``unacked``: delivered
     to a worker and not yet acknowledged. Empty when the broker is not a reachable Redis."""
-    from workers.redis.connect import connect
+    from producers.broker import is_redis_url, open_redis
+    from workers import broker
 
-    url = settings.broker_url or ""
-    if not url.startswith(("redis://", "rediss://", "redis+socket://")):
+    url = settings.broker_url
+    if not url or not is_redis_url(url):
         return {}
-    client = connect(url, socket_timeout=2)
+    client = open_redis(url, socket_timeout=2)
     try:
-        pipe = client.pipeline()
-        for queue in Queue:
-            pipe.llen(queue.value)
-        pipe.hlen("unacked")  # kombu's Redis transport keeps delivered, unacked messages here
-        values = pipe.execute()
+        return broker.queue_depths(client)
     except Exception:
         log.warning("queue depth: broker unreachable", exc_info=True)
         return {}
     finally:
         client.close()
-    names = [q.value for q in Queue] + ["unacked"]
-    return {name: int(v) for name, v in zip(names, values, strict=True)}
 
 
 def task_runs(settings: Settings) -> dict[str, dict[str, Any]]:
     """Run times per task recorded by every worker (workers/redis/task_metrics.py); empty without Redis."""
-    from workers.redis.connect import connect
+    from producers.broker import open_redis
     from workers.redis.task_metrics import read_task_runs
 
     url = settings.effective_redis_url
     if url is None:
         return {}
-    client = connect(url, socket_timeout=2)
+    client = open_redis(url, socket_timeout=2)
     try:
         return read_task_runs(client)
     finally:

@@ -139,10 +139,9 @@ def reindex(container: Container) -> dict[str, int]:
         return rebuild_indexes(c.uow, c.indexes(), c.embedder)
 
     def at_owner() -> dict[str, int]:
-        from celery import Celery
+        from producers.broker import send_only_app
 
-        broker = c.settings.broker_url
-        remote = Celery("cuemem-reindex", broker=broker, backend=broker, set_as_current=False)
+        remote = send_only_app(c.settings.broker_url or "", with_results=True)
         result = remote.send_task(TaskName.REINDEX.value, queue=ROUTES[TaskName.REINDEX].value)
         stats: dict[str, int] = result.get(timeout=REBUILD_TIMEOUT_S)
         return stats

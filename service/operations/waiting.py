@@ -14,7 +14,6 @@ import time
 from tqdm import tqdm
 
 from shared.ingest.progress import Progress, progress
-from shared.queues import Queue
 from shared.settings import Settings
 from workers.runtime.local import Runtime
 from workers.runtime.processes import check_alive
@@ -49,17 +48,14 @@ def wait_for(rt: Runtime, event_ids: list[str], timeout_s: float, *, show: bool 
 
 def broker_idle(settings: Settings) -> bool:
     """No message waiting in any cuemem queue and none delivered but unacknowledged."""
-    import redis
+    from producers.broker import open_redis
+    from workers.broker import queue_depths
 
     url = settings.effective_redis_url
     if url is None:
         return True
-    client = redis.Redis.from_url(url)
+    client = open_redis(url)
     try:
-        pipe = client.pipeline()
-        for queue in Queue:
-            pipe.llen(queue.value)
-        pipe.hlen("unacked")  # kombu's Redis transport keeps delivered, unacked messages here
-        return not any(pipe.execute())
+        return not any(queue_depths(client).values())
     finally:
         client.close()

@@ -14,8 +14,9 @@ from pydantic import SecretStr
 from shared.ports import Embedder
 from shared.settings import Settings
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, embeddings_body, error_body
+from workers.endpoints.call_options import BackoffWait
 from workers.endpoints.embedders import EmbeddingError, build_embedder
-from workers.endpoints.embedders.openai_compat import BackoffWait, OpenAIEmbedder
+from workers.endpoints.embedders.openai_compat import OpenAIEmbedder, retry_after_s
 
 SECRET = "sk-test-very-secret-key"
 DIM = 4
@@ -181,7 +182,7 @@ def test_retry_after_is_honoured_but_capped(stub: StubServer) -> None:
             client.embeddings.create(model="m", input=["x"], encoding_format="float")
         return info.value
 
-    wait = BackoffWait(initial_s=0.001, max_s=5.0)
+    wait = BackoffWait(initial_s=0.001, max_s=5.0, retry_after=retry_after_s)
     short = SimpleNamespace(attempt_number=1, outcome=SimpleNamespace(exception=lambda: rate_limited("2")))
     assert wait(short) == pytest.approx(2.0)  # type: ignore[arg-type]
     long = SimpleNamespace(attempt_number=1, outcome=SimpleNamespace(exception=lambda: rate_limited("3600")))

@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from producers.publisher import Publisher, make_broker_app
+from producers.broker import send_only_app
+from producers.publisher import Publisher
 from shared.events import InvalidEvent
 from shared.queues import ROUTES, TaskName
 from shared.settings import Settings
@@ -135,7 +136,7 @@ def test_raw_malformed_messages_never_crash_a_worker_and_valid_turns_finish(
 ) -> None:
     c = build_container(it_settings)
     rng = random.Random(8_3)
-    sender = make_broker_app(str(it_settings.broker_url))
+    sender = send_only_app(str(it_settings.broker_url))
     with Publisher.from_settings(it_settings) as pub:
         good = [
             pub.publish(user_id="good", session_id="g", role="user", content=f"生产环境部署端口是{8400 + i}")
@@ -285,7 +286,7 @@ def test_dead_letters_are_listed_and_replay_to_done_and_replaying_twice_changes_
 ) -> None:
     settings = it_settings.model_copy(update={"embedder": "hash"})
     c = build_container(settings)
-    sender = make_broker_app(str(settings.broker_url))
+    sender = send_only_app(str(settings.broker_url))
     client = redis.Redis.from_url(str(settings.redis_url))
     record_queue = ROUTES[TaskName.RECORD].value
     message = {**GOOD, "event_id": "dl-poison", "session_id": "dl", "content": "我不吃香菜，点餐时记得提醒"}

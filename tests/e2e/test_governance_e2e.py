@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
-from producers.publisher import Publisher, make_broker_app
+from producers.broker import send_only_app
+from producers.publisher import Publisher
 from shared.events import validate_turn
 from shared.ingest.extraction import extract
 from shared.lifecycle.maintenance import history_chain
@@ -68,7 +69,7 @@ def test_seed_cases_keep_what_a_curator_would_keep(it_settings, start_workers):
     assert_queues_drain(it_settings.broker_url, 60)
 
     # Consolidation runs as beat would run it: the task sent by name to a real worker.
-    sender = make_broker_app(it_settings.broker_url)
+    sender = send_only_app(it_settings.broker_url)
     sender.send_task(TaskName.CONSOLIDATE.value, queue=ROUTES[TaskName.CONSOLIDATE].value)
 
     def semantic():

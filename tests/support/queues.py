@@ -44,9 +44,9 @@ def assert_queues_drain(broker_url: str, timeout: float) -> None:
 
 def broker_sender(broker_url: str) -> Any:
     """A send-only Celery app on the broker, as the producers build it."""
-    from producers.publisher import make_broker_app
+    from producers.broker import send_only_app
 
-    return make_broker_app(broker_url)
+    return send_only_app(broker_url)
 
 
 def beat_sweep(settings: Any, older_than_s: int) -> Callable[[], None]:

@@ -11,7 +11,6 @@ import pytest
 from shared.ports import IndexHit, SparseTerms
 from shared.queues import Queue, SearchMode, TaskName
 from shared.recall.sparse import sparse_query
-from tests.support.processes import python_json
 from workers.index.remote import RemoteSearchIndex
 
 
@@ -78,61 +77,6 @@ def test_keyword_search_without_terms_sends_nothing() -> None:
     with pytest.raises(ValueError, match="user_id"):
         remote.search_keywords("t1", "", sparse_query("coffee"), 3)
     assert app.sent == []
-
-
-# The real task, fed what RemoteSearchIndex sends (after a JSON round trip), against the fake index.
-# In a subprocess: importing workers.tasks.stages configures Celery from the environment, which must not
-# leak into the other tests of this session.
-_ROUND_TRIP = """
-import json
-from types import SimpleNamespace
-import workers.tasks.stages as tasks
-from shared.ports import IndexPoint
-from shared.recall.sparse import sparse_document, sparse_query
-from tests.support.fake_index import FakeVectorIndex
-from workers.index.remote import RemoteSearchIndex
-
-index = FakeVectorIndex()
-index.ensure(2, "m")
-index.upsert([
-    IndexPoint("00000000-0000-0000-0000-000000000001", "t1", "alice", [1.0, 0.0], {"status": "active"},
-               sparse=sparse_document("我喜欢喝咖啡")),
-    IndexPoint("00000000-0000-0000-0000-000000000002", "t1", "alice", [0.0, 1.0], {"status": "active"},
-               sparse=sparse_document("coffee")),
-])
-tasks.container = lambda: SimpleNamespace(index=lambda kind: index)
-
-class Result:
-    def __init__(self, rows): self.rows = rows
-    def get(self, timeout, propagate): return self.rows
-    def forget(self): pass
-
-class App:
-    def send_task(self, name, args, queue, expires):
-        return Result(tasks.search.run(*json.loads(json.dumps(args))))
-
-remote = RemoteSearchIndex(App())
-out = {
-    "keywords": [h.id for h in remote.search_keywords("t1", "alice", sparse_query("咖啡"), 5)],
-    "vector": [h.id for h in remote.search("t1", "alice", [0.0, 1.0], 5)],
-    "other_user": [h.id for h in remote.search_keywords("t1", "bob", sparse_query("咖啡"), 5)],
-}
-try:
-    tasks.search.run("t1", "alice", [1.0, 0.0], 5, ["active"], "fuzzy")
-except ValueError as exc:
-    out["bad_mode"] = str(exc)
-print(json.dumps(out))
-"""
-
-
-def test_round_trip_through_the_search_task() -> None:
-    # The broker URL is never connected to: the task runs in-process after a JSON round trip.
-    out = python_json(_ROUND_TRIP, timeout=120, CUEMEM_BROKER_URL="redis://127.0.0.1:1/0")
-
-    assert out["keywords"] == ["00000000-0000-0000-0000-000000000001"]
-    assert out["vector"][0] == "00000000-0000-0000-0000-000000000002"
-    assert out["other_user"] == []
-    assert "unknown search mode 'fuzzy'" in out["bad_mode"]
 
 
 def test_the_owners_own_unavailable_index_is_reported_as_it_said_not_as_a_timeout() -> None:

@@ -20,9 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import re
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -30,16 +28,17 @@ from typing import Any, TypeVar
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, SecretStr, ValidationError
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from tenacity import RetryCallState
 
 from shared.llm import LLMOperation, LLMUsage, UsageSink, delimit, system_prompt
+from workers.endpoints.call_options import CallOptions, ClientPerProcess, api_key_or_none
 from workers.endpoints.embedders.openai_compat import (
-    PLACEHOLDER_API_KEY,
-    BackoffWait,
     describe,
     is_transient,
-    redact_url,
+    openai_client,
+    retry_after_s,
 )
+from workers.endpoints.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -93,29 +92,16 @@ class OpenAIJsonLLM:
         missing = [op.value for op in LLMOperation if not models.get(op)]
         if missing:
             raise ValueError(f"no model configured for operation(s): {', '.join(missing)}")
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
-        if backoff_initial_s < 0 or backoff_max_s < backoff_initial_s:
-            raise ValueError("need 0 <= backoff_initial_s <= backoff_max_s")
+        self._call = CallOptions(timeout_s, max_attempts, backoff_initial_s, backoff_max_s)
         if max_output_tokens is not None and max_output_tokens < 1:
             raise ValueError(f"max_output_tokens must be >= 1, got {max_output_tokens}")
         self._base_url = base_url
-        if isinstance(api_key, str):
-            api_key = SecretStr(api_key)
-        self._api_key = api_key if api_key is not None and api_key.get_secret_value() else None
+        self._api_key = api_key_or_none(api_key)
         self._models = {op: models[op] for op in LLMOperation}
-        self._timeout_s = timeout_s
-        self._max_attempts = max_attempts
         self._usage_sink = usage_sink
-        self._backoff_initial_s = backoff_initial_s
-        self._backoff_max_s = backoff_max_s
         self._max_output_tokens = max_output_tokens
         self._where = f"LLM endpoint {redact_url(base_url)}"
-        self._client: openai.OpenAI | None = None
-        self._client_pid: int | None = None
-        self._lock = threading.Lock()
+        self._client = ClientPerProcess(lambda: openai_client(base_url, self._api_key, self._call.timeout_s))
 
     def __repr__(self) -> str:
         models = {op.value: model for op, model in self._models.items()}
@@ -135,18 +121,14 @@ class OpenAIJsonLLM:
             {"role": "user", "content": delimit(data)},
         ]
         what = f"{self._where}: {operation.value} with model {model!r}"
-        retrying = Retrying(
-            stop=stop_after_attempt(self._max_attempts),
-            wait=BackoffWait(self._backoff_initial_s, self._backoff_max_s),
-            retry=retry_if_exception(is_transient),
-            before_sleep=lambda state: self._log_retry(what, state),
-            reraise=True,
+        retrying = self._call.retrying(
+            is_transient, retry_after_s, before_sleep=lambda state: self._log_retry(what, state)
         )
         try:
             reply: _Reply = retrying(self._attempt, operation, model, messages)
         except openai.APIError as exc:
             attempts = retrying.statistics.get("attempt_number", 1)
-            cause = self._scrub(describe(exc, self._timeout_s))
+            cause = self._scrub(describe(exc, self._call.timeout_s))
             verdict = f"failed after {attempts} attempt(s)" if is_transient(exc) else "refused the request"
             log.warning("%s %s: %s; falling back to rules", what, verdict, cause)
             return None
@@ -165,25 +147,13 @@ class OpenAIJsonLLM:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _get_client(self) -> openai.OpenAI:
-        pid = os.getpid()
-        with self._lock:
-            # A connection pool inherited through fork would share sockets with the parent.
-            if self._client is None or self._client_pid != pid:
-                key = self._api_key.get_secret_value() if self._api_key else PLACEHOLDER_API_KEY
-                self._client = openai.OpenAI(
-                    base_url=self._base_url, api_key=key, timeout=self._timeout_s, max_retries=0
-                )
-                self._client_pid = pid
-            return self._client
-
     def _attempt(
         self, operation: LLMOperation, model: str, messages: list[ChatCompletionMessageParam]
     ) -> _Reply:
         """One request. Failed requests are recorded here; answered ones once they are parsed."""
         started = time.perf_counter()
         try:
-            raw = self._get_client().chat.completions.with_raw_response.create(
+            raw = self._client.get().chat.completions.with_raw_response.create(
                 model=model,
                 messages=messages,
                 response_format={"type": "json_object"},
@@ -194,7 +164,7 @@ class OpenAIJsonLLM:
         except Exception as exc:
             latency_ms = (time.perf_counter() - started) * 1000
             if isinstance(exc, openai.APIError):
-                error = self._scrub(describe(exc, self._timeout_s))
+                error = self._scrub(describe(exc, self._call.timeout_s))
             else:
                 error = type(exc).__name__
             self._emit(LLMUsage(operation, model, 0, 0, False, error, latency_ms))
@@ -233,8 +203,8 @@ class OpenAIJsonLLM:
             "%s: attempt %d of %d failed (%s); retrying in %.2fs",
             what,
             state.attempt_number,
-            self._max_attempts,
-            self._scrub(describe(exc, self._timeout_s)) if exc else "unknown",
+            self._call.max_attempts,
+            self._scrub(describe(exc, self._call.timeout_s)) if exc else "unknown",
             state.next_action.sleep if state.next_action else 0.0,
         )
 

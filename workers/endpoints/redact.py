@@ -1,9 +1,12 @@
-"""Masking secrets in text that leaves the process (logs, dead letters, recall traces).
+"""Masking secrets in text that leaves the process (logs, dead letters, recall traces), and
+endpoint URLs without their credentials.
 
 Kept apart from the adapters so that a light one (the reranker) does not import the openai SDK
 to use it."""
 
 from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import SecretStr
 
@@ -16,3 +19,15 @@ def scrub(text: str, secret: SecretStr | None) -> str:
         if len(value) >= 4:
             text = text.replace(value, "***")
     return text
+
+
+def redact_url(url: str) -> str:
+    """``url`` without credentials or query string, for logs and error messages."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+        return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    except ValueError:
+        return "<unparseable url>"

@@ -22,6 +22,9 @@ SCOPE_KEYS = ("tenant_id", "user_id")
 # in the last bits, and two mathematically equal scores must tie so the id decides, everywhere.
 SCORE_DECIMALS = 6
 
+# A point's payload as the adapters return it.
+Payload = dict[str, Any]
+
 # Stands for the model of vectors whose index never recorded one.
 UNRECORDED = "<unrecorded>"
 

@@ -27,6 +27,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from shared.ports import EmbeddingModelMismatch, IndexHit, IndexPoint, IndexUnavailable, SparseTerms
 from workers.index import (
     UNRECORDED,
+    Payload,
     check_model,
     check_sparse,
     check_vector,
@@ -202,33 +203,21 @@ class QdrantServerIndex:
         return rank_hits(hits, limit)
 
     def ids(self, tenant_id: str, user_id: str) -> set[str]:
-        require_scope(tenant_id, user_id)
-        with _translate_errors(self._collection):
-            if not self._collection_exists():
-                return set()
-            scope = _scope_filter(tenant_id, user_id)
-            found: set[str] = set()
-            offset: models.ExtendedPointId | None = None
-            while True:
-                records, offset = self._client.scroll(
-                    self._collection,
-                    scroll_filter=scope,
-                    limit=_SCROLL_PAGE,
-                    offset=offset,
-                    with_payload=False,
-                    with_vectors=False,
-                )
-                found.update(str(r.id) for r in records)
-                if offset is None:
-                    return found
+        return {point_id for point_id, _ in self._scroll(tenant_id, user_id, with_payload=False)}
 
     def payloads(self, tenant_id: str, user_id: str) -> dict[str, dict[str, Any]]:
+        return dict(self._scroll(tenant_id, user_id, with_payload=True))
+
+    def _scroll(
+        self, tenant_id: str, user_id: str, *, with_payload: bool
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Every point of one user, page by page: (id, payload, or {} without ``with_payload``)."""
         require_scope(tenant_id, user_id)
         with _translate_errors(self._collection):
             if not self._collection_exists():
-                return {}
+                return []
             scope = _scope_filter(tenant_id, user_id)
-            found: dict[str, dict[str, Any]] = {}
+            found: list[tuple[str, Payload]] = []
             offset: models.ExtendedPointId | None = None
             while True:
                 records, offset = self._client.scroll(
@@ -236,10 +225,10 @@ class QdrantServerIndex:
                     scroll_filter=scope,
                     limit=_SCROLL_PAGE,
                     offset=offset,
-                    with_payload=True,
+                    with_payload=with_payload,
                     with_vectors=False,
                 )
-                found.update((str(r.id), dict(r.payload or {})) for r in records)
+                found.extend((str(r.id), dict(r.payload or {})) for r in records)
                 if offset is None:
                     return found
 

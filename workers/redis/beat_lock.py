@@ -24,7 +24,7 @@ from typing import Any
 import redis
 from celery.beat import PersistentScheduler
 
-from workers.redis.connect import redis_py_url
+from producers.broker import open_redis, redis_py_url
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def lock_from_conf(conf: Any) -> BeatLock:
     url = redis_py_url(url)  # kombu's redis+socket:// is redis-py's unix://
     if not url.startswith(("redis://", "rediss://", "unix://")):
         raise RuntimeError(f"the beat lock needs a Redis URL (cuemem_beat_lock or the broker), got {url!r}")
-    return BeatLock(redis.Redis.from_url(url), spec.get("key", DEFAULT_KEY), float(spec.get("ttl_s", 60)))
+    return BeatLock(open_redis(url), spec.get("key", DEFAULT_KEY), float(spec.get("ttl_s", 60)))
 
 
 class LockedScheduler(PersistentScheduler):

@@ -18,6 +18,7 @@ import redis
 
 from shared import keys
 from shared.queues import PIPELINE_QUEUES, Queue
+from workers.broker import queue_depths
 
 # Claim the overdue entries atomically, so two sweeps (or a sweep and a settle) never both
 # re-send one turn: read the overdue ids, move their time to now, return their messages.
@@ -59,13 +60,12 @@ class RedisPublishLedger:
         return [json.loads(m) for m in raw]
 
     def backlog(self) -> int:
+        """Messages waiting in the pipeline's queues and the index queue (searches and unacked
+        messages left out): the stalled sweep holds back while the pipeline is busy."""
         if self._broker is None:
             return 0
-        queues = [*PIPELINE_QUEUES, Queue.INDEX]
-        pipe = self._broker.pipeline(transaction=False)
-        for q in queues:
-            pipe.llen(q.value)
-        return int(sum(pipe.execute()))
+        depths = queue_depths(self._broker)
+        return sum(depths[q.value] for q in (*PIPELINE_QUEUES, Queue.INDEX))
 
     def pending(self) -> int:
         """How many turns are published and not yet recorded (for reports and tests)."""

@@ -12,25 +12,18 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import threading
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import openai
 from pydantic import SecretStr
 from tenacity import (
     RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential,
-    wait_random,
 )
 
+from workers.endpoints.call_options import CallOptions, ClientPerProcess, api_key_or_none
 from workers.endpoints.embedders import EmbeddingError
-from workers.endpoints.redact import scrub
+from workers.endpoints.redact import redact_url, scrub
 
 log = logging.getLogger(__name__)
 
@@ -66,29 +59,16 @@ class OpenAIEmbedder:
             raise ValueError("model is required")
         if dim < 1:
             raise ValueError(f"dim must be >= 1, got {dim}")
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
-        if backoff_initial_s < 0 or backoff_max_s < backoff_initial_s:
-            raise ValueError("need 0 <= backoff_initial_s <= backoff_max_s")
+        self._call = CallOptions(timeout_s, max_attempts, backoff_initial_s, backoff_max_s)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self._base_url = base_url
-        if isinstance(api_key, str):
-            api_key = SecretStr(api_key)
-        self._api_key = api_key if api_key is not None and api_key.get_secret_value() else None
+        self._api_key = api_key_or_none(api_key)
         self._model = model
         self._dim = dim
-        self._timeout_s = timeout_s
-        self._max_attempts = max_attempts
-        self._backoff_initial_s = backoff_initial_s
-        self._backoff_max_s = backoff_max_s
         self._batch_size = batch_size
         self._where = f"embedding endpoint {redact_url(base_url)} (model {model!r})"
-        self._client: openai.OpenAI | None = None
-        self._client_pid: int | None = None
-        self._lock = threading.Lock()
+        self._client = ClientPerProcess(lambda: openai_client(base_url, self._api_key, self._call.timeout_s))
 
     def __repr__(self) -> str:
         url = redact_url(self._base_url)
@@ -117,20 +97,8 @@ class OpenAIEmbedder:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _get_client(self) -> openai.OpenAI:
-        pid = os.getpid()
-        with self._lock:
-            # A connection pool inherited through fork would share sockets with the parent.
-            if self._client is None or self._client_pid != pid:
-                key = self._api_key.get_secret_value() if self._api_key else PLACEHOLDER_API_KEY
-                self._client = openai.OpenAI(
-                    base_url=self._base_url, api_key=key, timeout=self._timeout_s, max_retries=0
-                )
-                self._client_pid = pid
-            return self._client
-
     def _post(self, texts: list[str]) -> bytes:
-        raw = self._get_client().embeddings.with_raw_response.create(
+        raw = self._client.get().embeddings.with_raw_response.create(
             model=self._model,
             input=texts,
             # Floats are what every compatible server supports; base64 (the client's default)
@@ -143,18 +111,12 @@ class OpenAIEmbedder:
     def _embed_batch(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        retrying = Retrying(
-            stop=stop_after_attempt(self._max_attempts),
-            wait=BackoffWait(self._backoff_initial_s, self._backoff_max_s),
-            retry=retry_if_exception(is_transient),
-            before_sleep=self._log_retry,
-            reraise=True,
-        )
+        retrying = self._call.retrying(is_transient, retry_after_s, self._log_retry)
         try:
             content = retrying(self._post, texts)
         except openai.APIError as exc:
             attempts = retrying.statistics.get("attempt_number", 1)
-            what = scrub(describe(exc, self._timeout_s), self._api_key)
+            what = scrub(describe(exc, self._call.timeout_s), self._api_key)
             # `from None`: the openai error's own text holds the server's whole body, which may
             # quote the key (OpenAI's 401 does); chained, it reached the worker log's traceback.
             if is_transient(exc):
@@ -173,8 +135,8 @@ class OpenAIEmbedder:
             "%s: attempt %d of %d failed (%s); retrying in %.2fs",
             self._where,
             state.attempt_number,
-            self._max_attempts,
-            scrub(describe(exc, self._timeout_s), self._api_key) if exc else "unknown",
+            self._call.max_attempts,
+            scrub(describe(exc, self._call.timeout_s), self._api_key) if exc else "unknown",
             state.next_action.sleep if state.next_action else 0.0,
         )
 
@@ -188,25 +150,10 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
-class BackoffWait:
-    """Exponential backoff with jitter, capped, that also honours a ``Retry-After`` (capped too).
-
-    ``initial_s * 2**(attempt - 1)`` plus up to ``initial_s`` of random jitter, never above
-    ``max_s``. Jitter spreads out workers that failed together so they do not retry together.
-    """
-
-    def __init__(self, initial_s: float, max_s: float) -> None:
-        self._max_s = max_s
-        # Composed from primitives that exist in every supported tenacity (>= 8.2).
-        self._backoff = wait_exponential(multiplier=initial_s, max=max_s) + wait_random(0, initial_s)
-
-    def __call__(self, state: RetryCallState) -> float:
-        delay = min(float(self._backoff(state)), self._max_s)
-        exc = state.outcome.exception() if state.outcome else None
-        hint = retry_after_s(exc) if exc is not None else None
-        if hint is not None:
-            delay = max(delay, min(hint, self._max_s))
-        return delay
+def openai_client(base_url: str, api_key: SecretStr | None, timeout_s: float) -> openai.OpenAI:
+    """The SDK's client for an OpenAI-compatible endpoint; its own retries off (ours decide)."""
+    key = api_key.get_secret_value() if api_key else PLACEHOLDER_API_KEY
+    return openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout_s, max_retries=0)
 
 
 def retry_after_s(exc: BaseException) -> float | None:
@@ -248,18 +195,6 @@ def _server_message(body: object) -> str:
         body = text if text is not None else body
     text = str(body) if body is not None else ""
     return text[:200]
-
-
-def redact_url(url: str) -> str:
-    """``url`` without credentials or query string, for logs and error messages."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        return urlunsplit((parts.scheme, host, parts.path, "", ""))
-    except ValueError:
-        return "<unparseable url>"
 
 
 def parse_embeddings(content: bytes, *, expected: int, dim: int) -> list[list[float]]:

@@ -21,24 +21,17 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import threading
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from pydantic import SecretStr
 from tenacity import (
     RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential,
-    wait_random,
 )
 
-from workers.endpoints.redact import scrub
+from workers.endpoints.call_options import CallOptions, ClientPerProcess, api_key_or_none
+from workers.endpoints.redact import redact_url, scrub
 from workers.endpoints.rerankers import RerankError
 
 log = logging.getLogger(__name__)
@@ -58,19 +51,6 @@ def _is_transient(exc: BaseException) -> bool:
     if isinstance(exc, httpx.TransportError):  # timeouts, connection refused or reset
         return True
     return isinstance(exc, _StatusError) and (exc.status == 429 or exc.status >= 500)
-
-
-def redact_url(url: str) -> str:
-    """``url`` without credentials or query string, for logs and error messages."""
-    # Not shared with the OpenAI embedder's copy: importing that module loads the openai client.
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        return urlunsplit((parts.scheme, host, parts.path, "", ""))
-    except ValueError:
-        return "<unparseable url>"
 
 
 def rerank_endpoint(url: str) -> str:
@@ -95,25 +75,12 @@ class HttpReranker:
     ) -> None:
         if not url:
             raise ValueError("url is required")
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
-        if backoff_initial_s < 0 or backoff_max_s < backoff_initial_s:
-            raise ValueError("need 0 <= backoff_initial_s <= backoff_max_s")
+        self._call = CallOptions(timeout_s, max_attempts, backoff_initial_s, backoff_max_s)
         self._endpoint = rerank_endpoint(url)
-        if isinstance(api_key, str):
-            api_key = SecretStr(api_key)
-        self._api_key = api_key if api_key is not None and api_key.get_secret_value() else None
+        self._api_key = api_key_or_none(api_key)
         self._model = model or None
-        self._timeout_s = timeout_s
-        self._max_attempts = max_attempts
-        self._backoff_initial_s = backoff_initial_s
-        self._backoff_max_s = backoff_max_s
         self._where = f"reranker {redact_url(self._endpoint)}" + (f" (model {model!r})" if model else "")
-        self._client: httpx.Client | None = None
-        self._client_pid: int | None = None
-        self._lock = threading.Lock()
+        self._client = ClientPerProcess(self._new_client)
 
     def __repr__(self) -> str:
         return f"HttpReranker(url={redact_url(self._endpoint)!r}, model={self._model!r})"
@@ -129,13 +96,7 @@ class HttpReranker:
             body |= {"model": self._model, "documents": list(documents)}
         else:
             body["texts"] = list(documents)
-        retrying = Retrying(
-            stop=stop_after_attempt(self._max_attempts),
-            wait=self._wait,
-            retry=retry_if_exception(_is_transient),
-            before_sleep=self._log_retry,
-            reraise=True,
-        )
+        retrying = self._call.retrying(_is_transient, _retry_after_of, self._log_retry)
         try:
             content = retrying(self._post, body)
         except (httpx.TransportError, _StatusError) as exc:
@@ -152,44 +113,27 @@ class HttpReranker:
             raise RerankError(f"{self._where} answered unusably: {exc}") from None
 
     def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+        client = self._client.take()
+        if client is not None:
+            client.close()
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _get_client(self) -> httpx.Client:
-        pid = os.getpid()
-        with self._lock:
-            # A connection pool inherited through fork would share sockets with the parent.
-            if self._client is None or self._client_pid != pid:
-                headers = {"Accept": "application/json"}
-                if self._api_key is not None:
-                    headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
-                self._client = httpx.Client(timeout=self._timeout_s, headers=headers)
-                self._client_pid = pid
-            return self._client
+    def _new_client(self) -> httpx.Client:
+        headers = {"Accept": "application/json"}
+        if self._api_key is not None:
+            headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
+        return httpx.Client(timeout=self._call.timeout_s, headers=headers)
 
     def _post(self, body: dict[str, Any]) -> bytes:
-        response = self._get_client().post(self._endpoint, json=body)
+        response = self._client.get().post(self._endpoint, json=body)
         if response.status_code >= 300:
             raise _StatusError(response.status_code, response.headers, response.content)
         return response.content
 
-    def _wait(self, state: RetryCallState) -> float:
-        backoff = wait_exponential(multiplier=self._backoff_initial_s, max=self._backoff_max_s)
-        delay = min(float((backoff + wait_random(0, self._backoff_initial_s))(state)), self._backoff_max_s)
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, _StatusError):
-            hint = _retry_after_s(exc.headers)
-            if hint is not None:  # the server knows best, within our cap (recall is waiting)
-                delay = max(delay, min(hint, self._backoff_max_s))
-        return delay
-
     def _describe(self, exc: BaseException) -> str:
         if isinstance(exc, httpx.TimeoutException):
-            return f"no answer within {self._timeout_s:g}s"
+            return f"no answer within {self._call.timeout_s:g}s"
         if isinstance(exc, httpx.TransportError):
             return f"connection failed ({type(exc).__name__})"
         if isinstance(exc, _StatusError):
@@ -204,10 +148,14 @@ class HttpReranker:
             "%s: attempt %d of %d failed (%s); retrying in %.2fs",
             self._where,
             state.attempt_number,
-            self._max_attempts,
+            self._call.max_attempts,
             self._describe(exc) if exc else "unknown",
             state.next_action.sleep if state.next_action else 0.0,
         )
+
+
+def _retry_after_of(exc: BaseException) -> float | None:
+    return _retry_after_s(exc.headers) if isinstance(exc, _StatusError) else None
 
 
 def _retry_after_s(headers: httpx.Headers) -> float | None:

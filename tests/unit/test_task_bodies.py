@@ -1,0 +1,208 @@
+"""The Celery task bodies themselves, run in this process on injected fakes, with no broker.
+
+Every message goes through a JSON round trip first, as it would through the broker (how Zulip
+tests its queue workers), so a body that only works with Python objects (a tuple, a datetime)
+fails here. The fakes are handed in the composition root's way: ``build_container`` with fakes,
+installed as the process's container; no import is patched. The tasks run by their registered
+names, the way a worker finds them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+import workers.tasks.stages  # noqa: F401  (registers the tasks, as the worker's include does)
+from shared.events import EventLimits, record_message, validate_turn
+from shared.models import MemoryStatus, turn_point_id
+from shared.ports import IndexPoint
+from shared.queues import ROUTES, IndexKind, SearchMode, TaskName
+from shared.recall.sparse import sparse_document, sparse_query
+from shared.settings import Settings
+from shared.storage import FollowUp
+from tests.support.fake_index import FakeVectorIndex
+from tests.support.fakes import FakeStore
+from workers.bootstrap import build_container, install_container, reset_container
+from workers.celery_app import app
+from workers.endpoints.embedders.hashing import HashingEmbedder
+from workers.index.remote import RemoteSearchIndex
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def over_the_wire(args: Sequence[Any]) -> list[Any]:
+    return json.loads(json.dumps(list(args)))
+
+
+class Worker:
+    """One worker process's view: the real tasks, a container of fakes, follow-ups kept in order."""
+
+    def __init__(self, *, index_turns: bool = True) -> None:
+        self.store = FakeStore()
+        self.index = FakeVectorIndex()
+        self.turns = FakeVectorIndex() if index_turns else None
+        self.sent: list[FollowUp] = []
+        settings = Settings(index_turns=index_turns, broker_url=None, redis_url=None)
+        install_container(
+            build_container(
+                settings,
+                uow=self.store.uow,
+                embedder=HashingEmbedder(dim=16),
+                index=self.index,
+                turn_index=self.turns,
+                dispatch=self.sent.extend,
+                clock=lambda: NOW,
+                llm=None,
+                reranker=None,
+            )
+        )
+
+    def run(self, task: str, args: Sequence[Any]) -> Any:
+        return app.tasks[task](*over_the_wire(args))
+
+    def drain(self) -> list[str]:
+        """Run every follow-up, and theirs, like the queues would; the task names, in order."""
+        ran = []
+        while self.sent:
+            followup = self.sent.pop(0)
+            ran.append(followup.task)
+            self.run(followup.task, followup.args)
+        return ran
+
+
+@pytest.fixture
+def worker() -> Iterator[Worker]:
+    yield Worker()
+    reset_container()
+
+
+def published(seq: int, content: str, *, user: str = "u1") -> dict[str, Any]:
+    """The message a Publisher sends as ``memory.record``."""
+    raw = {
+        "event_id": f"e-{user}-{seq}",
+        "user_id": user,
+        "session_id": "s1",
+        "seq": seq,
+        "role": "user",
+        "content": content,
+        "at": NOW.isoformat(),
+    }
+    return record_message(validate_turn(raw, EventLimits()), seq_assigned=False)
+
+
+def test_a_memorable_turn_goes_from_record_to_the_index_through_the_real_tasks(worker: Worker) -> None:
+    worker.run(TaskName.RECORD.value, [published(1, "生产环境部署端口是8443")])
+
+    assert worker.drain() == [
+        "memory.extract",
+        "memory.embed",
+        "memory.persist",
+        "memory.index",
+        "memory.resolve",
+    ]
+    assert worker.store.state.events["e-u1-1"]["stage"] == "done"
+    [memory] = worker.store.state.memories.values()
+    assert "8443" in memory.content and memory.status is MemoryStatus.ACTIVE
+    assert worker.index.ids("default", "u1") == {memory.id}
+    assert worker.turns is not None
+    assert worker.turns.ids("default", "u1") == {turn_point_id("default", "u1", "e-u1-1")}
+
+
+def test_a_redelivered_record_changes_nothing_and_sends_nothing(worker: Worker) -> None:
+    worker.run(TaskName.RECORD.value, [published(1, "我不吃香菜")])
+    worker.drain()
+    before = {k: vars(v).copy() for k, v in worker.store.state.memories.items()}
+
+    worker.run(TaskName.RECORD.value, [published(1, "我不吃香菜")])
+
+    assert worker.sent == []
+    assert {k: vars(v).copy() for k, v in worker.store.state.memories.items()} == before
+
+
+def test_a_sync_sent_as_a_follow_up_pushes_a_changed_status(worker: Worker) -> None:
+    worker.run(TaskName.RECORD.value, [published(1, "我每天早上喝咖啡")])
+    worker.drain()
+    [memory] = worker.store.state.memories.values()
+    memory.status, memory.version = MemoryStatus.ARCHIVED, memory.version + 1  # as an archive sweep does
+
+    # What expire, archive and consolidate dispatch: a (tenant, user) pair, a list after JSON.
+    worker.sent.append(FollowUp(TaskName.SYNC_INDEX.value, ("default", "u1")))
+    worker.drain()
+
+    assert worker.index.payloads("default", "u1")[memory.id]["status"] == "archived"
+
+
+def test_delete_points_drops_turn_points_from_the_conversation_log_only(worker: Worker) -> None:
+    worker.run(TaskName.RECORD.value, [published(1, "生产环境部署端口是8443")])
+    worker.drain()
+    assert worker.turns is not None
+    point = turn_point_id("default", "u1", "e-u1-1")
+    memories = worker.index.ids("default", "u1")
+
+    worker.run(TaskName.DELETE_POINTS.value, ["default", "u1", [point], IndexKind.TURNS.value])
+
+    assert worker.turns.ids("default", "u1") == set()
+    assert worker.index.ids("default", "u1") == memories
+
+
+class _Result:
+    def __init__(self, rows: Any) -> None:
+        self.rows = rows
+
+    def get(self, timeout: float, propagate: bool) -> Any:
+        return self.rows
+
+    def forget(self) -> None:
+        pass
+
+
+class _OwnerApp:
+    """What RemoteSearchIndex sends, answered by the real ``memory.search`` task in this process."""
+
+    def send_task(self, name: str, args: list[Any], queue: str, expires: float) -> _Result:
+        assert queue == ROUTES[TaskName(name)].value
+        return _Result(app.tasks[name](*over_the_wire(args)))
+
+
+def test_the_search_proxy_round_trips_through_the_search_task(worker: Worker) -> None:
+    worker.index.ensure(2, "m")
+    worker.index.upsert(
+        [
+            IndexPoint("00000000-0000-0000-0000-000000000001", "t1", "alice", [1.0, 0.0],
+                       {"status": "active"}, sparse=sparse_document("我喜欢喝咖啡")),
+            IndexPoint("00000000-0000-0000-0000-000000000002", "t1", "alice", [0.0, 1.0],
+                       {"status": "active"}, sparse=sparse_document("coffee")),
+        ]
+    )  # fmt: skip
+    remote = RemoteSearchIndex(_OwnerApp())  # type: ignore[arg-type]
+
+    assert [h.id for h in remote.search_keywords("t1", "alice", sparse_query("咖啡"), 5)] == [
+        "00000000-0000-0000-0000-000000000001"
+    ]
+    nearest = remote.search("t1", "alice", [0.0, 1.0], 5)[0]
+    assert nearest.id == "00000000-0000-0000-0000-000000000002"
+    assert remote.search_keywords("t1", "bob", sparse_query("咖啡"), 5) == []
+    with pytest.raises(ValueError, match="unknown search mode 'fuzzy'"):
+        worker.run(TaskName.SEARCH.value, ["t1", "alice", [1.0, 0.0], 5, ["active"], "fuzzy"])
+    with pytest.raises(ValueError, match="unknown or disabled index"):
+        worker.run(TaskName.SEARCH.value, ["t1", "alice", [1.0, 0.0], 5, ["active"], SearchMode.VECTOR, "x"])
+
+
+def test_every_task_is_registered_under_its_name_and_routed_to_its_queue() -> None:
+    routes = app.conf.task_routes
+    for name in TaskName:
+        assert name.value in app.tasks, name
+        assert routes[name.value] == {"queue": ROUTES[name].value}
+
+
+def test_the_app_names_no_broker_until_the_settings_give_one() -> None:
+    # Imported above without CUEMEM_BROKER_URL: configuration waits for first use, and a worker
+    # started so is refused at start (workers/celery_app.py), not at import.
+    from workers.reliability import celery_config
+
+    assert "broker_url" not in celery_config(Settings(broker_url=None), None)
+    conf = celery_config(Settings(), "redis://broker:6379/0")
+    assert conf["broker_url"] == conf["result_backend"] == "redis://broker:6379/0"
