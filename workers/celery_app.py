@@ -1,7 +1,7 @@
 """The workers' Celery application (entry point for `celery -A workers.celery_app worker|beat|flower`).
 
 Importing this module reads no settings and opens nothing, so that the task bodies
-(``workers/tasks/stages.py``) import in a unit test. The app reads its configuration from the
+(``workers/tasks/``) import in a unit test. The app reads its configuration from the
 settings on first use of ``app.conf`` (Celery's lazy defaults): when a worker, beat or flower
 starts, or when a task is first bound. A worker needs CUEMEM_BROKER_URL and refuses to start
 without it; `cuemem worker` sets it when it runs on the embedded default.
@@ -52,7 +52,7 @@ class _RequireBroker(bootsteps.Step):
 
 app = Celery("cuemem", set_as_current=True)
 app.add_defaults(_config_from_settings)  # a promise: read on first use of app.conf, not here
-app.conf.include = ["workers.tasks.stages"]
+app.conf.include = ["workers.tasks.ingest", "workers.tasks.index", "workers.tasks.lifecycle"]
 app.steps["worker"].add(_RequireBroker)
 
 try:  # beat's schedule lives in the top-level module the product design names

@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-import workers.tasks.stages  # noqa: F401  (registers the tasks, as the worker's include does)
+import workers.tasks.index  # noqa: F401  (these register the tasks, as the worker's include does)
+import workers.tasks.ingest  # noqa: F401
+import workers.tasks.lifecycle  # noqa: F401
 from shared.events import EventLimits, record_message, validate_turn
 from shared.models import MemoryStatus, turn_point_id
 from shared.ports import IndexPoint

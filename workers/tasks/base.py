@@ -1,0 +1,100 @@
+"""What every Celery task of cuemem shares: the house task class (retries, the redelivery cap,
+dead letters) and ``run_unit``, one unit of work per task with its follow-ups enqueued only after
+commit. The tasks themselves are thin (``ingest``, ``index``, ``lifecycle`` beside this module):
+decode the message, call one service function of ``shared/``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from celery import Task
+
+from shared.queues import TaskName
+from shared.settings import get_settings
+from shared.storage import FollowUp, UnitOfWork
+from workers.bootstrap import Container, container
+from workers.endpoints.embedders import EmbeddingError
+from workers.endpoints.llm_runtime import current_event_id
+from workers.failures import PERMANENT_ERRORS, TRANSIENT_ERRORS, PermanentFailure, count_delivery, dead_letter
+
+log = logging.getLogger(__name__)
+
+
+class PipelineTask(Task):
+    """House defaults: retries with backoff and jitter for transient failures, a redelivery cap,
+    and a dead-letter record (with the reason) for anything the pipeline gives up on."""
+
+    autoretry_for = TRANSIENT_ERRORS
+    dont_autoretry_for = PERMANENT_ERRORS
+    retry_backoff = 1
+    retry_jitter = True
+    acks_late = True
+    ignore_result = True
+
+    # Read from the settings, not the container: Celery reads these when it registers the task,
+    # in the parent process, where no connection may be opened before the fork.
+    @property
+    def max_retries(self) -> int:  # type: ignore[override]
+        return get_settings().max_retries
+
+    @property
+    def retry_backoff_max(self) -> int:  # type: ignore[override]
+        return get_settings().retry_backoff_max_s
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        c = container()
+        deliveries = count_delivery(c, self.request.id, self.request.retries)
+        if deliveries > c.settings.max_deliveries:
+            # A message that killed its worker this many times is poison: park it, ack it.
+            dead_letter(
+                c, self.name, self.request.id, list(args), f"delivered {deliveries} times without finishing"
+            )
+            return None
+        return super().__call__(*args, **kwargs)
+
+    def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        if isinstance(exc, TRANSIENT_ERRORS) and not isinstance(exc, PERMANENT_ERRORS):
+            # Retries ran out on an outage, not on a bad message: parking it would make a passing
+            # failure permanent (and drop a turn from the publish ledger). The event stays at its
+            # stage, or the turn in the ledger, and the stalled sweep sends it again later.
+            log.error(
+                "%s %s gave up after %d retries (%s: %s); left to the stalled sweep",
+                self.name, task_id, self.request.retries, type(exc).__name__, exc,
+            )  # fmt: skip
+            return
+        dead_letter(container(), self.name, task_id, list(args), f"{type(exc).__name__}: {exc}")
+
+
+def run_unit(name: str, key: str, work: Callable[[UnitOfWork], list[FollowUp]]) -> None:
+    c = container()
+    started = time.perf_counter()
+    token = current_event_id.set(key)  # LLM usage rows name the event they were spent on
+    try:
+        with c.uow() as uow:
+            try:
+                followups = work(uow)
+            except EmbeddingError as exc:
+                if exc.transient:
+                    raise
+                raise PermanentFailure(str(exc)) from exc
+            uow.commit()
+    finally:
+        current_event_id.reset(token)
+    # Only after commit: a follow-up must never see state that was rolled back.
+    c.dispatch(followups)
+    log.info(
+        "%s %s done in %.1f ms, %d follow-ups",
+        name,
+        key,
+        (time.perf_counter() - started) * 1e3,
+        len(followups),
+    )
+
+
+def sync_touched(c: Container, touched: Sequence[tuple[str, str]]) -> None:
+    """After a sweep changed memories of these (tenant, user) pairs: the index owner syncs each."""
+    c.dispatch([FollowUp(TaskName.SYNC_INDEX.value, pair) for pair in touched])

@@ -1,0 +1,74 @@
+"""Lifecycle tasks, mostly from beat: decay, reinforcement on use, task TTL, archive and
+consolidation (``shared/lifecycle/``); the users they touch are synced by the index owner after."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+
+from celery import Task
+
+from shared.ingest.llm_paths import llm_summarizer
+from shared.lifecycle import maintenance
+from shared.lifecycle import sweeps as lifecycle
+from shared.queues import TaskName
+from shared.storage import FollowUp, UnitOfWork
+from workers.bootstrap import container
+from workers.celery_app import app
+from workers.tasks.base import PipelineTask, run_unit, sync_touched
+
+log = logging.getLogger(__name__)
+
+
+@app.task(name=TaskName.DECAY.value, base=PipelineTask, bind=True)
+def decay(self: Task) -> None:
+    """Recompute every half-life score in Postgres (set-based, batched by key range)."""
+    c = container()
+    started = time.perf_counter()
+    stats = maintenance.recompute_scores(c.uow, c.clock(), c.lifecycle.decay)
+    # The index owner brings the payload scores up to date (only those that moved).
+    c.dispatch([FollowUp(TaskName.PUSH_SCORES.value, ())])
+    log.info("%s done in %.1f s: %s", self.name, time.perf_counter() - started, stats)
+
+
+@app.task(name=TaskName.REINFORCE.value, base=PipelineTask, bind=True)
+def reinforce(
+    self: Task, recall_id: str, tenant_id: str, user_id: str, memory_ids: list[str], now: str
+) -> None:
+    """Count a recall's memories as used (sent by recall_for); keyed by the recall id."""
+    c = container()
+    at = datetime.fromisoformat(now)
+
+    def work(uow: UnitOfWork) -> list[FollowUp]:
+        lifecycle.reinforce_recalled(uow, recall_id, tenant_id, user_id, memory_ids, at, c.lifecycle.decay)
+        return []
+
+    run_unit(self.name, recall_id, work)
+
+
+@app.task(name=TaskName.EXPIRE.value, base=PipelineTask, bind=True)
+def expire(self: Task) -> None:
+    """Task TTL: expired tasks leave default recall; their users' index is synced after."""
+    c = container()
+    stats, touched = lifecycle.expire_tasks(c.uow, c.clock(), c.lifecycle)
+    sync_touched(c, touched)
+    log.info("%s: %s", self.name, stats)
+
+
+@app.task(name=TaskName.ARCHIVE.value, base=PipelineTask, bind=True)
+def archive(self: Task) -> None:
+    """Archive memories whose score stayed under the threshold; their users' index is synced after."""
+    c = container()
+    stats, touched = lifecycle.archive_stale(c.uow, c.clock(), c.lifecycle)
+    sync_touched(c, touched)
+    log.info("%s: %s", self.name, stats)
+
+
+@app.task(name=TaskName.CONSOLIDATE.value, base=PipelineTask, bind=True)
+def consolidate(self: Task) -> None:
+    """Recurring episodes become semantic memories; the touched users' index is synced after."""
+    c = container()
+    stats, touched = maintenance.consolidate(c.uow, c.embedder, c.clock(), summarize=llm_summarizer(c.llm))
+    sync_touched(c, touched)
+    log.info("%s: %s", self.name, stats)
