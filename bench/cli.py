@@ -4,7 +4,7 @@ the exact command, and writes results.json plus a Markdown report into --out."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -87,6 +87,13 @@ def _csv_positive_ints(value: str, option: str) -> list[int]:
     return out
 
 
+def _echo_verdicts(results: dict[str, Any], out: Path) -> None:
+    """The closing lines of a benchmark that checks targets: one verdict per target, then the report."""
+    for t in results["targets"]:
+        typer.echo(f"{t['verdict']:>10}  {t['target']}: {t['measured']}")
+    typer.echo(f"report: {out / 'report.md'}")
+
+
 @bench_app.command("latency")
 def latency_command(
     out: Annotated[Path, typer.Option("--out", help="Directory for results.json and report.md")],
@@ -150,10 +157,7 @@ def latency_command(
         redis_url=redis_url,
         keep=keep,
     )
-    results = run(cfg)
-    for t in results["targets"]:
-        typer.echo(f"{t['verdict']:>10}  {t['target']}: {t['measured']}")
-    typer.echo(f"report: {out / 'report.md'}")
+    _echo_verdicts(run(cfg), out)
 
 
 @bench_app.command("ingest")
@@ -192,7 +196,4 @@ def ingest_command(
         redis_url=redis_url,
         keep=keep,
     )
-    results = run(cfg)
-    for t in results["targets"]:
-        typer.echo(f"{t['verdict']:>10}  {t['target']}: {t['measured']}")
-    typer.echo(f"report: {out / 'report.md'}")
+    _echo_verdicts(run(cfg), out)
