@@ -283,26 +283,28 @@ def _run(cfg: LatencyConfig, db_url: str, data_dir: Path) -> dict[str, Any]:
         # The same data and queries with CUEMEM_INDEX_TURNS off: what the log adds to a recall.
         results["recall_without_log"] = measure("recall without log", 1, None, e5_only=True)
 
+    def after_hnsw(shard: EdgeVectorIndex, build_key: str, label: str, key: str, note: str) -> None:
+        """Build ``shard``'s HNSW graph (timed into ``build_key``), then re-measure recall."""
+        t = time.perf_counter()
+        shard.optimize()
+        results[build_key] = round(time.perf_counter() - t, 1)
+        results[key] = measure(label, 1, turn_index, e5_only=True)
+        notes.append(note)
+
     if cfg.hnsw:
         # The same call memory.optimize_index makes on beat, first for the memory index alone.
-        t = time.perf_counter()
-        index.optimize()
-        results["hnsw_build_s"] = round(time.perf_counter() - t, 1)
-        results["recall_hnsw"] = measure("recall+hnsw", 1, turn_index, e5_only=True)
-        notes.append(
+        after_hnsw(
+            index, "hnsw_build_s", "recall+hnsw", "recall_hnsw",
             "recall_hnsw: the same queries after building the HNSW graph of the memory index with the "
             "adapter's optimize() (what memory.optimize_index does on beat, which now also builds the "
-            "turn index's graph; measured here one index at a time)"
-        )
+            "turn index's graph; measured here one index at a time)",
+        )  # fmt: skip
         if turn_index is not None:
-            t = time.perf_counter()
-            turn_index.optimize()
-            results["hnsw_turns_build_s"] = round(time.perf_counter() - t, 1)
-            results["recall_hnsw_log"] = measure("recall+hnsw both", 1, turn_index, e5_only=True)
-            notes.append(
+            after_hnsw(
+                turn_index, "hnsw_turns_build_s", "recall+hnsw both", "recall_hnsw_log",
                 "recall_hnsw_log: then also the turn index's HNSW graph, built the same way "
-                "(memory.optimize_index and cuemem maintain build it too)"
-            )
+                "(memory.optimize_index and cuemem maintain build it too)",
+            )  # fmt: skip
 
     largest = f"user-{max(cfg.sizes)}"
     results["row_cost"] = row_cost(uow_factory, largest, queries[max(cfg.sizes)], samples[largest])
