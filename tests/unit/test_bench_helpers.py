@@ -6,6 +6,7 @@ import random
 import struct
 from datetime import UTC, datetime
 
+import numpy as np
 import pytest
 
 from bench import synthetic as S
@@ -13,9 +14,10 @@ from bench.ingest_pipeline import parse_task_times, rate_schedule
 from bench.ingest_report import evaluate_targets as ingest_targets
 from bench.ingest_report import ratios, where_time_goes
 from bench.latency_data import float4_array_binary, noisy_unit
-from bench.latency_log import CANNED, MAX_EXTRA_TURNS, exchange, extra_turns, turn_seq
+from bench.latency_log import CANNED, MAX_EXTRA_TURNS, LogWriter, exchange, extra_turns, turn_seq
 from bench.latency_measure import (
     _Timed,
+    _timed_recall,
     fused_timings,
     mean_candidates,
     sources_key,
@@ -24,6 +26,8 @@ from bench.latency_measure import (
 )
 from bench.latency_report import verdict
 from bench.scratch import database_url_for, libpq_url
+from shared.events import TurnPublished
+from tests.support.fakes import FakeStore
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -227,6 +231,21 @@ def test_by_sources_is_timed_under_the_step_that_called_it() -> None:
     assert set(sink) == {"window_sources_ms", "turn_rows_ms", "log_sources_ms"}
 
 
+def test_timed_recall_times_the_repositories_and_working_memory_into_the_sink() -> None:
+    class NoTurns:
+        def recent(
+            self, tenant_id: str, user_id: str, session_id: str | None, limit: int
+        ) -> list[TurnPublished]:
+            return []
+
+    sink: dict[str, float] = {}
+    working_memory = _Timed(NoTurns(), sink, {"recent": "working_memory_ms"})
+    result = _timed_recall(FakeStore().uow, sink, "u1", "what do I eat for lunch?", NOW, working_memory)
+    assert result.items == []  # no embedder and no index: the vector stage is skipped
+    assert "vector_ms" not in result.trace["timings_ms"]
+    assert {"working_memory_ms", "by_cues_ms"} <= set(sink)
+
+
 # --- the conversation log of the latency benchmark ---------------------------------------------------
 
 
@@ -248,6 +267,12 @@ def test_extra_turns_average_the_requested_mean() -> None:
     assert extra_turns(rng, float(MAX_EXTRA_TURNS)) == MAX_EXTRA_TURNS
     with pytest.raises(ValueError):
         extra_turns(rng, MAX_EXTRA_TURNS + 0.5)
+
+
+def test_log_writer_wants_one_vector_per_canned_text() -> None:
+    with pytest.raises(ValueError, match=f"expected {len(CANNED)} canned vectors, got 1"):
+        LogWriter(None, np.zeros((1, 4)), 2.0, 0.01, 7, NOW)
+    assert LogWriter(None, np.zeros((len(CANNED), 4)), 2.0, 0.01, 7, NOW).turns == {}
 
 
 def test_exchange_starts_with_the_memorys_source_turn(pool) -> None:
@@ -281,8 +306,6 @@ def test_verdict() -> None:
 
 
 def test_noisy_unit_stays_near_its_base() -> None:
-    import numpy as np
-
     rng = np.random.default_rng(0)
     base = rng.normal(size=384).astype(np.float32)
     base /= np.linalg.norm(base)
