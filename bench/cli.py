@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from bench.scratch import DEFAULT_PG_ADMIN, INGEST_REDIS, LATENCY_REDIS
+
 bench_app = typer.Typer(
     help="Benchmarks (they measure and report; they are not tests).", no_args_is_help=True
 )
@@ -30,7 +32,7 @@ def decay_cmd(
     index_sizes: Annotated[str, typer.Option(help="Comma-separated index sync sizes")] = "100000",
     database_url: Annotated[
         str, typer.Option(help="Admin URL of a Postgres server; a fresh database is created and dropped")
-    ] = "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+    ] = DEFAULT_PG_ADMIN,
 ) -> None:
     """Half-life score recompute and index sync at 100k and 1M memories."""
     from bench.decay import run_decay
@@ -132,10 +134,10 @@ def latency_command(
     ] = 2000,
     pg_admin: Annotated[
         str, typer.Option("--pg-admin", help="Admin URL: a fresh database is created there and dropped")
-    ] = "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+    ] = DEFAULT_PG_ADMIN,
     redis_url: Annotated[
         str, typer.Option("--redis-url", help="A dedicated Redis db (flushed) for working memory")
-    ] = "redis://127.0.0.1:6379/14",
+    ] = LATENCY_REDIS,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the database and data dir (debugging)")] = False,
 ) -> None:
     """Recall latency per stage at 1k/10k/100k memories per user; the cue stage alone at 1M."""
@@ -176,10 +178,10 @@ def ingest_command(
     ] = 2000,
     pg_admin: Annotated[
         str, typer.Option("--pg-admin", help="Admin URL: a fresh database per phase, dropped at the end")
-    ] = "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+    ] = DEFAULT_PG_ADMIN,
     redis_url: Annotated[
         str, typer.Option("--redis-url", help="A dedicated Redis db (flushed): broker and working memory")
-    ] = "redis://127.0.0.1:6379/12",
+    ] = INGEST_REDIS,
     keep: Annotated[bool, typer.Option("--keep", help="Keep databases and data dirs (debugging)")] = False,
 ) -> None:
     """Events/s through the whole pipeline at 1/2/4 workers vs raw embedding and a no-op task."""

@@ -28,8 +28,7 @@ from bench.ingest_embedding import measure_raw_embedding
 from bench.ingest_pipeline import measure_pipeline
 from bench.ingest_report import evaluate_targets, ratios, render_report, where_time_goes
 from bench.ingest_services import measure_noop, phase_services
-
-DEFAULT_REDIS = "redis://127.0.0.1:6379/12"
+from bench.scratch import DEFAULT_PG_ADMIN, INGEST_REDIS
 
 
 @dataclass
@@ -41,8 +40,8 @@ class IngestConfig:
     steady_fraction: float = 0.8
     noop_tasks: int = 2000
     users: int = 20
-    pg_admin: str = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-    redis_url: str = DEFAULT_REDIS
+    pg_admin: str = DEFAULT_PG_ADMIN
+    redis_url: str = INGEST_REDIS
     keep: bool = False
     seed: int = 11
     timeout_s: float = 900.0

@@ -53,11 +53,10 @@ from bench.latency_measure import (
     table_stats,
 )
 from bench.latency_report import evaluate_targets, render_report
+from bench.scratch import DEFAULT_PG_ADMIN, LATENCY_REDIS
 
 if TYPE_CHECKING:
     from bench.synthetic import SyntheticMemory
-
-DEFAULT_REDIS = "redis://127.0.0.1:6379/14"
 
 
 @dataclass
@@ -79,8 +78,8 @@ class LatencyConfig:
     turns_per_memory: float = 2.0
     hnsw: bool = True
     embed_threads: int = 1
-    pg_admin: str = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-    redis_url: str = DEFAULT_REDIS
+    pg_admin: str = DEFAULT_PG_ADMIN
+    redis_url: str = LATENCY_REDIS
     cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "cuemem-bench")
     keep: bool = False
     seed: int = 7
