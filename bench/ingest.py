@@ -19,11 +19,11 @@ Every phase gets a fresh database, a flushed Redis database and a fresh data dir
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import machine_info, write_json
+from bench.common import machine_info, write_json, write_results
 from bench.ingest_embedding import measure_raw_embedding
 from bench.ingest_pipeline import measure_pipeline
 from bench.ingest_report import evaluate_targets, ratios, render_report, where_time_goes
@@ -81,10 +81,4 @@ def run(cfg: IngestConfig) -> dict[str, Any]:
         phase["where_time_goes"] = where_time_goes(tp, n)
         results["phases"][str(n)] = phase
         write_json(cfg.out / "results.json", results)  # partial results survive a later failure
-    results["config"] = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()}
-    results["config"].pop("pg_admin", None)
-    results["duration_s"] = round(time.perf_counter() - started, 1)
-    results["targets"] = evaluate_targets(results)
-    write_json(cfg.out / "results.json", results)
-    (cfg.out / "report.md").write_text(render_report(results), encoding="utf-8")
-    return results
+    return write_results(cfg, cfg.out, results, started, evaluate_targets, render_report)

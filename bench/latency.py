@@ -28,12 +28,12 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.common import machine_info, percentiles, write_json
+from bench.common import machine_info, percentiles, write_results
 from bench.latency_data import (
     fill_working_memory,
     load_pool_vectors,
@@ -114,13 +114,9 @@ def run(cfg: LatencyConfig) -> dict[str, Any]:
     results["load_average_at_start"] = load_at_start
     results["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     results["code"] = code
-    results["config"] = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()}
-    results["config"].pop("pg_admin", None)
-    results["duration_s"] = round(time.perf_counter() - started, 1)
-    results["targets"] = evaluate_targets(results, cfg.sizes)
-    write_json(cfg.out / "results.json", results)
-    (cfg.out / "report.md").write_text(render_report(results), encoding="utf-8")
-    return results
+    return write_results(
+        cfg, cfg.out, results, started, lambda r: evaluate_targets(r, cfg.sizes), render_report
+    )
 
 
 def code_state() -> dict[str, Any]:

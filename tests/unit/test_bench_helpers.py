@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import random
 import struct
+import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bench import synthetic as S
+from bench.common import write_results
 from bench.ingest_pipeline import parse_task_times, rate_schedule
 from bench.ingest_report import evaluate_targets as ingest_targets
 from bench.ingest_report import ratios, where_time_goes
@@ -404,3 +408,28 @@ def test_scratch_urls() -> None:
 
 def test_random_suffix_is_seeded() -> None:
     assert S.random_suffix(random.Random(1)) == S.random_suffix(random.Random(1))
+
+
+def test_write_results_records_the_settings_without_the_admin_url(tmp_path: Path) -> None:
+    @dataclass
+    class Config:
+        out: Path
+        pg_admin: str = "postgresql+psycopg://admin:secret@db/test"
+        sizes: tuple[int, ...] = (1000,)
+
+    def targets(results: dict) -> list[dict]:
+        return [{"target": "t", "verdict": "met", "measured": results["measured"]}]
+
+    results = write_results(
+        Config(tmp_path),
+        tmp_path,
+        {"measured": 3},
+        time.perf_counter(),
+        targets,
+        lambda r: f"# {r['measured']}\n",
+    )
+    assert results["config"] == {"out": str(tmp_path), "sizes": (1000,)}
+    assert results["targets"] == [{"target": "t", "verdict": "met", "measured": 3}]
+    assert results["duration_s"] >= 0
+    assert "secret" not in (tmp_path / "results.json").read_text(encoding="utf-8")
+    assert (tmp_path / "report.md").read_text(encoding="utf-8") == "# 3\n"
