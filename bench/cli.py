@@ -37,16 +37,8 @@ def decay_cmd(
     """Half-life score recompute and index sync at 100k and 1M memories."""
     from bench.decay import run_decay
 
-    def parse(value: str, option: str) -> list[int]:
-        try:
-            return [int(x) for x in value.split(",") if x.strip()]
-        except ValueError:
-            raise typer.BadParameter(
-                f"{value!r} is not a comma-separated list of integers", param_hint=option
-            ) from None
-
     out.mkdir(parents=True, exist_ok=True)
-    run_decay(database_url, out, parse(sizes, "--sizes"), parse(index_sizes, "--index-sizes"))
+    run_decay(database_url, out, _csv_ints(sizes, "--sizes"), _csv_ints(index_sizes, "--index-sizes"))
 
 
 @bench_app.command("locomo")
@@ -77,13 +69,19 @@ def locomo_cmd(
         raise typer.BadParameter(str(exc), param_hint="--out") from None
 
 
-def _csv_positive_ints(value: str, option: str) -> list[int]:
+def _csv_ints(value: str, option: str) -> list[int]:
+    """``"1000,10_000"`` -> ``[1000, 10000]``; empty entries are skipped, so ``""`` is ``[]``."""
     try:
-        out = [int(v.replace("_", "")) for v in value.split(",") if v.strip()]
+        return [int(v.replace("_", "")) for v in value.split(",") if v.strip()]
     except ValueError:
         raise typer.BadParameter(
             f"{value!r} is not a comma-separated list of integers", param_hint=option
         ) from None
+
+
+def _csv_positive_ints(value: str, option: str) -> list[int]:
+    """As ``_csv_ints``, for options where zero, a negative number or no number at all makes no run."""
+    out = _csv_ints(value, option)
     if not out or any(v <= 0 for v in out):
         raise typer.BadParameter(f"{value!r} must list positive integers", param_hint=option)
     return out

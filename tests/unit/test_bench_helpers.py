@@ -433,3 +433,19 @@ def test_write_results_records_the_settings_without_the_admin_url(tmp_path: Path
     assert results["duration_s"] >= 0
     assert "secret" not in (tmp_path / "results.json").read_text(encoding="utf-8")
     assert (tmp_path / "report.md").read_text(encoding="utf-8") == "# 3\n"
+
+
+def test_csv_options_parse_once_and_only_some_want_positive_numbers() -> None:
+    import typer
+
+    from bench.cli import _csv_ints, _csv_positive_ints
+
+    assert _csv_ints("100000, 1_000_000,", "--sizes") == [100000, 1000000]
+    assert _csv_ints("", "--index-sizes") == []  # decay: no index sync
+    assert _csv_positive_ints("1,2,4", "--workers") == [1, 2, 4]
+    for bad in ("", "0,1"):
+        with pytest.raises(typer.BadParameter, match="must list positive integers"):
+            _csv_positive_ints(bad, "--workers")
+    for parse in (_csv_ints, _csv_positive_ints):
+        with pytest.raises(typer.BadParameter, match="not a comma-separated list of integers"):
+            parse("1,x", "--sizes")
