@@ -4,9 +4,11 @@ the exact command, and writes results.json plus a Markdown report into --out."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+
+from bench.scratch import DEFAULT_PG_ADMIN, INGEST_REDIS, LATENCY_REDIS
 
 bench_app = typer.Typer(
     help="Benchmarks (they measure and report; they are not tests).", no_args_is_help=True
@@ -30,21 +32,13 @@ def decay_cmd(
     index_sizes: Annotated[str, typer.Option(help="Comma-separated index sync sizes")] = "100000",
     database_url: Annotated[
         str, typer.Option(help="Admin URL of a Postgres server; a fresh database is created and dropped")
-    ] = "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+    ] = DEFAULT_PG_ADMIN,
 ) -> None:
     """Half-life score recompute and index sync at 100k and 1M memories."""
     from bench.decay import run_decay
 
-    def parse(value: str, option: str) -> list[int]:
-        try:
-            return [int(x) for x in value.split(",") if x.strip()]
-        except ValueError:
-            raise typer.BadParameter(
-                f"{value!r} is not a comma-separated list of integers", param_hint=option
-            ) from None
-
     out.mkdir(parents=True, exist_ok=True)
-    run_decay(database_url, out, parse(sizes, "--sizes"), parse(index_sizes, "--index-sizes"))
+    run_decay(database_url, out, _csv_ints(sizes, "--sizes"), _csv_ints(index_sizes, "--index-sizes"))
 
 
 @bench_app.command("locomo")
@@ -75,16 +69,29 @@ def locomo_cmd(
         raise typer.BadParameter(str(exc), param_hint="--out") from None
 
 
-def _csv_positive_ints(value: str, option: str) -> list[int]:
+def _csv_ints(value: str, option: str) -> list[int]:
+    """``"1000,10_000"`` -> ``[1000, 10000]``; empty entries are skipped, so ``""`` is ``[]``."""
     try:
-        out = [int(v.replace("_", "")) for v in value.split(",") if v.strip()]
+        return [int(v.replace("_", "")) for v in value.split(",") if v.strip()]
     except ValueError:
         raise typer.BadParameter(
             f"{value!r} is not a comma-separated list of integers", param_hint=option
         ) from None
+
+
+def _csv_positive_ints(value: str, option: str) -> list[int]:
+    """As ``_csv_ints``, for options where zero, a negative number or no number at all makes no run."""
+    out = _csv_ints(value, option)
     if not out or any(v <= 0 for v in out):
         raise typer.BadParameter(f"{value!r} must list positive integers", param_hint=option)
     return out
+
+
+def _echo_verdicts(results: dict[str, Any], out: Path) -> None:
+    """The closing lines of a benchmark that checks targets: one verdict per target, then the report."""
+    for t in results["targets"]:
+        typer.echo(f"{t['verdict']:>10}  {t['target']}: {t['measured']}")
+    typer.echo(f"report: {out / 'report.md'}")
 
 
 @bench_app.command("latency")
@@ -125,10 +132,10 @@ def latency_command(
     ] = 2000,
     pg_admin: Annotated[
         str, typer.Option("--pg-admin", help="Admin URL: a fresh database is created there and dropped")
-    ] = "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+    ] = DEFAULT_PG_ADMIN,
     redis_url: Annotated[
         str, typer.Option("--redis-url", help="A dedicated Redis db (flushed) for working memory")
-    ] = "redis://127.0.0.1:6379/14",
+    ] = LATENCY_REDIS,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the database and data dir (debugging)")] = False,
 ) -> None:
     """Recall latency per stage at 1k/10k/100k memories per user; the cue stage alone at 1M."""
@@ -150,10 +157,7 @@ def latency_command(
         redis_url=redis_url,
         keep=keep,
     )
-    results = run(cfg)
-    for t in results["targets"]:
-        typer.echo(f"{t['verdict']:>10}  {t['target']}: {t['measured']}")
-    typer.echo(f"report: {out / 'report.md'}")
+    _echo_verdicts(run(cfg), out)
 
 
 @bench_app.command("ingest")
@@ -172,10 +176,10 @@ def ingest_command(
     ] = 2000,
     pg_admin: Annotated[
         str, typer.Option("--pg-admin", help="Admin URL: a fresh database per phase, dropped at the end")
-    ] = "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+    ] = DEFAULT_PG_ADMIN,
     redis_url: Annotated[
         str, typer.Option("--redis-url", help="A dedicated Redis db (flushed): broker and working memory")
-    ] = "redis://127.0.0.1:6379/12",
+    ] = INGEST_REDIS,
     keep: Annotated[bool, typer.Option("--keep", help="Keep databases and data dirs (debugging)")] = False,
 ) -> None:
     """Events/s through the whole pipeline at 1/2/4 workers vs raw embedding and a no-op task."""
@@ -192,7 +196,4 @@ def ingest_command(
         redis_url=redis_url,
         keep=keep,
     )
-    results = run(cfg)
-    for t in results["targets"]:
-        typer.echo(f"{t['verdict']:>10}  {t['target']}: {t['measured']}")
-    typer.echo(f"report: {out / 'report.md'}")
+    _echo_verdicts(run(cfg), out)

@@ -7,10 +7,16 @@ import os
 import platform
 import shlex
 import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 PACKAGES = [
     "cuemem",
@@ -52,6 +58,27 @@ def machine_info() -> dict[str, Any]:
 def write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def write_results(
+    cfg: DataclassInstance,
+    out: Path,
+    results: dict[str, Any],
+    started: float,
+    targets: Callable[[dict[str, Any]], list[dict[str, Any]]],
+    report: Callable[[dict[str, Any]], str],
+) -> dict[str, Any]:
+    """The end of a benchmark that checks targets: its settings, how long it ran since ``started``
+    (a ``perf_counter``) and the verdicts go into ``results``, then results.json and report.md into
+    ``out``. The settings are recorded with paths as text and without the Postgres admin URL, a
+    connection string that may hold a password and says nothing about the run."""
+    results["config"] = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()}
+    results["config"].pop("pg_admin", None)
+    results["duration_s"] = round(time.perf_counter() - started, 1)
+    results["targets"] = targets(results)
+    write_json(out / "results.json", results)
+    (out / "report.md").write_text(report(results), encoding="utf-8")
+    return results
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:

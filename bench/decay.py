@@ -20,6 +20,7 @@ from typing import Any
 from tqdm import tqdm
 
 from bench.common import machine_info, machine_markdown, write_json
+from bench.scratch import scratch_database
 from shared.lifecycle import maintenance
 from shared.models import MemoryType
 from shared.ports import IndexPoint
@@ -125,22 +126,11 @@ def _index_sync(n: int, dim: int, path: Path) -> dict[str, float]:
 def run_decay(
     admin_url: str, out_dir: Path, sizes: list[int], index_sizes: list[int], users: int = 1000
 ) -> dict:
-    from sqlalchemy import create_engine, text
-
     from workers.bootstrap import sql_uow_factory
-    from workers.db.migrate import upgrade
 
     info = machine_info()
-    name = f"cuemem_bench_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = admin_url.rsplit("/", 1)[0] + f"/{name}"
     results: dict[str, Any] = {"machine": info, "recompute": [], "index_sync": []}
-    try:
-        engine = create_engine(url)
-        upgrade(engine)
-        engine.dispose()
+    with scratch_database(admin_url) as url:
         uow, dispose = sql_uow_factory(url)
         policy = DecayPolicy()
         for n in sizes:
@@ -172,10 +162,6 @@ def run_decay(
             row = _index_sync(n, 384, out_dir / f"shard-{n}")
             results["index_sync"].append(row)
             print(json.dumps(row))
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
     write_json(out_dir / "results.json", results)
     (out_dir / "report.md").write_text(_report(results), encoding="utf-8")
     return results

@@ -28,12 +28,12 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.common import machine_info, percentiles, write_json
+from bench.common import machine_info, percentiles, write_results
 from bench.latency_data import (
     fill_working_memory,
     load_pool_vectors,
@@ -53,11 +53,10 @@ from bench.latency_measure import (
     table_stats,
 )
 from bench.latency_report import evaluate_targets, render_report
+from bench.scratch import DEFAULT_PG_ADMIN, LATENCY_REDIS
 
 if TYPE_CHECKING:
     from bench.synthetic import SyntheticMemory
-
-DEFAULT_REDIS = "redis://127.0.0.1:6379/14"
 
 
 @dataclass
@@ -79,8 +78,8 @@ class LatencyConfig:
     turns_per_memory: float = 2.0
     hnsw: bool = True
     embed_threads: int = 1
-    pg_admin: str = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-    redis_url: str = DEFAULT_REDIS
+    pg_admin: str = DEFAULT_PG_ADMIN
+    redis_url: str = LATENCY_REDIS
     cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "cuemem-bench")
     keep: bool = False
     seed: int = 7
@@ -115,13 +114,9 @@ def run(cfg: LatencyConfig) -> dict[str, Any]:
     results["load_average_at_start"] = load_at_start
     results["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     results["code"] = code
-    results["config"] = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()}
-    results["config"].pop("pg_admin", None)
-    results["duration_s"] = round(time.perf_counter() - started, 1)
-    results["targets"] = evaluate_targets(results, cfg.sizes)
-    write_json(cfg.out / "results.json", results)
-    (cfg.out / "report.md").write_text(render_report(results), encoding="utf-8")
-    return results
+    return write_results(
+        cfg, cfg.out, results, started, lambda r: evaluate_targets(r, cfg.sizes), render_report
+    )
 
 
 def code_state() -> dict[str, Any]:
@@ -283,26 +278,28 @@ def _run(cfg: LatencyConfig, db_url: str, data_dir: Path) -> dict[str, Any]:
         # The same data and queries with CUEMEM_INDEX_TURNS off: what the log adds to a recall.
         results["recall_without_log"] = measure("recall without log", 1, None, e5_only=True)
 
+    def after_hnsw(shard: EdgeVectorIndex, build_key: str, label: str, key: str, note: str) -> None:
+        """Build ``shard``'s HNSW graph (timed into ``build_key``), then re-measure recall."""
+        t = time.perf_counter()
+        shard.optimize()
+        results[build_key] = round(time.perf_counter() - t, 1)
+        results[key] = measure(label, 1, turn_index, e5_only=True)
+        notes.append(note)
+
     if cfg.hnsw:
         # The same call memory.optimize_index makes on beat, first for the memory index alone.
-        t = time.perf_counter()
-        index.optimize()
-        results["hnsw_build_s"] = round(time.perf_counter() - t, 1)
-        results["recall_hnsw"] = measure("recall+hnsw", 1, turn_index, e5_only=True)
-        notes.append(
+        after_hnsw(
+            index, "hnsw_build_s", "recall+hnsw", "recall_hnsw",
             "recall_hnsw: the same queries after building the HNSW graph of the memory index with the "
             "adapter's optimize() (what memory.optimize_index does on beat, which now also builds the "
-            "turn index's graph; measured here one index at a time)"
-        )
+            "turn index's graph; measured here one index at a time)",
+        )  # fmt: skip
         if turn_index is not None:
-            t = time.perf_counter()
-            turn_index.optimize()
-            results["hnsw_turns_build_s"] = round(time.perf_counter() - t, 1)
-            results["recall_hnsw_log"] = measure("recall+hnsw both", 1, turn_index, e5_only=True)
-            notes.append(
+            after_hnsw(
+                turn_index, "hnsw_turns_build_s", "recall+hnsw both", "recall_hnsw_log",
                 "recall_hnsw_log: then also the turn index's HNSW graph, built the same way "
-                "(memory.optimize_index and cuemem maintain build it too)"
-            )
+                "(memory.optimize_index and cuemem maintain build it too)",
+            )  # fmt: skip
 
     largest = f"user-{max(cfg.sizes)}"
     results["row_cost"] = row_cost(uow_factory, largest, queries[max(cfg.sizes)], samples[largest])

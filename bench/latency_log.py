@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -125,27 +125,21 @@ _EVENT_COLUMNS = (
 )
 
 
+@dataclass(eq=False)
 class LogWriter:
     """Writes one user's conversation log, batch by batch, alongside the memories' load."""
 
-    def __init__(
-        self,
-        turn_index: Any,
-        canned_vectors: np.ndarray,
-        turns_per_memory: float,
-        noise: float,
-        seed: int,
-        now: datetime,
-    ):
-        if len(canned_vectors) != len(CANNED):
-            raise ValueError(f"expected {len(CANNED)} canned vectors, got {len(canned_vectors)}")
-        self._index = turn_index
-        self._canned = canned_vectors
-        self._turns_per_memory = turns_per_memory
-        self._noise = noise
-        self._seed = seed
-        self._now = now
-        self.turns: dict[str, int] = {}
+    turn_index: Any
+    canned_vectors: np.ndarray  # one per CANNED text, in its order
+    turns_per_memory: float
+    noise: float
+    seed: int
+    now: datetime
+    turns: dict[str, int] = field(default_factory=dict, init=False)  # turns written per user
+
+    def __post_init__(self) -> None:
+        if len(self.canned_vectors) != len(CANNED):
+            raise ValueError(f"expected {len(CANNED)} canned vectors, got {len(self.canned_vectors)}")
 
     def write(
         self,
@@ -164,7 +158,7 @@ class LogWriter:
         from workers.endpoints.embedders.e5 import E5_MODEL_NAME
 
         # One stream of exchange shapes per user, independent of batch boundaries.
-        pick = random.Random(f"{self._seed}:{user_id}:log:{self.turns.get(user_id, 0)}")
+        pick = random.Random(f"{self.seed}:{user_id}:log:{self.turns.get(user_id, 0)}")
         names = [c for c, _ in _EVENT_COLUMNS]
         points = []
         written = 0
@@ -174,11 +168,11 @@ class LogWriter:
         ):
             cp.set_types([t for _, t in _EVENT_COLUMNS])
             for memory, vector in zip(memories, vectors, strict=True):
-                for turn in exchange(memory, pick, self._turns_per_memory):
+                for turn in exchange(memory, pick, self.turns_per_memory):
                     v = (
                         vector
                         if turn.canned is None
-                        else noisy_unit(self._canned[turn.canned], rng, self._noise)
+                        else noisy_unit(self.canned_vectors[turn.canned], rng, self.noise)
                     )
                     row = {
                         "event_id": turn.event_id, "tenant_id": TENANT, "user_id": user_id,
@@ -186,7 +180,7 @@ class LogWriter:
                         "content": turn.content, "content_hash": content_hash(turn.role, turn.content),
                         "at": turn.at, "metadata": Jsonb({}), "stage": "done",
                         "importance": turn.importance, "extraction_reasons": [], "received_at": turn.at,
-                        "done_at": turn.at, "stage_at": self._now, "embedding": v,
+                        "done_at": turn.at, "stage_at": self.now, "embedding": v,
                         "embedding_model": E5_MODEL_NAME, "turn_indexed": True,
                     }  # fmt: skip
                     cp.write_row(tuple(row[c] for c in names))
@@ -197,6 +191,6 @@ class LogWriter:
                     points.append(turn_point(event, v.tolist()))
                     written += 1
         conn.commit()
-        self._index.upsert(points)
+        self.turn_index.upsert(points)
         self.turns[user_id] = self.turns.get(user_id, 0) + written
         return written

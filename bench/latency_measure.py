@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from bench.latency import LatencyConfig
     from bench.synthetic import PoolAnalysis, PoolEntry, SyntheticMemory
     from shared.ports import VectorIndex
+    from shared.recall.request import RecallResult
     from shared.storage import UnitOfWork
 
 STAGE_KEYS = (
@@ -224,9 +225,6 @@ def run_queries(
     log, as on the default configuration (CUEMEM_INDEX_TURNS on)."""
     from tqdm import tqdm
 
-    from shared.recall.cascade import recall
-    from shared.recall.request import RecallRequest
-
     def one(kind: str, query: str) -> dict[str, Any]:
         sink: dict[str, float] = {}
         wm = _Timed(working_memory, sink, {"recent": "working_memory_ms"})
@@ -237,15 +235,9 @@ def run_queries(
             else _Timed(turn_index, sink, {"search": "turn_vector_ms", "search_keywords": "turn_keyword_ms"})
         )
         started = time.perf_counter()
-        with uow_factory() as uow:
-            result = recall(
-                cast("UnitOfWork", _TimedUow(uow, sink)),
-                RecallRequest(TENANT, user_id, query, now),
-                embedder=embedder,
-                index=index,
-                working_memory=wm,
-                turn_index=cast("VectorIndex | None", log),
-            )
+        result = _timed_recall(
+            uow_factory, sink, user_id, query, now, wm, embedder=embedder, index=index, turn_index=log
+        )
         wall = (time.perf_counter() - started) * 1e3
         return {
             "kind": kind,
@@ -282,6 +274,34 @@ def run_queries(
     return records, elapsed
 
 
+def _timed_recall(
+    uow_factory: Callable[[], Any],
+    sink: dict[str, float],
+    user_id: str,
+    query: str,
+    now: datetime,
+    working_memory: Any,
+    *,
+    embedder: Any = None,
+    index: Any = None,
+    turn_index: Any = None,
+) -> RecallResult:
+    """One ``recall`` in a fresh unit of work whose repositories time their calls into ``sink``;
+    without embedder and index the vector stage is skipped."""
+    from shared.recall.cascade import recall
+    from shared.recall.request import RecallRequest
+
+    with uow_factory() as uow:
+        return recall(
+            cast("UnitOfWork", _TimedUow(uow, sink)),
+            RecallRequest(TENANT, user_id, query, now),
+            embedder=embedder,
+            index=index,
+            working_memory=working_memory,
+            turn_index=cast("VectorIndex | None", turn_index),
+        )
+
+
 def deterministic_at_scale(
     cfg: LatencyConfig,
     db_url: str,
@@ -300,8 +320,6 @@ def deterministic_at_scale(
     from bench import synthetic
     from shared.cues import query_cues
     from shared.models import RECALLABLE_STATUSES
-    from shared.recall.cascade import recall
-    from shared.recall.request import RecallRequest
 
     big_user = "user-1m" if cfg.big_rows == 1_000_000 else f"user-big-{cfg.big_rows}"
     t = time.perf_counter()
@@ -337,14 +355,8 @@ def deterministic_at_scale(
                 by_cues_ms = (time.perf_counter() - started) * 1e3
             # The whole stage 1 as recall runs it (no embedder/index: the vector stage is skipped).
             sink: dict[str, float] = {}
-            with uow_factory() as uow:
-                result = recall(
-                    cast("UnitOfWork", _TimedUow(uow, sink)),
-                    RecallRequest(TENANT, user_id, q, now),
-                    embedder=None,
-                    index=None,
-                    working_memory=_Timed(working_memory, sink, {"recent": "working_memory_ms"}),
-                )
+            wm = _Timed(working_memory, sink, {"recent": "working_memory_ms"})
+            result = _timed_recall(uow_factory, sink, user_id, q, now, wm)
             records.append(
                 {
                     "kind": kind,

@@ -15,6 +15,9 @@ from contextlib import contextmanager
 log = logging.getLogger(__name__)
 
 DEFAULT_PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+# Each benchmark flushes a Redis db of its own, so that one run never empties another's.
+LATENCY_REDIS = "redis://127.0.0.1:6379/14"
+INGEST_REDIS = "redis://127.0.0.1:6379/12"
 
 
 def database_url_for(admin_url: str, name: str) -> str:

@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import random
 import struct
+import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bench import synthetic as S
+from bench.common import write_results
 from bench.ingest_pipeline import parse_task_times, rate_schedule
 from bench.ingest_report import evaluate_targets as ingest_targets
 from bench.ingest_report import ratios, where_time_goes
 from bench.latency_data import float4_array_binary, noisy_unit
-from bench.latency_log import CANNED, MAX_EXTRA_TURNS, exchange, extra_turns, turn_seq
+from bench.latency_log import CANNED, MAX_EXTRA_TURNS, LogWriter, exchange, extra_turns, turn_seq
 from bench.latency_measure import (
     _Timed,
+    _timed_recall,
     fused_timings,
     mean_candidates,
     sources_key,
@@ -24,6 +30,8 @@ from bench.latency_measure import (
 )
 from bench.latency_report import verdict
 from bench.scratch import database_url_for, libpq_url
+from shared.events import TurnPublished
+from tests.support.fakes import FakeStore
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -227,6 +235,21 @@ def test_by_sources_is_timed_under_the_step_that_called_it() -> None:
     assert set(sink) == {"window_sources_ms", "turn_rows_ms", "log_sources_ms"}
 
 
+def test_timed_recall_times_the_repositories_and_working_memory_into_the_sink() -> None:
+    class NoTurns:
+        def recent(
+            self, tenant_id: str, user_id: str, session_id: str | None, limit: int
+        ) -> list[TurnPublished]:
+            return []
+
+    sink: dict[str, float] = {}
+    working_memory = _Timed(NoTurns(), sink, {"recent": "working_memory_ms"})
+    result = _timed_recall(FakeStore().uow, sink, "u1", "what do I eat for lunch?", NOW, working_memory)
+    assert result.items == []  # no embedder and no index: the vector stage is skipped
+    assert "vector_ms" not in result.trace["timings_ms"]
+    assert {"working_memory_ms", "by_cues_ms"} <= set(sink)
+
+
 # --- the conversation log of the latency benchmark ---------------------------------------------------
 
 
@@ -248,6 +271,12 @@ def test_extra_turns_average_the_requested_mean() -> None:
     assert extra_turns(rng, float(MAX_EXTRA_TURNS)) == MAX_EXTRA_TURNS
     with pytest.raises(ValueError):
         extra_turns(rng, MAX_EXTRA_TURNS + 0.5)
+
+
+def test_log_writer_wants_one_vector_per_canned_text() -> None:
+    with pytest.raises(ValueError, match=f"expected {len(CANNED)} canned vectors, got 1"):
+        LogWriter(None, np.zeros((1, 4)), 2.0, 0.01, 7, NOW)
+    assert LogWriter(None, np.zeros((len(CANNED), 4)), 2.0, 0.01, 7, NOW).turns == {}
 
 
 def test_exchange_starts_with_the_memorys_source_turn(pool) -> None:
@@ -281,8 +310,6 @@ def test_verdict() -> None:
 
 
 def test_noisy_unit_stays_near_its_base() -> None:
-    import numpy as np
-
     rng = np.random.default_rng(0)
     base = rng.normal(size=384).astype(np.float32)
     base /= np.linalg.norm(base)
@@ -381,3 +408,44 @@ def test_scratch_urls() -> None:
 
 def test_random_suffix_is_seeded() -> None:
     assert S.random_suffix(random.Random(1)) == S.random_suffix(random.Random(1))
+
+
+def test_write_results_records_the_settings_without_the_admin_url(tmp_path: Path) -> None:
+    @dataclass
+    class Config:
+        out: Path
+        pg_admin: str = "postgresql+psycopg://admin:secret@db/test"
+        sizes: tuple[int, ...] = (1000,)
+
+    def targets(results: dict) -> list[dict]:
+        return [{"target": "t", "verdict": "met", "measured": results["measured"]}]
+
+    results = write_results(
+        Config(tmp_path),
+        tmp_path,
+        {"measured": 3},
+        time.perf_counter(),
+        targets,
+        lambda r: f"# {r['measured']}\n",
+    )
+    assert results["config"] == {"out": str(tmp_path), "sizes": (1000,)}
+    assert results["targets"] == [{"target": "t", "verdict": "met", "measured": 3}]
+    assert results["duration_s"] >= 0
+    assert "secret" not in (tmp_path / "results.json").read_text(encoding="utf-8")
+    assert (tmp_path / "report.md").read_text(encoding="utf-8") == "# 3\n"
+
+
+def test_csv_options_parse_once_and_only_some_want_positive_numbers() -> None:
+    import typer
+
+    from bench.cli import _csv_ints, _csv_positive_ints
+
+    assert _csv_ints("100000, 1_000_000,", "--sizes") == [100000, 1000000]
+    assert _csv_ints("", "--index-sizes") == []  # decay: no index sync
+    assert _csv_positive_ints("1,2,4", "--workers") == [1, 2, 4]
+    for bad in ("", "0,1"):
+        with pytest.raises(typer.BadParameter, match="must list positive integers"):
+            _csv_positive_ints(bad, "--workers")
+    for parse in (_csv_ints, _csv_positive_ints):
+        with pytest.raises(typer.BadParameter, match="not a comma-separated list of integers"):
+            parse("1,x", "--sizes")
