@@ -12,6 +12,7 @@ from sqlalchemy import delete, func, select, update
 
 from shared.api_keys import ApiKey
 from shared.models import Memory, MemoryStatus, MemoryType
+from workers.db.mapping import column_values, from_columns
 from workers.db.memories import in_statuses, read_memories
 from workers.db.session import SessionRepository
 from workers.db.tables import ApiKeyRow, EventRow, HistoryRow, LlmCallRow, MemoryRow
@@ -22,22 +23,12 @@ DERIVING_ACTIONS = ("merged", "consolidated")
 
 
 def _key(row: ApiKeyRow) -> ApiKey:
-    return ApiKey(row.id, row.tenant_id, row.name, row.prefix, row.created_at, row.revoked_at)
+    return from_columns(ApiKey, row)
 
 
 class SqlApiKeyRepository(SessionRepository):
     def add(self, key: ApiKey, key_hash: str) -> None:
-        self.session.add(
-            ApiKeyRow(
-                id=key.id,
-                tenant_id=key.tenant_id,
-                name=key.name,
-                key_hash=key_hash,
-                prefix=key.prefix,
-                created_at=key.created_at,
-                revoked_at=key.revoked_at,
-            )
-        )
+        self.session.add(ApiKeyRow(**column_values(key), key_hash=key_hash))
 
     def by_prefix(self, prefix: str) -> list[tuple[ApiKey, str]]:
         rows = self.session.scalars(select(ApiKeyRow).where(ApiKeyRow.prefix == prefix))
