@@ -418,39 +418,19 @@ class MetaRepository(Protocol):
 
 
 class UnitOfWork(Protocol):
-    # Read-only members: an adapter may expose its concrete repositories.
-    @property
-    def events(self) -> EventRepository: ...
+    """One transaction and the repositories bound to it (an adapter types its own as these)."""
 
-    @property
-    def receipts(self) -> ReceiptRepository: ...
-
-    @property
-    def memories(self) -> MemoryRepository: ...
-
-    @property
-    def memory_index(self) -> MemoryIndexRepository: ...
-
-    @property
-    def lifecycle(self) -> LifecycleRepository: ...
-
-    @property
-    def dead_letters(self) -> DeadLetterRepository: ...
-
-    @property
-    def meta(self) -> MetaRepository: ...
-
-    @property
-    def history(self) -> HistoryRepository: ...
-
-    @property
-    def llm_calls(self) -> LlmCallRepository: ...
-
-    @property
-    def api_keys(self) -> ApiKeyRepository: ...
-
-    @property
-    def curation(self) -> CurationRepository: ...
+    events: EventRepository
+    receipts: ReceiptRepository
+    memories: MemoryRepository
+    memory_index: MemoryIndexRepository
+    lifecycle: LifecycleRepository
+    dead_letters: DeadLetterRepository
+    meta: MetaRepository
+    history: HistoryRepository
+    llm_calls: LlmCallRepository
+    api_keys: ApiKeyRepository
+    curation: CurationRepository
 
     def __enter__(self) -> UnitOfWork: ...
 

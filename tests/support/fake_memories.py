@@ -67,15 +67,7 @@ class FakeMemoryRepository(FakeRepository):
         found = [m for m in memories_of(self.s, tenant_id, user_id) if allowed is None or m.status in allowed]
         return [copy.deepcopy(m) for m in sorted(found, key=lambda m: (m.created_at, m.id))]
 
-    def candidates(
-        self,
-        tenant_id: str,
-        user_id: str,
-        slot: str | None,
-        cues: Sequence[str],
-        exclude: Sequence[str],
-        limit: int,
-    ) -> list[Memory]:
+    def candidates(self, tenant_id, user_id, slot, cues, exclude, limit) -> list[Memory]:
         wanted = set(cues)
         found = [
             m

@@ -9,11 +9,11 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from sqlalchemy import delete, func, select, update
-from sqlalchemy.orm import defer
 
 from shared.api_keys import ApiKey
 from shared.models import Memory, MemoryStatus, MemoryType
-from workers.db.mapping import memory_from_row
+from workers.db.mapping import column_values, from_columns
+from workers.db.memories import in_statuses, read_memories
 from workers.db.session import SessionRepository
 from workers.db.tables import ApiKeyRow, EventRow, HistoryRow, LlmCallRow, MemoryRow
 
@@ -23,22 +23,12 @@ DERIVING_ACTIONS = ("merged", "consolidated")
 
 
 def _key(row: ApiKeyRow) -> ApiKey:
-    return ApiKey(row.id, row.tenant_id, row.name, row.prefix, row.created_at, row.revoked_at)
+    return from_columns(ApiKey, row)
 
 
 class SqlApiKeyRepository(SessionRepository):
     def add(self, key: ApiKey, key_hash: str) -> None:
-        self.session.add(
-            ApiKeyRow(
-                id=key.id,
-                tenant_id=key.tenant_id,
-                name=key.name,
-                key_hash=key_hash,
-                prefix=key.prefix,
-                created_at=key.created_at,
-                revoked_at=key.revoked_at,
-            )
-        )
+        self.session.add(ApiKeyRow(**column_values(key), key_hash=key_hash))
 
     def by_prefix(self, prefix: str) -> list[tuple[ApiKey, str]]:
         rows = self.session.scalars(select(ApiKeyRow).where(ApiKeyRow.prefix == prefix))
@@ -71,23 +61,14 @@ class SqlCurationRepository(SessionRepository):
         limit: int,
         offset: int,
     ) -> tuple[list[Memory], int]:
-        where = [
-            MemoryRow.tenant_id == tenant_id,
-            MemoryRow.user_id == user_id,
-            MemoryRow.status.in_([s.value for s in statuses]),
-        ]
+        where = [*MemoryRow.owned_by(tenant_id, user_id), in_statuses(statuses)]
         if memory_type is not None:
             where.append(MemoryRow.type == memory_type.value)
         total = self.session.scalar(select(func.count()).select_from(MemoryRow).where(*where)) or 0
-        rows = self.session.scalars(
-            select(MemoryRow)
-            .where(*where)
-            .order_by(MemoryRow.created_at.desc(), MemoryRow.id)
-            .limit(limit)
-            .offset(offset)
-            .options(defer(MemoryRow.embedding))
+        query = select(MemoryRow).where(*where).order_by(MemoryRow.created_at.desc(), MemoryRow.id)
+        return read_memories(self.session, query.limit(limit).offset(offset), with_embedding=False), int(
+            total
         )
-        return [memory_from_row(r, with_embedding=False) for r in rows], int(total)
 
     def users(self, tenant_id: str, limit: int, offset: int) -> tuple[list[tuple[str, int, int]], int]:
         scoped = MemoryRow.tenant_id == tenant_id
@@ -109,8 +90,7 @@ class SqlCurationRepository(SessionRepository):
         rows = self.session.scalars(
             select(HistoryRow.memory_id)
             .where(
-                HistoryRow.tenant_id == tenant_id,
-                HistoryRow.user_id == user_id,
+                *HistoryRow.owned_by(tenant_id, user_id),
                 HistoryRow.action.in_(DERIVING_ACTIONS),
                 HistoryRow.related_id.in_(list(memory_ids)),
             )
@@ -124,16 +104,12 @@ class SqlCurationRepository(SessionRepository):
         ids = list(memory_ids)
         deleted = self.session.scalars(
             delete(MemoryRow)
-            .where(MemoryRow.tenant_id == tenant_id, MemoryRow.user_id == user_id, MemoryRow.id.in_(ids))
+            .where(*MemoryRow.owned_by(tenant_id, user_id), MemoryRow.id.in_(ids))
             .returning(MemoryRow.id)
         ).all()
         # History rows may quote the text (edit details, reasons): they go with the memory.
         self.session.execute(
-            delete(HistoryRow).where(
-                HistoryRow.tenant_id == tenant_id,
-                HistoryRow.user_id == user_id,
-                HistoryRow.memory_id.in_(ids),
-            )
+            delete(HistoryRow).where(*HistoryRow.owned_by(tenant_id, user_id), HistoryRow.memory_id.in_(ids))
         )
         return sorted(deleted)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import ColumnElement, Select, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import undefer
 
@@ -17,7 +17,7 @@ from shared.storage import (
     TurnRow,
     TurnState,
 )
-from workers.db.mapping import event_from_row
+from workers.db.mapping import column_values, event_from_row, from_columns
 from workers.db.session import SessionRepository
 from workers.db.tables import (
     EventRow,
@@ -27,23 +27,26 @@ from workers.db.tables import (
 REDACTED_HASH = "redacted"  # not a hash of anything: a replay of the original is refused, not merged
 
 
+def _conversation(tenant_id: str, user_id: str, session_id: str) -> tuple[ColumnElement[bool], ...]:
+    """The WHERE terms of one conversation (the unique (tenant, user, session, seq) index's prefix)."""
+    return (*EventRow.owned_by(tenant_id, user_id), EventRow.session_id == session_id)
+
+
 class SqlEventRepository(SessionRepository):
+    def _read(self, query: Select[EventRow]) -> list[StoredEvent]:
+        return [event_from_row(r) for r in self.session.scalars(query)]
+
     def insert_if_absent(self, event: TurnPublished, stage: str) -> bool:
         stmt = (
             insert(EventRow)
             .values(
-                event_id=event.event_id,
-                tenant_id=event.tenant_id,
-                user_id=event.user_id,
-                session_id=event.session_id,
-                seq=event.seq,
-                role=event.role.value,
-                content=event.content,
-                content_hash=event.content_hash,
-                at=event.at,
-                metadata=event.metadata,
-                stage=stage,
-                extraction_reasons=[],
+                {
+                    **column_values(event),
+                    "role": event.role.value,
+                    "content_hash": event.content_hash,
+                    "stage": stage,
+                    "extraction_reasons": [],
+                }
             )
             # No conflict target: a taken event id and a taken (conversation, seq) slot both mean
             # "not inserted"; the caller tells duplicates from conflicts by re-reading the slot.
@@ -58,23 +61,14 @@ class SqlEventRepository(SessionRepository):
 
     def at_seq(self, tenant_id: str, user_id: str, session_id: str, seq: int) -> StoredEvent | None:
         row = self.session.scalars(
-            select(EventRow).where(
-                EventRow.tenant_id == tenant_id,
-                EventRow.user_id == user_id,
-                EventRow.session_id == session_id,
-                EventRow.seq == seq,
-            )
+            select(EventRow).where(*_conversation(tenant_id, user_id, session_id), EventRow.seq == seq)
         ).first()
         return event_from_row(row) if row else None
 
     def max_seq(self, tenant_id: str, user_id: str, session_id: str) -> int:
         # The (tenant, user, session, seq) unique index answers this with one index probe.
         found = self.session.scalar(
-            select(func.max(EventRow.seq)).where(
-                EventRow.tenant_id == tenant_id,
-                EventRow.user_id == user_id,
-                EventRow.session_id == session_id,
-            )
+            select(func.max(EventRow.seq)).where(*_conversation(tenant_id, user_id, session_id))
         )
         return int(found or 0)
 
@@ -90,25 +84,16 @@ class SqlEventRepository(SessionRepository):
         self.session.execute(update(EventRow).where(EventRow.event_id == event_id).values(**values))
 
     def timeline(self, tenant_id: str, user_id: str, session_id: str) -> list[StoredEvent]:
-        rows = self.session.scalars(
-            select(EventRow)
-            .where(
-                EventRow.tenant_id == tenant_id,
-                EventRow.user_id == user_id,
-                EventRow.session_id == session_id,
-            )
-            .order_by(EventRow.seq)
-        )
-        return [event_from_row(r) for r in rows]
+        query = select(EventRow).where(*_conversation(tenant_id, user_id, session_id))
+        return self._read(query.order_by(EventRow.seq))
 
     def recent(
         self, tenant_id: str, user_id: str, limit: int, session_id: str | None = None
     ) -> list[StoredEvent]:
-        stmt = select(EventRow).where(EventRow.tenant_id == tenant_id, EventRow.user_id == user_id)
+        query = select(EventRow).where(*EventRow.owned_by(tenant_id, user_id))
         if session_id is not None:
-            stmt = stmt.where(EventRow.session_id == session_id)
-        rows = self.session.scalars(stmt.order_by(EventRow.at.desc(), EventRow.seq.desc()).limit(limit))
-        return [event_from_row(r) for r in rows]
+            query = query.where(EventRow.session_id == session_id)
+        return self._read(query.order_by(EventRow.at.desc(), EventRow.seq.desc()).limit(limit))
 
     def stages(self, event_ids: Sequence[str]) -> dict[str, str]:
         if not event_ids:
@@ -121,41 +106,26 @@ class SqlEventRepository(SessionRepository):
     def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
         if not event_ids:
             return []
-        rows = self.session.scalars(
+        return self._read(
             select(EventRow).where(
-                EventRow.tenant_id == tenant_id,
-                EventRow.user_id == user_id,
-                EventRow.event_id.in_(list(event_ids)),
+                *EventRow.owned_by(tenant_id, user_id), EventRow.event_id.in_(list(event_ids))
             )
         )
-        return [event_from_row(r) for r in rows]
 
     def in_window(
         self, tenant_id: str, user_id: str, start: datetime, end: datetime, limit: int
     ) -> list[StoredEvent]:
-        rows = self.session.scalars(
-            select(EventRow)
-            .where(
-                EventRow.tenant_id == tenant_id,
-                EventRow.user_id == user_id,
-                EventRow.at >= start,
-                EventRow.at < end,
-            )
-            .order_by(EventRow.at.desc(), EventRow.event_id)
-            .limit(limit)
+        query = select(EventRow).where(
+            *EventRow.owned_by(tenant_id, user_id), EventRow.at >= start, EventRow.at < end
         )  # ix_events_user_at
-        return [event_from_row(r) for r in rows]
+        return self._read(query.order_by(EventRow.at.desc(), EventRow.event_id).limit(limit))
 
     def redact(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[tuple[str, str]]:
         if not event_ids:
             return []
         rows = self.session.execute(
             update(EventRow)
-            .where(
-                EventRow.tenant_id == tenant_id,
-                EventRow.user_id == user_id,
-                EventRow.event_id.in_(list(event_ids)),
-            )
+            .where(*EventRow.owned_by(tenant_id, user_id), EventRow.event_id.in_(list(event_ids)))
             .values(
                 content="",
                 content_hash=REDACTED_HASH,
@@ -182,8 +152,7 @@ class SqlEventRepository(SessionRepository):
             select(EventRow)
             .options(undefer(EventRow.embedding))
             .where(
-                EventRow.tenant_id == tenant_id,
-                EventRow.user_id == user_id,
+                *EventRow.owned_by(tenant_id, user_id),
                 EventRow.embedding.is_not(None),
                 EventRow.turn_indexed.is_(False),
                 EventRow.event_id > after_event_id,
@@ -218,7 +187,7 @@ class SqlEventRepository(SessionRepository):
     def turn_states(self, tenant_id: str, user_id: str) -> list[TurnState]:
         rows = self.session.execute(
             select(EventRow, EventRow.embedding.is_not(None).label("has_embedding"))
-            .where(EventRow.tenant_id == tenant_id, EventRow.user_id == user_id)
+            .where(*EventRow.owned_by(tenant_id, user_id))
             .order_by(EventRow.event_id)
         )
         return [
@@ -236,8 +205,7 @@ class SqlEventRepository(SessionRepository):
             return {}
         rows = self.session.execute(
             select(EventRow.event_id, EventRow.embedding).where(
-                EventRow.tenant_id == tenant_id,
-                EventRow.user_id == user_id,
+                *EventRow.owned_by(tenant_id, user_id),
                 EventRow.event_id.in_(list(event_ids)),
                 EventRow.embedding.is_not(None),
             )
@@ -261,15 +229,7 @@ class SqlReceiptRepository(SessionRepository):
     def add_if_absent(self, receipt: Receipt) -> bool:
         stmt = (
             insert(ReceiptRow)
-            .values(
-                event_id=receipt.event_id,
-                tenant_id=receipt.tenant_id,
-                user_id=receipt.user_id,
-                outcome=receipt.outcome,
-                canonical_event_id=receipt.canonical_event_id,
-                reason=receipt.reason,
-                payload=receipt.payload,
-            )
+            .values(**column_values(receipt))
             .on_conflict_do_nothing(index_elements=[ReceiptRow.event_id])
             .returning(ReceiptRow.event_id)
         )
@@ -292,12 +252,4 @@ class SqlReceiptRepository(SessionRepository):
 
 
 def _receipt(row: ReceiptRow) -> Receipt:
-    return Receipt(
-        event_id=row.event_id,
-        tenant_id=row.tenant_id,
-        user_id=row.user_id,
-        outcome=row.outcome,  # type: ignore[arg-type]
-        canonical_event_id=row.canonical_event_id,
-        reason=row.reason,
-        payload=row.payload,
-    )
+    return from_columns(Receipt, row)

@@ -6,16 +6,31 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, func, or_, select, true, update
+from sqlalchemy import ColumnElement, Select, delete, func, or_, select, true, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.orm import defer
+from sqlalchemy.orm import Session, defer
 
 from shared.models import Memory, MemoryStatus, MemoryType
 from workers.db.mapping import memory_from_row, memory_values
 from workers.db.session import SessionRepository
-from workers.db.tables import (
-    MemoryRow,
-)
+from workers.db.tables import MemoryRow
+
+
+def user_memories(tenant_id: str, user_id: str, *where: ColumnElement[bool]) -> Select[MemoryRow]:
+    """The query for one user's memory rows that match ``where``."""
+    return select(MemoryRow).where(*MemoryRow.owned_by(tenant_id, user_id), *where)
+
+
+def in_statuses(statuses: Iterable[MemoryStatus]) -> ColumnElement[bool]:
+    return MemoryRow.status.in_([s.value for s in statuses])
+
+
+def read_memories(session: Session, query: Select[MemoryRow], with_embedding: bool = True) -> list[Memory]:
+    """The memories a row query finds. Without the embedding the vector column is not even
+    fetched: recall re-reads and listings never need it, and decoding it dominated their cost."""
+    if not with_embedding:
+        query = query.options(defer(MemoryRow.embedding))
+    return [memory_from_row(r, with_embedding=with_embedding) for r in session.scalars(query)]
 
 
 class SqlMemoryRepository(SessionRepository):
@@ -37,54 +52,36 @@ class SqlMemoryRepository(SessionRepository):
         self.session.execute(stmt)
 
     def get(self, tenant_id: str, user_id: str, memory_id: str) -> Memory | None:
-        row = self.session.scalars(
-            select(MemoryRow).where(
-                MemoryRow.id == memory_id, MemoryRow.tenant_id == tenant_id, MemoryRow.user_id == user_id
-            )
-        ).first()
+        row = self.session.scalars(user_memories(tenant_id, user_id, MemoryRow.id == memory_id)).first()
         return memory_from_row(row) if row else None
 
     def get_many(self, tenant_id: str, user_id: str, ids: Sequence[str]) -> list[Memory]:
         """Without the embedding (recall re-reads index hits here and never needs the vector)."""
         if not ids:
             return []
-        rows = self.session.scalars(
-            select(MemoryRow)
-            .where(
-                MemoryRow.id.in_(list(ids)), MemoryRow.tenant_id == tenant_id, MemoryRow.user_id == user_id
-            )
-            .options(defer(MemoryRow.embedding))
-        )
-        return [memory_from_row(r, with_embedding=False) for r in rows]
+        query = user_memories(tenant_id, user_id, MemoryRow.id.in_(list(ids)))
+        return read_memories(self.session, query, with_embedding=False)
 
     def save(self, memory: Memory) -> None:
         values = memory_values(memory)
         values.pop("id")
         self.session.execute(
             update(MemoryRow)
-            .where(
-                MemoryRow.id == memory.id,
-                MemoryRow.tenant_id == memory.tenant_id,
-                MemoryRow.user_id == memory.user_id,
-            )
+            .where(MemoryRow.id == memory.id, *MemoryRow.owned_by(memory.tenant_id, memory.user_id))
             .values(**values)
         )
 
     def from_event(self, event_id: str) -> list[Memory]:
-        rows = self.session.scalars(
-            select(MemoryRow).where(MemoryRow.origin_event_id == event_id).order_by(MemoryRow.id)
-        )
-        memories = [memory_from_row(r) for r in rows]
-        return memories
+        query = select(MemoryRow).where(MemoryRow.origin_event_id == event_id).order_by(MemoryRow.id)
+        return read_memories(self.session, query)
 
     def active_with_hash(
         self, tenant_id: str, user_id: str, content_hash: str, exclude_id: str
     ) -> Memory | None:
         row = self.session.scalars(
-            select(MemoryRow)
-            .where(
-                MemoryRow.tenant_id == tenant_id,
-                MemoryRow.user_id == user_id,
+            user_memories(
+                tenant_id,
+                user_id,
                 MemoryRow.content_hash == content_hash,
                 MemoryRow.status == MemoryStatus.ACTIVE.value,
                 MemoryRow.id != exclude_id,
@@ -105,69 +102,46 @@ class SqlMemoryRepository(SessionRepository):
     ) -> list[Memory]:
         if not cues:
             return []
-        rows = self.session.scalars(
-            select(MemoryRow)
-            .where(
-                MemoryRow.tenant_id == tenant_id,
-                MemoryRow.user_id == user_id,
-                MemoryRow.status.in_([s.value for s in statuses]),
-                MemoryRow.cues.overlap(list(cues)),
-            )
-            .order_by(MemoryRow.score.desc(), MemoryRow.id)
-            .limit(limit)
-            .options(defer(MemoryRow.embedding))
-        )
-        return [memory_from_row(r, with_embedding=False) for r in rows]
+        query = user_memories(tenant_id, user_id, in_statuses(statuses), MemoryRow.cues.overlap(list(cues)))
+        query = query.order_by(MemoryRow.score.desc(), MemoryRow.id).limit(limit)
+        return read_memories(self.session, query, with_embedding=False)
 
     def for_user(self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None) -> list[Memory]:
-        stmt = select(MemoryRow).where(MemoryRow.tenant_id == tenant_id, MemoryRow.user_id == user_id)
+        query = user_memories(tenant_id, user_id)
         if statuses is not None:
-            stmt = stmt.where(MemoryRow.status.in_([s.value for s in statuses]))
-        rows = self.session.scalars(stmt.order_by(MemoryRow.created_at, MemoryRow.id))
-        return [memory_from_row(r) for r in rows]
+            query = query.where(in_statuses(statuses))
+        return read_memories(self.session, query.order_by(MemoryRow.created_at, MemoryRow.id))
 
     def by_source(
         self, tenant_id: str, user_id: str, event_id: str, statuses: Iterable[MemoryStatus]
     ) -> list[Memory]:
-        rows = self.session.scalars(
-            select(MemoryRow)
-            .where(
-                MemoryRow.tenant_id == tenant_id,
-                MemoryRow.user_id == user_id,
-                MemoryRow.status.in_([s.value for s in statuses]),
-                MemoryRow.sources.contains([{"event_id": event_id}]),
-            )
-            .order_by(MemoryRow.valid_from, MemoryRow.id)
-        )
-        return [memory_from_row(r) for r in rows]
+        return self._citing(tenant_id, user_id, [event_id], statuses, with_embedding=True)
 
     def by_sources(
         self, tenant_id: str, user_id: str, event_ids: Sequence[str], statuses: Iterable[MemoryStatus]
     ) -> list[Memory]:
+        return self._citing(tenant_id, user_id, event_ids, statuses, with_embedding=False)
+
+    def _citing(
+        self,
+        tenant_id: str,
+        user_id: str,
+        event_ids: Sequence[str],
+        statuses: Iterable[MemoryStatus],
+        with_embedding: bool,
+    ) -> list[Memory]:
+        """The user's memories that cite any of these events among their sources."""
         if not event_ids:
             return []
-        rows = self.session.scalars(
-            select(MemoryRow)
-            .options(defer(MemoryRow.embedding))
-            .where(
-                MemoryRow.tenant_id == tenant_id,
-                MemoryRow.user_id == user_id,
-                MemoryRow.status.in_([s.value for s in statuses]),
-                or_(*(MemoryRow.sources.contains([{"event_id": e}]) for e in event_ids)),
-            )
-            .order_by(MemoryRow.valid_from, MemoryRow.id)
-        )
-        return [memory_from_row(r, with_embedding=False) for r in rows]
+        cites = or_(*(MemoryRow.sources.contains([{"event_id": e}]) for e in event_ids))
+        query = user_memories(tenant_id, user_id, in_statuses(statuses), cites)
+        query = query.order_by(MemoryRow.valid_from, MemoryRow.id)
+        return read_memories(self.session, query, with_embedding=with_embedding)
 
     def cue_counts(
         self, tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus]
     ) -> tuple[int, dict[str, int]]:
-        status_values = [s.value for s in statuses]
-        scope = (
-            MemoryRow.tenant_id == tenant_id,
-            MemoryRow.user_id == user_id,
-            MemoryRow.status.in_(status_values),
-        )
+        scope = (*MemoryRow.owned_by(tenant_id, user_id), in_statuses(statuses))
         total = self.session.execute(select(func.count()).select_from(MemoryRow).where(*scope)).scalar_one()
         if not cues:
             return int(total), {}
@@ -191,22 +165,10 @@ class SqlMemoryRepository(SessionRepository):
         limit: int,
         with_embedding: bool = False,
     ) -> list[Memory]:
-        query = (
-            select(MemoryRow)
-            .where(
-                MemoryRow.tenant_id == tenant_id,
-                MemoryRow.user_id == user_id,
-                MemoryRow.status.in_([s.value for s in statuses]),
-                MemoryRow.valid_from >= start,
-                MemoryRow.valid_from < end,
-            )
-            .order_by(MemoryRow.valid_from.desc(), MemoryRow.id)
-            .limit(limit)
-        )
-        if not with_embedding:
-            query = query.options(defer(MemoryRow.embedding))
-        rows = self.session.scalars(query)
-        return [memory_from_row(r, with_embedding=with_embedding) for r in rows]
+        began = (MemoryRow.valid_from >= start, MemoryRow.valid_from < end)
+        query = user_memories(tenant_id, user_id, in_statuses(statuses), *began)
+        query = query.order_by(MemoryRow.valid_from.desc(), MemoryRow.id).limit(limit)
+        return read_memories(self.session, query, with_embedding=with_embedding)
 
     def candidates(
         self,
@@ -222,49 +184,38 @@ class SqlMemoryRepository(SessionRepository):
             match.append(MemoryRow.slot == slot)
         if not match:
             return []
-        rows = self.session.scalars(
-            select(MemoryRow)
-            .where(
-                MemoryRow.tenant_id == tenant_id,
-                MemoryRow.user_id == user_id,
-                MemoryRow.status == MemoryStatus.ACTIVE.value,
-                MemoryRow.id.not_in(list(exclude)) if exclude else true(),
-                or_(*match),
-            )
-            .order_by(MemoryRow.valid_from.desc(), MemoryRow.id)
-            .limit(limit)
-        )
-        return [memory_from_row(r) for r in rows]
+        query = user_memories(
+            tenant_id,
+            user_id,
+            MemoryRow.status == MemoryStatus.ACTIVE.value,
+            MemoryRow.id.not_in(list(exclude)) if exclude else true(),
+            or_(*match),
+        ).order_by(MemoryRow.valid_from.desc(), MemoryRow.id)
+        return read_memories(self.session, query.limit(limit))
 
     def recent_of_type(
         self, tenant_id: str, user_id: str, memory_type: MemoryType, since: datetime, limit: int
     ) -> list[Memory]:
-        rows = self.session.scalars(
-            select(MemoryRow)
-            .where(
-                MemoryRow.tenant_id == tenant_id,
-                MemoryRow.user_id == user_id,
-                MemoryRow.type == memory_type.value,
-                MemoryRow.status == MemoryStatus.ACTIVE.value,
-                MemoryRow.valid_from >= since,
-            )
-            .order_by(MemoryRow.valid_from, MemoryRow.id)
-            .limit(limit)
-        )
-        return [memory_from_row(r) for r in rows]
+        query = user_memories(tenant_id, user_id, *_recent_active(memory_type, since))
+        return read_memories(self.session, query.order_by(MemoryRow.valid_from, MemoryRow.id).limit(limit))
 
     def users_with_recent(
         self, memory_type: MemoryType, since: datetime, limit: int
     ) -> list[tuple[str, str]]:
         rows = self.session.execute(
             select(MemoryRow.tenant_id, MemoryRow.user_id)
-            .where(
-                MemoryRow.type == memory_type.value,
-                MemoryRow.status == MemoryStatus.ACTIVE.value,
-                MemoryRow.valid_from >= since,
-            )
+            .where(*_recent_active(memory_type, since))
             .group_by(MemoryRow.tenant_id, MemoryRow.user_id)
             .order_by(MemoryRow.tenant_id, MemoryRow.user_id)
             .limit(limit)
         )
         return [(r.tenant_id, r.user_id) for r in rows]
+
+
+def _recent_active(memory_type: MemoryType, since: datetime) -> tuple[ColumnElement[bool], ...]:
+    """Active memories of this type whose validity began at ``since`` or later (consolidation)."""
+    return (
+        MemoryRow.type == memory_type.value,
+        MemoryRow.status == MemoryStatus.ACTIVE.value,
+        MemoryRow.valid_from >= since,
+    )

@@ -8,34 +8,25 @@ from collections.abc import Sequence
 from sqlalchemy import func, or_, select, text, update
 
 from shared.models import Memory, MemoryStatus
-from shared.storage import (
-    IndexState,
-    ScoreState,
-)
-from workers.db.mapping import memory_from_row
+from shared.storage import IndexState, ScoreState
+from workers.db.mapping import from_columns
+from workers.db.memories import read_memories, user_memories
 from workers.db.session import SessionRepository
-from workers.db.tables import (
-    MemoryRow,
-)
+from workers.db.tables import MemoryRow
 
 
 class SqlMemoryIndexRepository(SessionRepository):
     """What the memory index should hold, and what it was last given."""
 
     def unindexed(self, tenant_id: str, user_id: str, limit: int, after_id: str = "") -> list[Memory]:
-        rows = self.session.scalars(
-            select(MemoryRow)
-            .where(
-                MemoryRow.tenant_id == tenant_id,
-                MemoryRow.user_id == user_id,
-                MemoryRow.id > after_id,
-                MemoryRow.indexed_version < MemoryRow.version,
-                MemoryRow.status != MemoryStatus.PENDING.value,
-            )
-            .order_by(MemoryRow.id)
-            .limit(limit)
+        query = user_memories(
+            tenant_id,
+            user_id,
+            MemoryRow.id > after_id,
+            MemoryRow.indexed_version < MemoryRow.version,
+            MemoryRow.status != MemoryStatus.PENDING.value,
         )
-        return [memory_from_row(r) for r in rows]
+        return read_memories(self.session, query.order_by(MemoryRow.id).limit(limit))
 
     def mark_indexed(self, memory_ids_versions: Sequence[tuple[str, int]]) -> None:
         for memory_id, version in memory_ids_versions:
@@ -47,13 +38,10 @@ class SqlMemoryIndexRepository(SessionRepository):
             )
 
     def page_for_reindex(self, after_id: str, limit: int) -> list[Memory]:
-        rows = self.session.scalars(
-            select(MemoryRow)
-            .where(MemoryRow.id > after_id, MemoryRow.status != MemoryStatus.PENDING.value)
-            .order_by(MemoryRow.id)
-            .limit(limit)
+        query = select(MemoryRow).where(
+            MemoryRow.id > after_id, MemoryRow.status != MemoryStatus.PENDING.value
         )
-        return [memory_from_row(r) for r in rows]
+        return read_memories(self.session, query.order_by(MemoryRow.id).limit(limit))
 
     def reset_indexed(self) -> None:
         self.session.execute(
@@ -71,20 +59,11 @@ class SqlMemoryIndexRepository(SessionRepository):
                 MemoryRow.embedding_model,
                 MemoryRow.embedding.is_not(None).label("has_embedding"),
             )
-            .where(MemoryRow.tenant_id == tenant_id, MemoryRow.user_id == user_id)
+            .where(*MemoryRow.owned_by(tenant_id, user_id))
             .order_by(MemoryRow.id)
         )
         return [
-            IndexState(
-                memory_id=r.id,
-                version=r.version,
-                indexed_version=r.indexed_version,
-                status=r.status,
-                score=r.score,
-                embedding_model=r.embedding_model,
-                has_embedding=bool(r.has_embedding),
-            )
-            for r in rows
+            from_columns(IndexState, r, memory_id=r.id, has_embedding=bool(r.has_embedding)) for r in rows
         ]
 
     def stale_scores(self, after_id: str, limit: int, tolerance: float) -> list[ScoreState]:

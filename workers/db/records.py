@@ -8,63 +8,25 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 
-from shared.storage import (
-    DeadLetter,
-    HistoryEntry,
-)
+from shared.storage import DeadLetter, HistoryEntry
+from workers.db.mapping import column_values, from_columns
 from workers.db.session import SessionRepository
-from workers.db.tables import (
-    DeadLetterRow,
-    HistoryRow,
-    LlmCallRow,
-    MetaRow,
-)
+from workers.db.tables import DeadLetterRow, HistoryRow, LlmCallRow, MetaRow
 
 
 class SqlHistoryRepository(SessionRepository):
     def add(self, entry: HistoryEntry) -> None:
-        self.session.add(
-            HistoryRow(
-                memory_id=entry.memory_id,
-                tenant_id=entry.tenant_id,
-                user_id=entry.user_id,
-                action=entry.action,
-                related_id=entry.related_id,
-                reason=entry.reason,
-                judge=entry.judge,
-                event_id=entry.event_id,
-                at=entry.at,
-                details=entry.details,
-            )
-        )
+        self.session.add(HistoryRow(**column_values(entry)))
 
     def for_memories(self, tenant_id: str, user_id: str, memory_ids: Sequence[str]) -> list[HistoryEntry]:
         if not memory_ids:
             return []
         rows = self.session.scalars(
             select(HistoryRow)
-            .where(
-                HistoryRow.memory_id.in_(list(memory_ids)),
-                HistoryRow.tenant_id == tenant_id,
-                HistoryRow.user_id == user_id,
-            )
+            .where(HistoryRow.memory_id.in_(list(memory_ids)), *HistoryRow.owned_by(tenant_id, user_id))
             .order_by(HistoryRow.at, HistoryRow.id)
         )
-        return [
-            HistoryEntry(
-                memory_id=r.memory_id,
-                tenant_id=r.tenant_id,
-                user_id=r.user_id,
-                action=r.action,
-                reason=r.reason,
-                judge=r.judge,
-                at=r.at,
-                related_id=r.related_id,
-                event_id=r.event_id,
-                details=dict(r.details or {}),
-            )
-            for r in rows
-        ]
+        return [from_columns(HistoryEntry, r, details=dict(r.details or {})) for r in rows]
 
 
 class SqlLlmCallRepository(SessionRepository):
@@ -85,16 +47,7 @@ class SqlLlmCallRepository(SessionRepository):
 
 class SqlDeadLetterRepository(SessionRepository):
     def add(self, letter: DeadLetter) -> None:
-        self.session.add(
-            DeadLetterRow(
-                task_name=letter.task_name,
-                task_id=letter.task_id,
-                event_id=letter.event_id,
-                args=letter.args,
-                reason=letter.reason,
-                deliveries=letter.deliveries,
-            )
-        )
+        self.session.add(DeadLetterRow(**column_values(letter)))
 
     def for_events(self, event_ids: Sequence[str]) -> dict[str, str]:
         if not event_ids:

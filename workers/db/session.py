@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
+
+from workers.db.tables import UserOwned
 
 
 class SessionRepository:
@@ -14,7 +14,9 @@ class SessionRepository:
     def __init__(self, session: Session):
         self.session = session
 
-    def _users_after(self, row: Any, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+    def _users_after(
+        self, row: type[UserOwned], after: tuple[str, str] | None, limit: int
+    ) -> list[tuple[str, str]]:
         """(tenant, user) pairs that have rows in ``row``'s table, in order, after ``after``."""
         stmt = select(row.tenant_id, row.user_id).distinct()
         if after is not None:

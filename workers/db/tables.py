@@ -8,15 +8,14 @@ that ``cuemem reindex`` can rebuild the index without re-embedding.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from sqlalchemy import (
     BigInteger,
-    Boolean,
+    ColumnElement,
     DateTime,
     Float,
     Index,
-    Integer,
     String,
     Text,
     UniqueConstraint,
@@ -26,38 +25,64 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, REAL
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+# Column kinds, declared once (SQLAlchemy's ``Annotated`` column declarations). A column is NOT
+# NULL unless its annotation admits None, as the migrations create it.
+PublisherId = Annotated[str, mapped_column(String(512))]  # event, tenant, user, session ids as sent
+Uuid = Annotated[str, mapped_column(String(36))]  # ids cuemem makes: memories, API keys
+Label = Annotated[str, mapped_column(String(16))]  # an enum's value: role, stage, status, outcome
+Sha256 = Annotated[str, mapped_column(String(64))]
+Name = Annotated[str, mapped_column(String(200))]  # model names, key names, task ids
+Prose = Annotated[str, mapped_column(Text)]
+Instant = Annotated[datetime, mapped_column(DateTime(timezone=True))]
+RecordedAt = Annotated[datetime, mapped_column(DateTime(timezone=True), server_default=func.now())]
+Document = Annotated[dict[str, Any], mapped_column(JSONB, default=dict)]
+Words = Annotated[list[str], mapped_column(ARRAY(Text), default=list)]
+Vector = Annotated[list[float], mapped_column(ARRAY(REAL))]
+SerialId = Annotated[int, mapped_column(BigInteger, primary_key=True, autoincrement=True)]
+
 
 class Base(DeclarativeBase):
-    pass
+    # Plain ``float`` columns are FLOAT (SQLAlchemy 2.1 would make them DOUBLE PRECISION).
+    type_annotation_map = {float: Float}
 
 
-class EventRow(Base):
+class UserOwned:
+    """The scope of a row one user owns: every repository read filters on these two columns."""
+
+    tenant_id: Mapped[PublisherId]
+    user_id: Mapped[PublisherId]
+
+    @classmethod
+    def owned_by(cls, tenant_id: str, user_id: str) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
+        """The WHERE terms that scope a read or write to one user's rows."""
+        return (cls.tenant_id == tenant_id, cls.user_id == user_id)
+
+
+class EventRow(UserOwned, Base):
     """The raw event log: every accepted turn, kept even when no memory is made from it."""
 
     __tablename__ = "events"
 
-    event_id: Mapped[str] = mapped_column(String(512), primary_key=True)
-    tenant_id: Mapped[str] = mapped_column(String(512))
-    user_id: Mapped[str] = mapped_column(String(512))
-    session_id: Mapped[str] = mapped_column(String(512))
+    event_id: Mapped[PublisherId] = mapped_column(primary_key=True)
+    session_id: Mapped[PublisherId]
     seq: Mapped[int] = mapped_column(BigInteger)
-    role: Mapped[str] = mapped_column(String(16))
-    content: Mapped[str] = mapped_column(Text)
-    content_hash: Mapped[str] = mapped_column(String(64))
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, default=dict)
-    stage: Mapped[str] = mapped_column(String(16))
-    importance: Mapped[float | None] = mapped_column(Float, nullable=True)
-    extraction_reasons: Mapped[list[str]] = mapped_column(ARRAY(Text), default=list)
-    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
-    done_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    role: Mapped[Label]
+    content: Mapped[Prose]
+    content_hash: Mapped[Sha256]
+    at: Mapped[Instant]
+    metadata_: Mapped[Document] = mapped_column("metadata")
+    stage: Mapped[Label]
+    importance: Mapped[float | None]
+    extraction_reasons: Mapped[Words]
+    received_at: Mapped[RecordedAt]
+    done_at: Mapped[Instant | None]
     # When the event reached its current stage: the sweep re-drives events stuck there too long.
-    stage_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    stage_at: Mapped[RecordedAt]
     # The turn's own vector (conversation-log recall path), kept so the turn index can be rebuilt.
     # Deferred: event reads (timeline, recall) must not decode 384 floats per row.
-    embedding: Mapped[list[float] | None] = mapped_column(ARRAY(REAL), nullable=True, deferred=True)
-    embedding_model: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    turn_indexed: Mapped[bool] = mapped_column(Boolean, server_default=false(), default=False)
+    embedding: Mapped[Vector | None] = mapped_column(deferred=True)
+    embedding_model: Mapped[Name | None]
+    turn_indexed: Mapped[bool] = mapped_column(server_default=false(), default=False)
 
     __table_args__ = (
         UniqueConstraint("tenant_id", "user_id", "session_id", "seq", name="uq_events_conversation_seq"),
@@ -67,57 +92,53 @@ class EventRow(Base):
     )
 
 
-class ReceiptRow(Base):
+class ReceiptRow(UserOwned, Base):
     """The inbox: one row per event id ever delivered, with what became of it."""
 
     __tablename__ = "event_receipts"
 
-    event_id: Mapped[str] = mapped_column(String(512), primary_key=True)
-    tenant_id: Mapped[str] = mapped_column(String(512))
-    user_id: Mapped[str] = mapped_column(String(512))
-    outcome: Mapped[str] = mapped_column(String(16))  # accepted | duplicate | rejected
-    canonical_event_id: Mapped[str | None] = mapped_column(String(512), nullable=True)
-    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
-    payload: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
-    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    event_id: Mapped[PublisherId] = mapped_column(primary_key=True)
+    outcome: Mapped[Label]  # accepted | duplicate | rejected
+    canonical_event_id: Mapped[PublisherId | None]
+    reason: Mapped[Prose | None]
+    payload: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    received_at: Mapped[RecordedAt]
 
     __table_args__ = (Index("ix_receipts_outcome", "outcome"),)
 
 
-class MemoryRow(Base):
+class MemoryRow(UserOwned, Base):
     __tablename__ = "memories"
 
-    id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    tenant_id: Mapped[str] = mapped_column(String(512))
-    user_id: Mapped[str] = mapped_column(String(512))
-    type: Mapped[str] = mapped_column(String(16))
-    content: Mapped[str] = mapped_column(Text)
-    content_hash: Mapped[str] = mapped_column(String(64))
-    importance: Mapped[float] = mapped_column(Float)
-    status: Mapped[str] = mapped_column(String(16))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    last_accessed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    access_count: Mapped[int] = mapped_column(Integer, default=0)
-    score: Mapped[float] = mapped_column(Float, default=0.0)
-    tags: Mapped[list[str]] = mapped_column(ARRAY(Text), default=list)
-    entities: Mapped[list[str]] = mapped_column(ARRAY(Text), default=list)
-    cues: Mapped[list[str]] = mapped_column(ARRAY(Text), default=list)
+    id: Mapped[Uuid] = mapped_column(primary_key=True)
+    type: Mapped[Label]
+    content: Mapped[Prose]
+    content_hash: Mapped[Sha256]
+    importance: Mapped[float]
+    status: Mapped[Label]
+    created_at: Mapped[Instant]
+    updated_at: Mapped[Instant]
+    last_accessed_at: Mapped[Instant]
+    access_count: Mapped[int] = mapped_column(default=0)
+    score: Mapped[float] = mapped_column(default=0.0)
+    tags: Mapped[Words]
+    entities: Mapped[Words]
+    cues: Mapped[Words]
     sources: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, default=list)
-    origin_event_id: Mapped[str] = mapped_column(String(512))
-    embedding: Mapped[list[float] | None] = mapped_column(ARRAY(REAL), nullable=True)
-    embedding_model: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    version: Mapped[int] = mapped_column(Integer, default=1)
-    indexed_version: Mapped[int] = mapped_column(Integer, default=0)
+    origin_event_id: Mapped[PublisherId]
+    embedding: Mapped[Vector | None]
+    embedding_model: Mapped[Name | None]
+    version: Mapped[int] = mapped_column(default=1)
+    indexed_version: Mapped[int] = mapped_column(default=0)
     # Validity in event time: a superseded fact stays, with the time it stopped being true.
-    valid_from: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    valid_to: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    superseded_by: Mapped[str | None] = mapped_column(String(36), nullable=True)
-    slot: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    status_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
-    due_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    valid_from: Mapped[Instant]
+    valid_to: Mapped[Instant | None]
+    superseded_by: Mapped[Uuid | None]
+    slot: Mapped[Name | None]
+    status_reason: Mapped[Prose | None]
+    due_at: Mapped[Instant | None]
     # The score the index payload holds (None: unknown): decay pushes only scores that moved.
-    indexed_score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    indexed_score: Mapped[float | None]
 
     __table_args__ = (
         Index("ix_memories_user_status", "tenant_id", "user_id", "status"),
@@ -137,36 +158,32 @@ class MemoryRow(Base):
     )
 
 
-class RecallClaimRow(Base):
+class RecallClaimRow(UserOwned, Base):
     """Recalls whose reinforcement was applied: a redelivered memory.reinforce counts once."""
 
     __tablename__ = "recall_claims"
 
     recall_id: Mapped[str] = mapped_column(String(128), primary_key=True)
-    tenant_id: Mapped[str] = mapped_column(String(512))
-    user_id: Mapped[str] = mapped_column(String(512))
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    at: Mapped[Instant]
 
     __table_args__ = (Index("ix_recall_claims_at", "at"),)
 
 
-class HistoryRow(Base):
+class HistoryRow(UserOwned, Base):
     """What happened to a memory and why: never deleted, so a supersession can be traced back."""
 
     __tablename__ = "memory_history"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
-    memory_id: Mapped[str] = mapped_column(String(36))
-    tenant_id: Mapped[str] = mapped_column(String(512))
-    user_id: Mapped[str] = mapped_column(String(512))
+    id: Mapped[SerialId]
+    memory_id: Mapped[Uuid]
     action: Mapped[str] = mapped_column(String(32))
-    related_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
-    reason: Mapped[str] = mapped_column(Text)
-    judge: Mapped[str] = mapped_column(String(16))
-    event_id: Mapped[str | None] = mapped_column(String(512), nullable=True)
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    details: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
-    recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    related_id: Mapped[Uuid | None]
+    reason: Mapped[Prose]
+    judge: Mapped[Label]
+    event_id: Mapped[PublisherId | None]
+    at: Mapped[Instant]
+    details: Mapped[Document]
+    recorded_at: Mapped[RecordedAt]
 
     __table_args__ = (Index("ix_memory_history_memory", "memory_id", "id"),)
 
@@ -176,16 +193,16 @@ class LlmCallRow(Base):
 
     __tablename__ = "llm_calls"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    id: Mapped[SerialId]
     operation: Mapped[str] = mapped_column(String(32))
-    model: Mapped[str] = mapped_column(String(200))
-    prompt_tokens: Mapped[int] = mapped_column(Integer)
-    completion_tokens: Mapped[int] = mapped_column(Integer)
-    ok: Mapped[bool] = mapped_column(Boolean)
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    latency_ms: Mapped[float] = mapped_column(Float)
-    event_id: Mapped[str | None] = mapped_column(String(512), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    model: Mapped[Name]
+    prompt_tokens: Mapped[int]
+    completion_tokens: Mapped[int]
+    ok: Mapped[bool]
+    error: Mapped[Prose | None]
+    latency_ms: Mapped[float]
+    event_id: Mapped[PublisherId | None]
+    created_at: Mapped[RecordedAt]
 
 
 class DeadLetterRow(Base):
@@ -193,15 +210,15 @@ class DeadLetterRow(Base):
 
     __tablename__ = "dead_letters"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    id: Mapped[SerialId]
     task_name: Mapped[str] = mapped_column(String(100))
-    task_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    event_id: Mapped[str | None] = mapped_column(String(512), nullable=True, index=True)
+    task_id: Mapped[Name | None]
+    event_id: Mapped[PublisherId | None] = mapped_column(index=True)
     args: Mapped[list[Any]] = mapped_column(JSONB, default=list)
-    reason: Mapped[str] = mapped_column(Text)
-    deliveries: Mapped[int] = mapped_column(Integer, default=0)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
-    replayed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    reason: Mapped[Prose]
+    deliveries: Mapped[int] = mapped_column(default=0)
+    created_at: Mapped[RecordedAt]
+    replayed_at: Mapped[Instant | None]
 
 
 class MetaRow(Base):
@@ -210,7 +227,7 @@ class MetaRow(Base):
     __tablename__ = "cuemem_meta"
 
     key: Mapped[str] = mapped_column(String(100), primary_key=True)
-    value: Mapped[str] = mapped_column(Text)
+    value: Mapped[Prose]
 
 
 class ApiKeyRow(Base):
@@ -218,12 +235,12 @@ class ApiKeyRow(Base):
 
     __tablename__ = "api_keys"
 
-    id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    tenant_id: Mapped[str] = mapped_column(String(512))
-    name: Mapped[str] = mapped_column(String(200))
-    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    prefix: Mapped[str] = mapped_column(String(16))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    id: Mapped[Uuid] = mapped_column(primary_key=True)
+    tenant_id: Mapped[PublisherId]
+    name: Mapped[Name]
+    key_hash: Mapped[Sha256] = mapped_column(unique=True)
+    prefix: Mapped[Label]
+    created_at: Mapped[Instant]
+    revoked_at: Mapped[Instant | None]
 
     __table_args__ = (Index("ix_api_keys_prefix", "prefix"), Index("ix_api_keys_tenant", "tenant_id"))

@@ -4,6 +4,19 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from shared.storage import (
+    ApiKeyRepository,
+    CurationRepository,
+    DeadLetterRepository,
+    EventRepository,
+    HistoryRepository,
+    LifecycleRepository,
+    LlmCallRepository,
+    MemoryIndexRepository,
+    MemoryRepository,
+    MetaRepository,
+    ReceiptRepository,
+)
 from workers.db.curation import SqlApiKeyRepository, SqlCurationRepository
 from workers.db.events import SqlEventRepository, SqlReceiptRepository
 from workers.db.lifecycle import SqlLifecycleRepository
@@ -23,17 +36,18 @@ class SqlUnitOfWork:
 
     def __enter__(self) -> SqlUnitOfWork:
         self.session = self._session_factory()
-        self.events = SqlEventRepository(self.session)
-        self.receipts = SqlReceiptRepository(self.session)
-        self.memories = SqlMemoryRepository(self.session)
-        self.memory_index = SqlMemoryIndexRepository(self.session)
-        self.lifecycle = SqlLifecycleRepository(self.session)
-        self.dead_letters = SqlDeadLetterRepository(self.session)
-        self.meta = SqlMetaRepository(self.session)
-        self.history = SqlHistoryRepository(self.session)
-        self.llm_calls = SqlLlmCallRepository(self.session)
-        self.api_keys = SqlApiKeyRepository(self.session)
-        self.curation = SqlCurationRepository(self.session)
+        # Typed as the ports: mypy checks here that each SQL repository implements its protocol.
+        self.events: EventRepository = SqlEventRepository(self.session)
+        self.receipts: ReceiptRepository = SqlReceiptRepository(self.session)
+        self.memories: MemoryRepository = SqlMemoryRepository(self.session)
+        self.memory_index: MemoryIndexRepository = SqlMemoryIndexRepository(self.session)
+        self.lifecycle: LifecycleRepository = SqlLifecycleRepository(self.session)
+        self.dead_letters: DeadLetterRepository = SqlDeadLetterRepository(self.session)
+        self.meta: MetaRepository = SqlMetaRepository(self.session)
+        self.history: HistoryRepository = SqlHistoryRepository(self.session)
+        self.llm_calls: LlmCallRepository = SqlLlmCallRepository(self.session)
+        self.api_keys: ApiKeyRepository = SqlApiKeyRepository(self.session)
+        self.curation: CurationRepository = SqlCurationRepository(self.session)
         return self
 
     def __exit__(self, *exc: object) -> None:
