@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from shared.public import public_fields
+
 # Ids travel through Redis keys, Qdrant payload filters and URLs: keep them to a safe alphabet
 # so that no id can smuggle a wildcard, a separator or a filter expression.
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]*$")
@@ -78,17 +80,7 @@ class TurnPublished:
 
     def to_message(self) -> dict[str, Any]:
         """The JSON-safe dict that travels on the broker."""
-        return {
-            "event_id": self.event_id,
-            "tenant_id": self.tenant_id,
-            "user_id": self.user_id,
-            "session_id": self.session_id,
-            "seq": self.seq,
-            "role": self.role.value,
-            "content": self.content,
-            "at": self.at.isoformat(),
-            "metadata": self.metadata,
-        }
+        return public_fields(self, "event_id tenant_id user_id session_id seq role content at metadata")
 
 
 # The record message (what ``memory.record`` receives and the publish ledger keeps) is the turn's
