@@ -203,6 +203,15 @@ class Publisher:
 
     # --- steps --------------------------------------------------------------------------------
 
+    def _broker_retries(self) -> Retrying:
+        """The one retry policy of a publish against Redis: the broker errors, backed off."""
+        return Retrying(
+            retry=retry_if_exception_type(_BROKER_ERRORS),
+            stop=stop_after_attempt(self._attempts),
+            wait=wait_exponential_jitter(multiplier=0.1, max=5),
+            reraise=True,
+        )
+
     def _assign_seq(self, event: TurnPublished, explicit: Any) -> int:
         tenant, user, session = event.conversation
         args: list[str | int] = [
@@ -218,12 +227,7 @@ class Publisher:
             keys.working_memory_key(tenant, user, session),
             keys.user_sessions_key(tenant, user),
         ]
-        for attempt in Retrying(
-            retry=retry_if_exception_type(_BROKER_ERRORS),
-            stop=stop_after_attempt(self._attempts),
-            wait=wait_exponential_jitter(multiplier=0.1, max=5),
-            reraise=True,
-        ):
+        for attempt in self._broker_retries():
             with attempt:
                 return int(self._assign(keys=keys_, args=args))
         raise AssertionError("unreachable")  # Retrying re-raises on the last attempt
@@ -247,12 +251,7 @@ class Publisher:
         started = time.perf_counter()
         member = keys.ledger_member(event.tenant_id, event.event_id)
         try:
-            for attempt in Retrying(
-                retry=retry_if_exception_type(_BROKER_ERRORS),
-                stop=stop_after_attempt(self._attempts),
-                wait=wait_exponential_jitter(multiplier=0.1, max=5),
-                reraise=True,
-            ):
+            for attempt in self._broker_retries():
                 with attempt:
                     # Marked when the counter chose the seq: should Redis lose the counter's last
                     # increments in a crash, the recorder renumbers a clash instead of rejecting it.
