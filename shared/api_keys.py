@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from shared.public import public_fields
+
 KEY_PREFIX = "cm_"
 _KEY_SHAPE = re.compile(r"^cm_([0-9a-f]{8})_([A-Za-z0-9_-]{20,200})$")
 MAX_NAME_CHARS = 200
@@ -39,14 +41,7 @@ class ApiKey:
         return self.revoked_at is None
 
     def to_public(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "tenant_id": self.tenant_id,
-            "name": self.name,
-            "prefix": self.prefix,
-            "created_at": self.created_at.isoformat(),
-            "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
-        }
+        return public_fields(self, "id tenant_id name prefix created_at revoked_at")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from shared.public import public_fields
+
 # Ids travel through Redis keys, Qdrant payload filters and URLs: keep them to a safe alphabet
 # so that no id can smuggle a wildcard, a separator or a filter expression.
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]*$")
@@ -78,17 +80,7 @@ class TurnPublished:
 
     def to_message(self) -> dict[str, Any]:
         """The JSON-safe dict that travels on the broker."""
-        return {
-            "event_id": self.event_id,
-            "tenant_id": self.tenant_id,
-            "user_id": self.user_id,
-            "session_id": self.session_id,
-            "seq": self.seq,
-            "role": self.role.value,
-            "content": self.content,
-            "at": self.at.isoformat(),
-            "metadata": self.metadata,
-        }
+        return public_fields(self, "event_id tenant_id user_id session_id seq role content at metadata")
 
 
 # The record message (what ``memory.record`` receives and the publish ledger keeps) is the turn's
@@ -123,20 +115,38 @@ def new_event_id() -> str:
     return uuid.uuid4().hex
 
 
-def _check_id(name: str, value: Any, limits: EventLimits, errors: list[FieldError]) -> str:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        errors.append(FieldError(name, "must not be empty"))
-        return ""
-    if not isinstance(value, str):
-        errors.append(FieldError(name, f"must be a string, got {type(value).__name__}"))
-        return ""
-    if len(value) > limits.max_id_chars:
-        errors.append(
-            FieldError(name, f"is {len(value)} characters long; the limit is {limits.max_id_chars}")
-        )
-        return ""
+def text_problem(value: str) -> str | None:
+    """Why a text cannot be stored (Postgres refuses NUL; a lone surrogate is no UTF-8), or None."""
+    if "\x00" in value:
+        return "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid UTF-8 (it holds a lone surrogate)"
+    return None
+
+
+def id_problem(value: str, max_chars: int) -> str | None:
+    """Why a string cannot be an id (empty, too long, outside the safe alphabet), or None."""
+    if not value:
+        return "must not be empty"
+    if len(value) > max_chars:
+        return f"is {len(value)} characters long; the limit is {max_chars}"
     if not SAFE_ID.match(value):
-        errors.append(FieldError(name, f"{value[:40]!r} has characters outside {SAFE_ID_TEXT}"))
+        return f"{value[:40]!r} has characters outside {SAFE_ID_TEXT}"
+    return None
+
+
+def _check_id(name: str, value: Any, limits: EventLimits, errors: list[FieldError]) -> str:
+    # A turn's id may arrive as any JSON value, and blank counts as missing here.
+    if value is None or (isinstance(value, str) and not value.strip()):
+        problem: str | None = "must not be empty"
+    elif not isinstance(value, str):
+        problem = f"must be a string, got {type(value).__name__}"
+    else:
+        problem = id_problem(value, limits.max_id_chars)
+    if problem is not None:
+        errors.append(FieldError(name, problem))
         return ""
     return value
 
@@ -177,16 +187,6 @@ def _metadata_depth(value: Any, limit: int = MAX_METADATA_DEPTH) -> int:
             children = node.values() if isinstance(node, dict) else node
             stack.extend((child, depth) for child in children)
     return deepest
-
-
-def _check_text(value: str) -> str | None:
-    if "\x00" in value:
-        return "contains a NUL character"
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return "is not valid UTF-8 (it holds a lone surrogate)"
-    return None
 
 
 def validate_turn(
@@ -256,7 +256,7 @@ def validate_turn(
                 "content", f"is {len(content_raw)} characters long; the limit is {limits.max_content_chars}"
             )
         )
-    elif (problem := _check_text(content_raw)) is not None:
+    elif (problem := text_problem(content_raw)) is not None:
         errors.append(FieldError("content", problem))
     else:
         content = content_raw
@@ -288,7 +288,7 @@ def validate_turn(
                     errors.append(
                         FieldError("metadata", f"is larger than {limits.max_metadata_bytes} bytes as JSON")
                     )
-                elif (problem := _check_text(encoded)) is not None:
+                elif (problem := text_problem(encoded)) is not None:
                     errors.append(FieldError("metadata", problem))
                 else:
                     metadata = metadata_raw

@@ -8,6 +8,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from shared.public import public_fields
+
 # Fixed namespace so that a memory's id follows from its tenant, user, event and position:
 # redelivering an event recreates the same ids, and upserts by id make that harmless.
 MEMORY_NAMESPACE = uuid.UUID("6f1c1c0e-5d0f-4a8e-9a4e-2b7c2f9d1c01")
@@ -124,30 +126,18 @@ class Memory:
             self.valid_from = self.created_at
 
     def to_public(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "tenant_id": self.tenant_id,
-            "user_id": self.user_id,
-            "content": self.content,
-            "type": self.type.value,
-            "status": self.status.value,
-            "importance": round(self.importance, 3),
-            "access_count": self.access_count,
-            "score": round(self.score, 4),
-            "tags": list(self.tags),
-            "entities": list(self.entities),
-            "sources": list(self.sources),
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-            "last_accessed_at": self.last_accessed_at.isoformat(),
-            "valid_from": self.valid_from.isoformat() if self.valid_from else None,
-            "valid_to": self.valid_to.isoformat() if self.valid_to else None,
-            "superseded_by": self.superseded_by,
-            "slot": self.slot,
-            "status_reason": self.status_reason,
-            "due_at": self.due_at.isoformat() if self.due_at else None,
-            "embedding_model": self.embedding_model,
-        }
+        # Neither the vector nor the bookkeeping (cues, hash, versions) is shown.
+        return public_fields(
+            self,
+            "id tenant_id user_id content type status importance access_count score tags entities "
+            "sources created_at updated_at last_accessed_at valid_from valid_to superseded_by slot "
+            "status_reason due_at embedding_model",
+            importance=round(self.importance, 3),
+            score=round(self.score, 4),
+            tags=list(self.tags),
+            entities=list(self.entities),
+            sources=list(self.sources),
+        )
 
 
 def memory_id(tenant_id: str, user_id: str, event_id: str, index: int) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from shared.public import public_fields
 from shared.queues import TaskName
 from shared.storage import FollowUp
 from workers.bootstrap import Container
@@ -53,17 +54,9 @@ class DeadLetterView:
     args: list[Any]
 
     def to_public(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "task_name": self.task_name,
-            "task_id": self.task_id,
-            "event_id": self.event_id,
-            "reason": self.reason,
-            "deliveries": self.deliveries,
-            "created_at": self.created_at.isoformat(),
-            "replayed_at": self.replayed_at.isoformat() if self.replayed_at else None,
-            "args": self.args,
-        }
+        return public_fields(
+            self, "id task_name task_id event_id reason deliveries created_at replayed_at args"
+        )
 
 
 def _session(uow: Any) -> Session:

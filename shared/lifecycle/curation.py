@@ -16,12 +16,12 @@ from datetime import datetime
 from typing import Any
 
 from shared.cues import cues_for_memory, entities, lexicon_tags, slot_for
-from shared.events import SAFE_ID, SAFE_ID_TEXT, FieldError, parse_at
+from shared.events import FieldError, id_problem, parse_at, text_problem
 from shared.ingest.extract import memory_hash
-from shared.lifecycle.sweeps import RestoreRefused, restore_memory
+from shared.lifecycle.sweeps import RestoreRefused, restore_memory, save_change
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.ports import Embedder
-from shared.scoring import DecayPolicy, score
+from shared.scoring import DecayPolicy
 from shared.storage import HistoryEntry, UnitOfWork
 
 JUDGE = "api"
@@ -63,25 +63,13 @@ class InvalidInput(ValueError):
 # --- input checks (pure) ----------------------------------------------------------------------
 
 
-def text_problem(value: str) -> str | None:
-    """Why a text cannot be stored (Postgres refuses NUL; a lone surrogate is no UTF-8), or None."""
-    if "\x00" in value:
-        return "contains a NUL character"
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return "is not valid UTF-8 (it holds a lone surrogate)"
-    return None
-
-
-def id_problem(value: str, max_chars: int) -> str | None:
-    if not value:
+def _short_text_problem(value: str, max_chars: int) -> str | None:
+    """Why a tag or a reason is refused (blank, longer than ``max_chars``, not storable), or None."""
+    if not value.strip():
         return "must not be empty"
     if len(value) > max_chars:
-        return f"is {len(value)} characters long; the limit is {max_chars}"
-    if not SAFE_ID.match(value):
-        return f"{value[:40]!r} has characters outside {SAFE_ID_TEXT}"
-    return None
+        return f"is longer than {max_chars} characters"
+    return text_problem(value)
 
 
 def check_ids(values: Mapping[str, str | None], max_chars: int) -> None:
@@ -192,14 +180,7 @@ def check_edit(
         if len(tags) > MAX_TAGS:
             errors.append(FieldError("tags", f"holds {len(tags)} tags; the limit is {MAX_TAGS}"))
         for i, tag in enumerate(tags):
-            problem = (
-                "must not be empty"
-                if not tag.strip()
-                else f"is longer than {MAX_TAG_CHARS} characters"
-                if len(tag) > MAX_TAG_CHARS
-                else text_problem(tag)
-            )
-            if problem:
+            if problem := _short_text_problem(tag, MAX_TAG_CHARS):
                 errors.append(FieldError(f"tags[{i}]", problem))
         clean_tags = tuple(dict.fromkeys(t.strip().lower() for t in tags if t.strip()))
     if content is None and memory_type is None and tags is None and not errors:
@@ -210,14 +191,7 @@ def check_edit(
 
 
 def check_reason(reason: str) -> str:
-    problem = (
-        "must not be empty"
-        if not reason.strip()
-        else f"is longer than {MAX_REASON_CHARS} characters"
-        if len(reason) > MAX_REASON_CHARS
-        else text_problem(reason)
-    )
-    if problem:
+    if problem := _short_text_problem(reason, MAX_REASON_CHARS):
         raise InvalidInput([FieldError("reason", problem)])
     return reason.strip()
 
@@ -271,16 +245,8 @@ def edit_memory(
     memory.cues = list(cues_for_memory(memory.content, memory.tags, memory.entities))
     memory.slot = slot_for(memory.content, memory.type, memory.tags, memory.entities)
     memory.content_hash = memory_hash(memory.type.value, memory.content)
-    memory.score = score(
-        memory.importance, memory.type, memory.last_accessed_at, memory.access_count, now, policy
-    )
-    memory.updated_at = now
-    memory.version += 1
-    uow.memories.save(memory)
-    uow.history.add(
-        _history(memory, "edited", f"edited on request: {', '.join(edit.fields)}", now, before=before)
-    )
-    return memory
+    entry = _history(memory, "edited", f"edited on request: {', '.join(edit.fields)}", now, before=before)
+    return save_change(uow, memory, now, entry, rescore=policy)
 
 
 def invalidate_memory(
@@ -298,11 +264,7 @@ def invalidate_memory(
     memory.superseded_by = None
     memory.valid_to = now
     memory.status_reason = f"invalidated: {reason}"
-    memory.updated_at = now
-    memory.version += 1
-    uow.memories.save(memory)
-    uow.history.add(_history(memory, "invalidated", reason, now))
-    return memory
+    return save_change(uow, memory, now, _history(memory, "invalidated", reason, now))
 
 
 def restore(
@@ -326,11 +288,9 @@ def restore(
     memory.status_reason = f"restored on request (was {previous})"
     memory.valid_to = None
     memory.superseded_by = None
-    memory.updated_at = now
-    memory.version += 1
-    uow.memories.save(memory)
-    uow.history.add(_history(memory, "restored", f"restored on request (was {previous})", now))
-    return memory
+    return save_change(
+        uow, memory, now, _history(memory, "restored", f"restored on request (was {previous})", now)
+    )
 
 
 def forget(uow: UnitOfWork, tenant_id: str, user_id: str, memory_id: str, now: datetime) -> Memory:
@@ -344,11 +304,9 @@ def forget(uow: UnitOfWork, tenant_id: str, user_id: str, memory_id: str, now: d
     previous = memory.status.value
     memory.status = MemoryStatus.FORGOTTEN
     memory.status_reason = "forgotten on request"
-    memory.updated_at = now
-    memory.version += 1
-    uow.memories.save(memory)
-    uow.history.add(_history(memory, "forgotten", f"forgotten on request (was {previous})", now))
-    return memory
+    return save_change(
+        uow, memory, now, _history(memory, "forgotten", f"forgotten on request (was {previous})", now)
+    )
 
 
 @dataclass(frozen=True)

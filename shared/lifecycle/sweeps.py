@@ -176,6 +176,29 @@ def archive_stale(
     return stats, touched
 
 
+def save_change(
+    uow: UnitOfWork,
+    memory: Memory,
+    now: datetime,
+    entry: HistoryEntry,
+    *,
+    rescore: DecayPolicy | None = None,
+) -> Memory:
+    """Store a memory changed in place, with the history entry saying why: ``updated_at`` is
+    ``now`` and ``version`` moves on, which is what brings the index up to date. With
+    ``rescore``, a change of what the score depends on (type, last access), the score is
+    recomputed at ``now`` under that policy first."""
+    if rescore is not None:
+        memory.score = score(
+            memory.importance, memory.type, memory.last_accessed_at, memory.access_count, now, rescore
+        )
+    memory.updated_at = now
+    memory.version += 1
+    uow.memories.save(memory)
+    uow.history.add(entry)
+    return memory
+
+
 def restore_memory(
     uow: UnitOfWork, tenant_id: str, user_id: str, memory_id: str, now: datetime, policy: DecayPolicy
 ) -> Memory:
@@ -194,16 +217,8 @@ def restore_memory(
     memory.status = MemoryStatus.ACTIVE
     memory.status_reason = "restored from the archive"
     memory.last_accessed_at = max(memory.last_accessed_at, now)
-    memory.score = score(
-        memory.importance, memory.type, memory.last_accessed_at, memory.access_count, now, policy
-    )
-    memory.updated_at = now
-    memory.version += 1
-    uow.memories.save(memory)
-    uow.history.add(
-        HistoryEntry(memory.id, tenant_id, user_id, "restored", "restored on request", "operator", now)
-    )
-    return memory
+    entry = HistoryEntry(memory.id, tenant_id, user_id, "restored", "restored on request", "operator", now)
+    return save_change(uow, memory, now, entry, rescore=policy)
 
 
 # --- the index: score pushes and reconciliation -----------------------------------------------

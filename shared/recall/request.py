@@ -12,6 +12,7 @@ from typing import Any
 
 from shared.events import TurnPublished
 from shared.models import RECALLABLE_STATUSES, Memory, MemoryStatus
+from shared.public import public_fields
 
 # What a turn's citing memories are read in: a turn cited only by a memory recall must not return
 # (superseded, forgotten...) must not come back either, so every status has to be seen.
@@ -47,17 +48,11 @@ class RecallItem:
     slot: str | None = None
 
     def to_public(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "content": self.content,
-            "type": self.type,
-            "status": self.status,
-            "score": round(self.score, 6),
-            "importance": self.importance,
-            "created_at": self.created_at,
-            "sources": self.sources,
-            "explanation": self.explanation,
-        }
+        return public_fields(
+            self,
+            "id content type status score importance created_at sources explanation",
+            score=round(self.score, 6),
+        )
 
 
 @dataclass
