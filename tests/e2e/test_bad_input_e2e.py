@@ -11,10 +11,8 @@ the generated validation cases are tests/unit/test_bad_input.py.
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -31,22 +29,13 @@ from shared.queues import ROUTES, TaskName
 from shared.settings import Settings
 from tests.support.api import api_settings, error_of, running_api
 from tests.support.hostile_input import FIELDS, GOOD, INJECTIONS, nested, value_for
-from tests.support.services import memory_snapshot, table_counts, wait_processed, wait_until
+from tests.support.services import memory_snapshot, run_cuemem, table_counts, wait_processed, wait_until
 from workers.bootstrap import build_container
 from workers.failures import dead_letter
 
-CUEMEM = str(Path(sys.executable).with_name("cuemem"))
 
-
-def _run(settings: Settings, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "CUEMEM_DATABASE_URL": str(settings.database_url),
-        "CUEMEM_BROKER_URL": str(settings.broker_url),
-        "CUEMEM_DATA_DIR": str(settings.data_dir),
-        "CUEMEM_EMBEDDER": settings.embedder,
-    }
-    return subprocess.run([CUEMEM, *args], env=env, capture_output=True, text=True, timeout=timeout)
+def _run(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_cuemem(settings, *args, timeout=180)
 
 
 def _queued(url: str) -> int:

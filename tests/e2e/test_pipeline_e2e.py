@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter, defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 import redis
@@ -21,7 +21,7 @@ from shared.models import MemoryStatus
 from shared.queues import ROUTES, TaskName
 from tests.support.queues import assert_queues_drain, beat_sweep, broker_sender
 from tests.support.services import memory_snapshot, table_counts, wait_processed, wait_until
-from tests.support.workload import BASE, make_turns
+from tests.support.workload import BASE, make_turns, publish_conversation
 from workers.bootstrap import build_container
 from workers.index.edge import EdgeVectorIndex
 
@@ -118,17 +118,8 @@ def test_out_of_order_delivery_gives_a_seq_ordered_timeline(it_settings, start_w
     c = build_container(it_settings)
     contents = [f"第{i}步：部署端口改成 {8000 + i}" for i in range(1, 11)]
     with Publisher.from_settings(it_settings) as pub:
-        ids = [
-            pub.publish(
-                user_id="ooo",
-                session_id="s",
-                role="user",
-                content=contents[seq - 1],
-                seq=seq,
-                at=(BASE + timedelta(minutes=seq)).isoformat(),
-            ).event_id
-            for seq in reversed(range(1, 11))
-        ]
+        reversed_turns = [(seq, contents[seq - 1]) for seq in reversed(range(1, 11))]
+        ids = publish_conversation(pub, "ooo", "s", reversed_turns, numbered=True)
         # A replayed log moves the counter forward: the next turn takes seq 11.
         nxt = pub.publish(user_id="ooo", session_id="s", role="user", content="然后上线")
     assert nxt.seq == 11

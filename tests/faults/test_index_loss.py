@@ -123,12 +123,12 @@ def test_deleted_or_stale_index_degrades_recall_and_is_restored_exactly(it_setti
     )
     faults.report(
         "index_deleted_or_stale",
-        published=len(published),
+        published,
+        started,
         reconcile_after_delete={k: repaired[k] for k in ("missing", "turns_missing")},
         reconcile_after_stale=stale_counts,
         reindex=rebuilt,
         degraded_notes=notes,
-        seconds=round(time.monotonic() - started, 1),
         **figures,
     )
 
@@ -238,7 +238,8 @@ def test_index_deleted_under_the_running_index_worker_degrades_recall_and_is_reb
     faults.check_index_matches(c, it_settings, names, "after reindex")
     faults.report(
         "index_deleted_under_running_owner",
-        published=len(published),
+        published,
+        started,
         done_at_delete=done_at_delete,
         degraded_notes=[n for n in notes if "unavailable" in n],
         losses_logged=log["lost"],
@@ -248,7 +249,6 @@ def test_index_deleted_under_the_running_index_worker_degrades_recall_and_is_reb
             for r in repairs
         ],
         reindex=rebuilt,
-        seconds=round(time.monotonic() - started, 1),
         **figures,
     )
 

@@ -65,9 +65,9 @@ def test_llm_failing_for_the_whole_run_still_finishes_every_event_by_rules(it_se
     assert figures["active"] > 0, "no memory was kept by the rules"
     report(
         f"llm_{mode}",
-        published=len(published),
+        published,
+        started,
         llm_requests=requests,
         llm_calls_failed=calls[False],
-        seconds=round(time.monotonic() - started, 1),
         **figures,
     )

@@ -9,7 +9,6 @@ import time
 from sqlalchemy import text
 
 from tests.support import faults
-from tests.support.services import wait_until
 from tests.support.workload import make_turns
 from workers.bootstrap import build_container
 from workers.runtime.processes import check_alive
@@ -37,12 +36,16 @@ def test_postgres_restarted_mid_ingest_leaves_no_half_written_memory(it_settings
     ingest = faults.Ingest(settings, turns).start()
 
     done_at_restart: list[int] = []
-    for r in range(restarts):
-        # Restarts spread over the run, each once a further share of the events is done.
-        share = total * (r + 1) // (restarts + 2)
-        assert wait_until(lambda: faults.tolerant(lambda: faults.done_count(c), 0) >= share, 240), (  # noqa: B023
-            f"{faults.done_count(c)} of {total} done, restart {r + 1} waited for {share}"
-        )
+    # Restarts spread over the run, each once a further share of the events is done.
+    moments = faults.spread(total, restarts)
+    for _ in faults.reach(
+        moments,
+        lambda: faults.tolerant(lambda: faults.done_count(c), 0),
+        total=total,
+        counted="done",
+        fault="restart",
+        timeout=240,
+    ):
         done_at_restart.append(faults.done_count(c))
         assert done_at_restart[-1] < total, "the run finished before the restart; the test proved nothing"
         own_postgres.crash_and_restart(down_s)
@@ -53,20 +56,20 @@ def test_postgres_restarted_mid_ingest_leaves_no_half_written_memory(it_settings
     faults.finish(c, settings, ids, workers, timeout=600 if faults.LONG else 300)
     check_alive(workers.alive)
     assert workers.started == 2, "a worker had to be restarted"
-    figures = faults.check_exactly_once(c, settings, published, f"after {restarts} Postgres restart(s)")
     with c.uow() as uow:
         retried = uow.session.execute(  # type: ignore[attr-defined]
             text("SELECT count(*) FROM events WHERE stage <> 'done'")
         ).scalar_one()
     assert retried == 0
-    figures |= faults.stop_and_check_index(c, settings, workers, sorted(turns), "after the Postgres restart")
+    context = f"after {restarts} Postgres restart(s)"
+    figures = faults.check_and_stop(c, settings, workers, published, sorted(turns), context)
     faults.report(
         "postgres_restart",
-        published=len(published),
+        published,
+        started,
         restarts=restarts,
         down_s=down_s,
         done_at_restart=done_at_restart,
         **faults.log_counts(settings, retries="Retry in", dead_letter_failed="could not dead-letter"),
-        seconds=round(time.monotonic() - started, 1),
         **figures,
     )

@@ -20,7 +20,6 @@ from shared.settings import Settings
 from tests.support import faults
 from tests.support.own_servers import OwnRedis
 from tests.support.queues import beat_sweep, queue_report, queues_empty
-from tests.support.services import wait_until
 from tests.support.workload import make_turns
 from workers.bootstrap import Container, build_container
 from workers.runtime.processes import check_alive
@@ -240,13 +239,12 @@ def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_
     ingest = faults.Ingest(settings, turns, pace_s=0.05).start()
 
     done: list[Crash] = []
-    for r in range(crashes):
-        # Crashes spread over the publishing, each in the middle of the conversations under way
-        # (a quarter into the current user's 40 turns).
-        share = total * (4 * r + 1) // (4 * crashes)
-        assert wait_until(lambda: len(ingest.published) >= share, 120), (  # noqa: B023 (called here)
-            f"{len(ingest.published)} of {total} published, crash {r + 1} waited for {share}"
-        )
+    # Crashes spread over the publishing, each in the middle of the conversations under way
+    # (a quarter into the current user's 40 turns).
+    moments = [total * (4 * r + 1) // (4 * crashes) for r in range(crashes)]
+    for r in faults.reach(
+        moments, lambda: len(ingest.published), total=total, counted="published", fault="crash", timeout=120
+    ):
         # Every other crash when the recorder has caught up (slower publishing lets it): every turn
         # the crash may cut is in Postgres, and their seqs are what Redis forgets.
         caught_up = r % 2 == 1
@@ -326,11 +324,11 @@ def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_
         for p in published
         if p.event_id not in lost
     ]
-    figures = faults.check_exactly_once(c, settings, expected, "after the Redis crash")
-    figures |= faults.stop_and_check_index(c, settings, workers, sorted(turns), "after the Redis crash")
+    figures = faults.check_and_stop(c, settings, workers, expected, sorted(turns), "after the Redis crash")
     faults.report(
         "redis_crash",
-        published=len(published),
+        published,
+        started,
         crashes=len(done),
         loss_window_s=LOSS_WINDOW_S,
         published_in_lost_window=[
@@ -344,6 +342,5 @@ def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_
         aof_bytes_cut=[k.aof_bytes_after_kill - k.aof_bytes_kept for k in done],
         republished_after_retries=ingest.republished,
         worker_exits=workers.exits,
-        seconds=round(time.monotonic() - started, 1),
         **figures,
     )

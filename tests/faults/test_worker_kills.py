@@ -8,7 +8,6 @@ import random
 import time
 
 from tests.support import faults
-from tests.support.services import wait_until
 from tests.support.workload import make_turns
 from workers.bootstrap import build_container
 from workers.runtime.processes import check_alive
@@ -31,10 +30,15 @@ def test_workers_sigkilled_repeatedly_during_ingest_lose_and_duplicate_nothing(i
     # Random moments spread over the run: each kill waits until a random share (5-70 %) of the
     # events is done, then a random fraction of a second more.
     moments = sorted(rng.sample(range(total // 20, total * 7 // 10), kills))
-    for k, moment in enumerate(moments):
-        assert wait_until(lambda: faults.done_count(c) >= moment, 240), (  # noqa: B023 (called right here)
-            f"{context}: {faults.done_count(c)} of {total} done, kill {k + 1} waited for {moment}"
-        )
+    for _ in faults.reach(
+        moments,
+        lambda: faults.done_count(c),
+        total=total,
+        counted="done",
+        fault="kill",
+        timeout=240,
+        context=context,
+    ):
         time.sleep(rng.uniform(0.0, 2.0))
         which = rng.choice(["pipeline", "index", "both"])
         for name in ("pipeline", "index") if which == "both" else (which,):
@@ -49,16 +53,15 @@ def test_workers_sigkilled_repeatedly_during_ingest_lose_and_duplicate_nothing(i
     assert len(published) == total
     ids = [p.event_id for p in published]
     faults.finish(c, it_settings, ids, workers, timeout=900 if faults.LONG else 420)
-    figures = faults.check_exactly_once(c, it_settings, published, context)
-    figures |= faults.stop_and_check_index(c, it_settings, workers, sorted(turns), context)
+    figures = faults.check_and_stop(c, it_settings, workers, published, sorted(turns), context)
     faults.report(
         "sigkill",
+        published,
+        started,
         seed=faults.SEED,
-        published=len(published),
         kills=killed,
         **faults.log_counts(it_settings, retries="Retry in"),
         done_at_last_kill=done_at_last_kill,
         worker_starts=workers.started,
-        seconds=round(time.monotonic() - started, 1),
         **figures,
     )

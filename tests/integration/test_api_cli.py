@@ -4,10 +4,6 @@ with the embedded index owned by the index worker (the API process only ever ask
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -16,51 +12,39 @@ from service.http.serve import is_loopback
 from service.operations.curation import api_container, create_key
 from shared.queues import IndexKind
 from shared.settings import Settings
-from tests.support.services import wait_processed
-
-CUEMEM = str(Path(sys.executable).with_name("cuemem"))
-
-
-def _run(settings: Settings, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "CUEMEM_DATABASE_URL": str(settings.database_url),
-        "CUEMEM_BROKER_URL": str(settings.broker_url),
-        "CUEMEM_DATA_DIR": str(settings.data_dir),
-    }
-    return subprocess.run([CUEMEM, *args], env=env, capture_output=True, text=True, timeout=timeout)
+from tests.support.services import run_cuemem, wait_processed
 
 
 def test_keys_create_list_revoke(it_settings: Settings) -> None:
-    made = _run(it_settings, "keys", "create", "--tenant", "acme", "--name", "backend")
+    made = run_cuemem(it_settings, "keys", "create", "--tenant", "acme", "--name", "backend")
     assert made.returncode == 0, made.stderr
     created = json.loads(made.stdout)
     assert set(created) == {"id", "tenant_id", "name", "key"} and created["tenant_id"] == "acme"
     assert created["key"].startswith("cm_")
-    _run(it_settings, "keys", "create", "--tenant", "other", "--name", "x").check_returncode()
+    run_cuemem(it_settings, "keys", "create", "--tenant", "other", "--name", "x").check_returncode()
 
-    listed = _run(it_settings, "keys", "list", "--tenant", "acme")
+    listed = run_cuemem(it_settings, "keys", "list", "--tenant", "acme")
     assert listed.returncode == 0, listed.stderr
     keys = json.loads(listed.stdout)
     assert [k["id"] for k in keys] == [created["id"]] and keys[0]["revoked_at"] is None
     assert created["key"] not in listed.stdout and created["key"][3:11] == keys[0]["prefix"]
-    everyone = json.loads(_run(it_settings, "keys", "list").stdout)
+    everyone = json.loads(run_cuemem(it_settings, "keys", "list").stdout)
     assert {k["tenant_id"] for k in everyone} == {"acme", "other"}
     assert all("key" not in k and "key_hash" not in k for k in everyone)
 
-    revoked = _run(it_settings, "keys", "revoke", created["id"])
+    revoked = run_cuemem(it_settings, "keys", "revoke", created["id"])
     assert revoked.returncode == 0 and json.loads(revoked.stdout)["revoked_at"]
-    assert json.loads(_run(it_settings, "keys", "list", "--tenant", "acme").stdout)[0]["revoked_at"]
+    assert json.loads(run_cuemem(it_settings, "keys", "list", "--tenant", "acme").stdout)[0]["revoked_at"]
 
-    unknown = _run(it_settings, "keys", "revoke", "nope")
+    unknown = run_cuemem(it_settings, "keys", "revoke", "nope")
     assert unknown.returncode == 2 and "KEY_ID" in unknown.stderr
-    bad = _run(it_settings, "keys", "create", "--tenant", "a b", "--name", "x")
+    bad = run_cuemem(it_settings, "keys", "create", "--tenant", "a b", "--name", "x")
     assert bad.returncode == 2 and "--tenant" in bad.stderr
 
 
 def test_serve_refuses_no_auth_off_loopback(it_settings: Settings) -> None:
     for host in ("0.0.0.0", "192.168.1.10", "example.org", "::"):
-        out = _run(it_settings, "serve", "--no-auth", "--host", host, timeout=60)
+        out = run_cuemem(it_settings, "serve", "--no-auth", "--host", host, timeout=60)
         assert out.returncode == 2, (host, out.stderr)
         assert "--no-auth" in out.stderr and "loopback" in out.stderr
     assert all(is_loopback(h) for h in ("127.0.0.1", "127.8.0.1", "::1", "[::1]", "localhost"))

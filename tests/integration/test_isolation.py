@@ -15,13 +15,10 @@ each index adapter's scoping (tests/contract/test_index_contract.py).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -34,8 +31,8 @@ from shared.events import validate_turn
 from shared.models import Memory
 from shared.settings import Settings
 from tests.support.api import AT, ApiEnv, api_settings, build_env, seed_memory
+from tests.support.services import run_cuemem
 
-CUEMEM = str(Path(sys.executable).with_name("cuemem"))
 A, B = "tenant-a", "tenant-b"
 # (tenant, user) -> a marker found in nothing else. The victims are alice and bob of tenant A;
 # tenant B has its own "alice" (same id, other tenant).
@@ -184,15 +181,7 @@ def test_library_recall_never_crosses_tenants_or_users(world: World) -> None:
 
 
 def _cli(settings: Settings, tenant: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "CUEMEM_DATABASE_URL": str(settings.database_url),
-        "CUEMEM_BROKER_URL": str(settings.broker_url),
-        "CUEMEM_DATA_DIR": str(settings.data_dir),
-        "CUEMEM_EMBEDDER": settings.embedder,
-        "CUEMEM_TENANT_ID": tenant,
-    }
-    return subprocess.run([CUEMEM, *args], env=env, capture_output=True, text=True, timeout=120)
+    return run_cuemem(settings, *args, CUEMEM_TENANT_ID=tenant)
 
 
 def test_cli_reads_never_cross_tenants_or_users(world: World) -> None:

@@ -8,7 +8,6 @@ and ``MemoryTools`` answers ``search_memory`` and ``remember`` end to end.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
 
 from producers.agent_tools import MemoryTools
 from producers.publisher import Publisher
@@ -16,9 +15,9 @@ from service.operations.recall import recall_for
 from shared.models import MemoryStatus
 from shared.text import approx_token_count
 from tests.support.services import wait_processed
+from tests.support.workload import BASE, publish_conversation
 from workers.bootstrap import build_container
 
-AT = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 TURNS = [
     "我不吃香菜，点餐时记得提醒",
     "生产环境部署端口是8443",
@@ -31,16 +30,7 @@ TURNS = [
 def test_recall_for_and_memory_tools_end_to_end(it_settings, start_workers):
     c = build_container(it_settings)
     with Publisher.from_settings(it_settings) as pub:
-        ids = [
-            pub.publish(
-                user_id="ra",
-                session_id="s1",
-                role="user",
-                content=text,
-                at=(AT + timedelta(minutes=i)).isoformat(),
-            ).event_id
-            for i, text in enumerate(TURNS)
-        ]
+        ids = publish_conversation(pub, "ra", "s1", enumerate(TURNS))
         workers = start_workers()
         wait_processed(c, ids, workers)
 
@@ -129,11 +119,13 @@ def test_a_detail_only_the_conversation_log_holds_is_recalled_through_the_index_
     chat = "lol we saw a red fox near the old mill by the river"
     with Publisher.from_settings(it_settings) as pub:
         ids = [
-            pub.publish(user_id="log", session_id="s1", role="user", content=text, at=AT.isoformat()).event_id
+            pub.publish(
+                user_id="log", session_id="s1", role="user", content=text, at=BASE.isoformat()
+            ).event_id
             for text in (chat, "生产环境部署端口是8443")
         ]
         other = pub.publish(
-            user_id="log-other", session_id="s1", role="user", content=chat, at=AT.isoformat()
+            user_id="log-other", session_id="s1", role="user", content=chat, at=BASE.isoformat()
         )
         workers = start_workers()
         wait_processed(c, [*ids, other.event_id], workers)

@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,8 +43,11 @@ LONG = os.environ.get("CUEMEM_LONG_FAULTS") == "1"
 SEED = int(os.environ.get("CUEMEM_FAULT_SEED", str(time.time_ns() % 1_000_000)))
 
 
-def report(name: str, **figures: Any) -> None:
-    print("FAULT-REPORT " + json.dumps({"test": name, **figures}, sort_keys=True))
+def report(name: str, published: Sequence[Published], started: float, **figures: Any) -> None:
+    """Print the test's figures, with how many turns it published and how long it ran since ``started``
+    (a time.monotonic() reading)."""
+    run = {"published": len(published), "seconds": round(time.monotonic() - started, 1)}
+    print("FAULT-REPORT " + json.dumps({"test": name, **run, **figures}, sort_keys=True))
 
 
 # ---- publishing while faults happen ---------------------------------------------------------
@@ -170,6 +173,35 @@ def tolerant(fn: Callable[[], Any], default: Any) -> Any:
         return fn()
     except OperationalError:
         return default
+
+
+# ---- when the faults strike ------------------------------------------------------------------
+
+
+def spread(total: int, faults: int) -> list[int]:
+    """Moments for ``faults`` faults spread evenly over a run of ``total`` events, none at its very
+    start or end: fault r at (r + 1) / (faults + 2) of the run."""
+    return [total * (r + 1) // (faults + 2) for r in range(faults)]
+
+
+def reach(
+    moments: Sequence[int],
+    count: Callable[[], int],
+    *,
+    total: int,
+    counted: str,
+    fault: str,
+    timeout: float,
+    context: str = "",
+) -> Iterator[int]:
+    """For each moment in turn, wait until ``count()`` (events done, turns published: ``counted``)
+    reached it, then yield its index for the caller to strike its ``fault``."""
+    prefix = f"{context}: " if context else ""
+    for i, moment in enumerate(moments):
+        assert wait_until(lambda: count() >= moment, timeout), (  # noqa: B023 (called right here)
+            f"{prefix}{count()} of {total} {counted}, {fault} {i + 1} waited for {moment}"
+        )
+        yield i
 
 
 # ---- the checks every fault test ends with --------------------------------------------------
@@ -349,6 +381,20 @@ def stop_and_check_index(
     figures = check_index_matches(c, settings, users, context)
     c.close()
     return figures
+
+
+def check_and_stop(
+    c: Container,
+    settings: Settings,
+    workers: Workers,
+    published: list[Published],
+    users: list[str],
+    context: str,
+) -> dict[str, int]:
+    """What every fault test ends with: each published event applied exactly once, then, workers
+    stopped, the index matching Postgres; the figures of both checks."""
+    figures = check_exactly_once(c, settings, published, context)
+    return figures | stop_and_check_index(c, settings, workers, users, context)
 
 
 def finish(

@@ -1,7 +1,8 @@
 """The pipeline on in-memory fakes, run the way the task layer runs it: the unit tests' harness.
 
-``Harness`` drains a turn through every stage (one unit of work per step, as each Celery task
-commits its own); ``TurnHarness`` also indexes the conversation log; ``ask`` recalls from either.
+``Harness`` drains a turn (``say``: a conversation) through every stage (one unit of work per
+step, as each Celery task commits its own); ``TurnHarness`` also indexes the conversation log;
+``ask`` recalls from either.
 """
 
 from __future__ import annotations
@@ -88,6 +89,11 @@ class Harness:
         while queue:
             task, args = queue.pop(0)
             queue.extend((f.task, f.args) for f in self.run(task, args))
+
+    def say(self, *contents: str) -> None:
+        """Drain one conversation of u1's: a turn per content, seq 1, 2, ... a minute apart."""
+        for seq, content in enumerate(contents, 1):
+            self.drain(turn(seq, content))
 
     @property
     def state(self):

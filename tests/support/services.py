@@ -1,9 +1,14 @@
-"""Helpers shared by the integration tests: waiting on the pipeline, reading state back."""
+"""Helpers shared by the integration tests: waiting on the pipeline, reading state back, and
+running `cuemem` commands on the tests' services."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from shared.ingest.progress import Progress, progress
 from shared.settings import Settings
@@ -70,14 +75,35 @@ def memory_snapshot(c: Container) -> dict[str, tuple]:
     return {r[0]: tuple(r[1:]) for r in rows}
 
 
+def services_env(settings: Settings) -> dict[str, str]:
+    """The CUEMEM_* settings that point a ``cuemem`` command at ``settings``' Postgres, broker,
+    data dir and embedder."""
+    return {
+        "CUEMEM_DATABASE_URL": str(settings.database_url),
+        "CUEMEM_BROKER_URL": str(settings.broker_url),
+        "CUEMEM_DATA_DIR": str(settings.data_dir),
+        "CUEMEM_EMBEDDER": settings.embedder,
+    }
+
+
 def hash_cli_env(settings: Settings) -> dict[str, str]:
     """The environment of an in-process ``cuemem`` command (typer's CliRunner) on ``settings``'
     services, with the 16-dimension hashing embedder the SQL tests index with."""
     return {
-        "CUEMEM_DATABASE_URL": str(settings.database_url),
-        "CUEMEM_BROKER_URL": str(settings.broker_url),
+        **services_env(settings),
         "CUEMEM_REDIS_URL": str(settings.redis_url),
         "CUEMEM_EMBEDDER": "hash",
         "CUEMEM_EMBEDDING_DIM": "16",
-        "CUEMEM_DATA_DIR": str(settings.data_dir),
     }
+
+
+CUEMEM = str(Path(sys.executable).with_name("cuemem"))
+
+
+def run_cuemem(
+    settings: Settings, *args: str, timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run the installed ``cuemem`` script on ``settings``' services (``env``: further CUEMEM_*
+    variables), capturing its output as text."""
+    child = {**os.environ, **services_env(settings), **env}
+    return subprocess.run([CUEMEM, *args], env=child, capture_output=True, text=True, timeout=timeout)

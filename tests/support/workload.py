@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+
+from producers.publisher import Publisher
 
 BASE = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 TOPICS = [
@@ -35,3 +38,21 @@ def make_turns(users: int, per_user: int) -> dict[str, list[dict]]:
             for i in range(per_user)
         ]
     return turns
+
+
+def publish_conversation(
+    pub: Publisher, user_id: str, session_id: str, turns: Iterable[tuple[int, str]], *, numbered: bool = False
+) -> list[str]:
+    """Publish ``(n, content)`` user turns in the order given, turn n at ``BASE`` + n minutes and,
+    when ``numbered``, with seq n (else the producer numbers them): their event ids."""
+    return [
+        pub.publish(
+            user_id=user_id,
+            session_id=session_id,
+            role="user",
+            content=content,
+            seq=n if numbered else None,
+            at=(BASE + timedelta(minutes=n)).isoformat(),
+        ).event_id
+        for n, content in turns
+    ]

@@ -38,8 +38,7 @@ def test_a_memorable_turn_gets_a_memory_and_a_turn_point_sharing_one_embedding_c
 
 def test_recall_finds_a_detail_only_the_conversation_log_holds_and_says_so():
     h = TurnHarness()
-    h.drain(turn(1, CHAT))
-    h.drain(turn(2, "生产环境部署端口是8443"))
+    h.say(CHAT, "生产环境部署端口是8443")
     out = ask(h, "where did we see the red fox")
     top = out.items[0]
     assert top.id == "event:e-u1-s1-1" and top.type == "turn" and top.status == "log"
@@ -50,8 +49,7 @@ def test_recall_finds_a_detail_only_the_conversation_log_holds_and_says_so():
 
 def test_a_turn_that_became_a_memory_lends_its_rank_to_the_memory_not_a_second_item():
     h = TurnHarness()
-    h.drain(turn(1, "I prefer green tea over coffee"))
-    h.drain(turn(2, CHAT))
+    h.say("I prefer green tea over coffee", CHAT)
     out = ask(h, "something green")
     assert out.stage == "vector"
     memory_items = [i for i in out.items if not i.id.startswith("event:")]
@@ -69,8 +67,7 @@ def test_the_conversation_log_never_crosses_users():
 
 def test_reindex_rebuilds_the_conversation_log_from_postgres():
     h = TurnHarness()
-    h.drain(turn(1, CHAT))
-    h.drain(turn(2, "生产环境部署端口是8443"))
+    h.say(CHAT, "生产环境部署端口是8443")
     h.turns.delete("default", "u1", list(h.turns.ids("default", "u1")))
     stats = rebuild_indexes(h.store.uow, h.indexes, h.embedder)
     assert stats["turns_indexed"] == 2 and stats["turns_embedded"] == 0
@@ -80,8 +77,7 @@ def test_reindex_rebuilds_the_conversation_log_from_postgres():
 
 def test_explanations_carry_the_priors_and_the_half_life_score():
     h = TurnHarness()
-    h.drain(turn(1, "I prefer green tea over coffee"))
-    h.drain(turn(2, CHAT))
+    h.say("I prefer green tea over coffee", CHAT)
     out = ask(h, "what do I like to drink in the afternoon")
     for item in out.items:
         ex = item.explanation
@@ -96,8 +92,7 @@ def test_explanations_carry_the_priors_and_the_half_life_score():
 
 def test_the_half_life_score_settles_a_tie_between_equal_ranks():
     h = TurnHarness()
-    h.drain(turn(1, "I live in Berlin"))
-    h.drain(turn(2, "I work as a nurse"))
+    h.say("I live in Berlin", "I work as a nurse")
     first = ask(h, "something about me")
     assert first.stage == "vector"
     items = [i for i in first.items if i.type != "turn"][:2]
@@ -128,8 +123,7 @@ class Broken:
 
 def test_a_reranker_reorders_the_fused_list_and_its_scores_are_explained():
     h = TurnHarness()
-    for i, text in enumerate(["I prefer green tea", "I live in Berlin", "I work as a nurse"], 1):
-        h.drain(turn(i, text))
+    h.say("I prefer green tea", "I live in Berlin", "I work as a nurse")
     plain = ask(h, "tell me about me", k=3)
     reranked = ask(h, "tell me about me", k=3, reranker=Reverse())
     assert [i.id for i in reranked.items] != [i.id for i in plain.items]
@@ -138,8 +132,7 @@ def test_a_reranker_reorders_the_fused_list_and_its_scores_are_explained():
 
 def test_a_failing_reranker_keeps_the_order_and_notes_why():
     h = TurnHarness()
-    for i, text in enumerate(["I prefer green tea", "I live in Berlin"], 1):
-        h.drain(turn(i, text))
+    h.say("I prefer green tea", "I live in Berlin")
     plain = ask(h, "tell me about me", k=2)
     broken = ask(h, "tell me about me", k=2, reranker=Broken())
     assert [i.id for i in broken.items] == [i.id for i in plain.items]
@@ -148,8 +141,7 @@ def test_a_failing_reranker_keeps_the_order_and_notes_why():
 
 def test_past_statements_come_back_only_on_request_and_marked():
     h = TurnHarness()
-    h.drain(turn(1, "I live in Berlin"))
-    h.drain(turn(2, "I moved, I live in Munich now"))
+    h.say("I live in Berlin", "I moved, I live in Munich now")
     statuses = {m.content: m.status for m in h.state.memories.values()}
     assert MemoryStatus.SUPERSEDED in statuses.values(), statuses
     default = ask(h, "where do I live")
@@ -206,8 +198,7 @@ def test_the_conversation_log_never_brings_back_a_superseded_or_forgotten_statem
     from shared.lifecycle import curation
 
     h = TurnHarness()
-    h.drain(turn(1, "I live in Berlin"))
-    h.drain(turn(2, "I moved, I live in Munich now"))
+    h.say("I live in Berlin", "I moved, I live in Munich now")
     h.drain(turn(3, "my locker code is 4711", event_id="e-locker") | {"metadata": {"remember": True}})
     berlin = [m for m in h.state.memories.values() if "Berlin" in m.content]
     assert berlin and all(m.status is MemoryStatus.SUPERSEDED for m in berlin)
@@ -223,8 +214,7 @@ def test_the_conversation_log_never_brings_back_a_superseded_or_forgotten_statem
 
 def test_a_redacted_turn_is_never_embedded_or_indexed_again():
     h = TurnHarness()
-    h.drain(turn(1, CHAT))
-    h.drain(turn(2, "生产环境部署端口是8443"))
+    h.say(CHAT, "生产环境部署端口是8443")
     with h.store.uow() as uow:
         assert uow.events.redact("default", "u1", ["e-u1-s1-1"]) == [("e-u1-s1-1", "s1")]
         assert uow.events.redact("default", "someone-else", ["e-u1-s1-2"]) == []  # scoped to the user

@@ -3,6 +3,7 @@ activities, slots, polarity, interests and times (task due dates from the event 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -159,48 +160,51 @@ def test_assistant_questions_are_not_interests() -> None:
     assert at_monday("收盘了吗？", Role.ASSISTANT).drafts == ()
 
 
-@pytest.mark.parametrize(
-    ("text", "negated"),
-    [
-        ("我不吃香菜", True),
-        ("我没去过日本", True),
-        ("别再给我推荐基金", True),
-        ("I don't use Java", True),
-        ("I never drink coffee", True),
-        ("I no longer live in Berlin", True),
-        ("not a fan of jazz", True),
-        ("我喜欢拿铁", False),
-        ("这个不错", False),
-        ("没问题", False),
-        ("别人推荐的", False),
-        ("别忘了带伞", False),
-        ("No problem, I like it", False),
-        ("Don't forget the milk", False),
-        ("I love Python", False),
+# Texts each cue predicate must answer True, then False for: one case per text.
+CUE_CASES: dict[tuple[Callable[[str], bool], bool], list[str]] = {
+    (is_negated, True): [
+        "我不吃香菜",
+        "我没去过日本",
+        "别再给我推荐基金",
+        "I don't use Java",
+        "I never drink coffee",
+        "I no longer live in Berlin",
+        "not a fan of jazz",
     ],
-)
-def test_is_negated(text: str, negated: bool) -> None:
-    assert is_negated(text) is negated
+    (is_negated, False): [
+        "我喜欢拿铁",
+        "这个不错",
+        "没问题",
+        "别人推荐的",
+        "别忘了带伞",
+        "No problem, I like it",
+        "Don't forget the milk",
+        "I love Python",
+    ],
+    (is_change, True): [
+        "我现在改喝拿铁了",
+        "换成燕麦奶",
+        "我不再熬夜",
+        "我不吃肉了",
+        "现在开始每天跑步",
+        "I switched to tea",
+        "I don't eat meat anymore",
+        "I now prefer tabs",
+    ],
+    (is_change, False): ["我喜欢拿铁", "不用了", "I like tea"],
+}
 
 
 @pytest.mark.parametrize(
-    ("text", "change"),
+    ("predicate", "text", "holds"),
     [
-        ("我现在改喝拿铁了", True),
-        ("换成燕麦奶", True),
-        ("我不再熬夜", True),
-        ("我不吃肉了", True),
-        ("现在开始每天跑步", True),
-        ("I switched to tea", True),
-        ("I don't eat meat anymore", True),
-        ("I now prefer tabs", True),
-        ("我喜欢拿铁", False),
-        ("不用了", False),
-        ("I like tea", False),
+        pytest.param(predicate, text, holds, id=f"{predicate.__name__}-{holds}-{text}")
+        for (predicate, holds), texts in CUE_CASES.items()
+        for text in texts
     ],
 )
-def test_is_change(text: str, change: bool) -> None:
-    assert is_change(text) is change
+def test_negation_and_change_cues(predicate: Callable[[str], bool], text: str, holds: bool) -> None:
+    assert predicate(text) is holds
 
 
 def test_task_due_at_from_the_event_time() -> None:

@@ -29,8 +29,7 @@ def history(h, memory_id):
 
 def test_americano_then_latte_keeps_both_and_halves_the_older():
     h = Harness()
-    h.drain(turn(1, "我喜欢喝美式"))
-    h.drain(turn(2, "我现在改喝拿铁了"))
+    h.say("我喜欢喝美式", "我现在改喝拿铁了")
     old, new = by_content(h, "我喜欢喝美式"), by_content(h, "我现在改喝拿铁了")
     assert old.status is MemoryStatus.ACTIVE and new.status is MemoryStatus.ACTIVE
     assert old.importance == 6.5 / 2 and new.importance >= 6
@@ -40,8 +39,7 @@ def test_americano_then_latte_keeps_both_and_halves_the_older():
 
 def test_java_statement_is_superseded_by_the_newer_contradiction():
     h = Harness()
-    h.drain(turn(1, "我不用 Java"))
-    h.drain(turn(2, "最近在写 Java 项目"))
+    h.say("我不用 Java", "最近在写 Java 项目")
     old, new = by_content(h, "我不用 Java"), by_content(h, "最近在写 Java 项目")
     assert old.status is MemoryStatus.SUPERSEDED and old.superseded_by == new.id
     assert old.valid_to == new.valid_from
@@ -72,15 +70,13 @@ def test_out_of_order_delivery_resolves_by_seq_not_arrival():
 
 def test_moving_city_supersedes_the_old_home():
     h = Harness()
-    h.drain(turn(1, "我住杭州"))
-    h.drain(turn(2, "我搬到上海了"))
+    h.say("我住杭州", "我搬到上海了")
     assert statuses(h) == [("我住杭州", "superseded"), ("我搬到上海了", "active")]
 
 
 def test_unrelated_statements_both_stay():
     h = Harness()
-    h.drain(turn(1, "我不吃香菜"))
-    h.drain(turn(2, "生产环境部署端口是8443"))
+    h.say("我不吃香菜", "生产环境部署端口是8443")
     assert all(s == "active" for _, s in statuses(h))
 
 
@@ -129,8 +125,7 @@ class ScriptedLLM:
 
 def test_llm_judge_decides_and_failures_fall_back_to_rules():
     h = Harness()
-    h.drain(turn(1, "我不吃香菜"))
-    h.drain(turn(2, "我不吃葱"))
+    h.say("我不吃香菜", "我不吃葱")
     older, newer = by_content(h, "我不吃香菜"), by_content(h, "我不吃葱")
     merge = JudgeAnswer(relation="merge", reason="both are foods to avoid", merged_content="不吃香菜和葱")
     llm = ScriptedLLM([merge])
@@ -145,8 +140,7 @@ def test_llm_merge_creates_a_memory_citing_both_and_keeps_the_originals():
     from shared.ingest.conflicts import Relation, Verdict, apply
 
     h = Harness()
-    h.drain(turn(1, "我不吃香菜"))
-    h.drain(turn(2, "我不吃葱"))
+    h.say("我不吃香菜", "我不吃葱")
     older, newer = by_content(h, "我不吃香菜"), by_content(h, "我不吃葱")
     out = apply(older, newer, Verdict(Relation.MERGE, "both", "llm", "不吃香菜和葱"), NOW)
     [merged] = out.created
@@ -158,8 +152,7 @@ def test_llm_merge_creates_a_memory_citing_both_and_keeps_the_originals():
 
 def test_history_chain_follows_supersession_and_is_scoped_to_the_user():
     h = Harness()
-    h.drain(turn(1, "我不用 Java"))
-    h.drain(turn(2, "最近在写 Java 项目"))
+    h.say("我不用 Java", "最近在写 Java 项目")
     old = by_content(h, "我不用 Java")
     with h.store.uow() as uow:
         chain = maintenance.history_chain(uow, "default", "u1", old.id)
@@ -192,8 +185,7 @@ def test_near_duplicate_reinforces_the_older_memory():
     from shared.ingest.conflicts import Relation, apply
 
     h = Harness()
-    h.drain(turn(1, "我不吃香菜"))
-    h.drain(turn(2, "生产环境部署端口是8443"))
+    h.say("我不吃香菜", "生产环境部署端口是8443")
     older = by_content(h, "我不吃香菜")
     # A restatement whose vector is all but identical (cosine >= 0.98), though its words differ.
     newer = replace(
@@ -226,14 +218,12 @@ def test_english_seed_cases():
     }
     for (first, second), expected in cases.items():
         h = Harness()
-        h.drain(turn(1, first))
-        h.drain(turn(2, second))
+        h.say(first, second)
         rows = sorted(h.state.memories.values(), key=lambda m: m.valid_from)
         assert [m.content for m in rows] == [first, second]
         assert [m.status.value for m in rows] == expected, (first, second)
     h = Harness()
-    h.drain(turn(1, "I prefer americano"))
-    h.drain(turn(2, "Now I drink lattes instead"))
+    h.say("I prefer americano", "Now I drink lattes instead")
     older, newer = sorted(h.state.memories.values(), key=lambda m: m.valid_from)
     assert older.importance == newer.importance / 2 or older.importance < newer.importance
     assert ("importance_halved", newer.id) in history(h, older.id)
@@ -258,8 +248,7 @@ class SameVectorFor:
 def test_near_duplicate_at_persist_creates_no_memory():
     h = Harness()
     h.embedder = SameVectorFor("香菜")
-    h.drain(turn(1, "我不吃香菜"))
-    h.drain(turn(2, "我从来不吃香菜"))
+    h.say("我不吃香菜", "我从来不吃香菜")
     [memory] = h.state.memories.values()
     assert memory.content == "我不吃香菜" and memory.access_count == 1
     assert [s["event_id"] for s in memory.sources] == ["e-u1-s1-1", "e-u1-s1-2"]

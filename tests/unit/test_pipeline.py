@@ -227,8 +227,7 @@ def test_model_change_is_refused_with_reindex_hint():
 
 def test_reindex_rebuilds_from_postgres_with_new_model():
     h = Harness()
-    h.drain(turn(1, "生产环境部署端口是8443"))
-    h.drain(turn(2, "我不吃香菜"))
+    h.say("生产环境部署端口是8443", "我不吃香菜")
     h.embedder = HashingEmbedder(dim=32)
     h.index = FakeVectorIndex()
     stats = rebuild_collection(h.store.uow, MEMORIES, h.index, h.embedder)

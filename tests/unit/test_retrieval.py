@@ -26,8 +26,7 @@ def test_a_name_on_every_memory_does_not_short_circuit_recall():
         "Melanie: I work as a nurse",
         "Melanie: this book I read last year was great",
     ]
-    for i, text in enumerate(facts, 1):
-        h.drain(turn(i, text))
+    h.say(*facts)
     out = ask(h, "What books has Melanie read?")
     assert out.items, out.trace
     assert out.items[0].content == "Melanie: this book I read last year was great"
@@ -35,8 +34,7 @@ def test_a_name_on_every_memory_does_not_short_circuit_recall():
 
 def test_port_number_answers_deterministically():
     h = Harness()
-    h.drain(turn(1, "生产环境部署端口是8443"))
-    h.drain(turn(2, "我不吃香菜"))
+    h.say("生产环境部署端口是8443", "我不吃香菜")
     out = ask(h, "8443 是哪个环境的端口")
     assert out.stage == "deterministic"
     assert out.items[0].content == "生产环境部署端口是8443"
@@ -71,8 +69,7 @@ def test_follow_up_question_finds_the_recent_device_problem():
 
 def test_same_question_same_state_same_answer():
     h = Harness()
-    for i, text in enumerate(["我不吃香菜", "我喜欢喝美式", "生产环境部署端口是8443", "I live in Berlin"], 1):
-        h.drain(turn(i, text))
+    h.say("我不吃香菜", "我喜欢喝美式", "生产环境部署端口是8443", "I live in Berlin")
     first = ask(h, "我平时喝什么").to_public()
     first["trace"].pop("timings_ms")
     for _ in range(3):
@@ -138,9 +135,7 @@ def test_exact_keys_memory_id_and_source_event():
 
 def test_explanations_say_what_placed_each_item_and_every_path_that_found_it():
     h = Harness()
-    h.drain(turn(1, "生产环境部署端口是8443"))
-    h.drain(turn(2, "测试环境部署端口是9443"))
-    h.drain(turn(3, "我不吃香菜"))
+    h.say("生产环境部署端口是8443", "测试环境部署端口是9443", "我不吃香菜")
     out = ask(h, "8443 是哪个环境的端口")
     assert out.trace["deterministic_items"] >= 1 and out.trace["filled_by_search"] >= 1, out.trace
     first = out.items[0]
@@ -192,8 +187,7 @@ def test_recall_reads_as_many_working_turns_as_the_settings_keep():
 
 def test_without_working_memory_the_event_log_gives_as_many_recent_turns_as_asked():
     h = Harness()
-    for i, text in enumerate(["我不吃香菜", "我喜欢喝美式", "生产环境部署端口是8443"], 1):
-        h.drain(turn(i, text))
+    h.say("我不吃香菜", "我喜欢喝美式", "生产环境部署端口是8443")
 
     def working(turns):
         request = RecallRequest("default", "u1", "8443", now=NOW + timedelta(days=1), session_id="s1")

@@ -21,9 +21,7 @@ STRAY = "00000000-0000-4000-8000-999999999999"
 
 def world() -> TurnHarness:
     h = TurnHarness()
-    h.drain(turn(1, CHAT))
-    h.drain(turn(2, "生产环境部署端口是8443"))
-    h.drain(turn(3, "I prefer green tea over coffee"))
+    h.say(CHAT, "生产环境部署端口是8443", "I prefer green tea over coffee")
     h.drain(turn(1, "bob's turn about the weather today", user="u2"))
     return h
 
@@ -163,8 +161,7 @@ def test_maintain_index_reconciles_the_turn_index_it_is_given():
 def test_a_lost_turn_index_is_restored_and_its_note_cleared():
     h = TurnHarness()
     losing = h.turns = LosingIndex()
-    h.drain(turn(1, CHAT))
-    h.drain(turn(2, "生产环境部署端口是8443"))
+    h.say(CHAT, "生产环境部署端口是8443")
     h.drain(turn(1, "bob's turn about the weather today", user="u2"))
     expected = {u: losing.ids("default", u) for u in ("u1", "u2")}
     assert all(expected.values())
