@@ -154,11 +154,7 @@ class QdrantServerIndex:
                 limit=fetch_limit(limit),
                 with_payload=True,
             )
-        hits = (
-            IndexHit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {}))
-            for p in response.points
-        )
-        return rank_hits(hits, limit)
+        return _ranked(response.points, limit)
 
     def search_keywords(
         self,
@@ -196,11 +192,7 @@ class QdrantServerIndex:
                 limit=fetch_limit(limit),
                 with_payload=True,
             )
-        hits = (
-            IndexHit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {}))
-            for p in response.points
-        )
-        return rank_hits(hits, limit)
+        return _ranked(response.points, limit)
 
     def ids(self, tenant_id: str, user_id: str) -> set[str]:
         return {point_id for point_id, _ in self._scroll(tenant_id, user_id, with_payload=False)}
@@ -393,3 +385,10 @@ def _translate_errors(collection: str) -> Iterator[None]:
         if exc.status_code in _UNAVAILABLE_STATUSES:
             raise IndexUnavailable(f"Qdrant unavailable for collection {collection!r}: {exc}") from exc
         raise
+
+
+def _ranked(points: Sequence[Any], limit: int) -> list[IndexHit]:
+    """A query's scored points as hits, in the port's order (score, then id), cut to ``limit``."""
+    return rank_hits(
+        (IndexHit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in points), limit
+    )

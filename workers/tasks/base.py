@@ -98,3 +98,9 @@ def run_unit(name: str, key: str, work: Callable[[UnitOfWork], list[FollowUp]]) 
 def sync_touched(c: Container, touched: Sequence[tuple[str, str]]) -> None:
     """After a sweep changed memories of these (tenant, user) pairs: the index owner syncs each."""
     c.dispatch([FollowUp(TaskName.SYNC_INDEX.value, pair) for pair in touched])
+
+
+def finish_sweep(name: str, c: Container, stats: Any, touched: Sequence[tuple[str, str]]) -> None:
+    """The end of every lifecycle sweep: the touched users synced by the index owner, the counts logged."""
+    sync_touched(c, touched)
+    log.info("%s: %s", name, stats)

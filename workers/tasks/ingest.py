@@ -56,11 +56,8 @@ def extract(self: Task, event_id: str) -> None:
 @app.task(name=TaskName.EMBED.value, base=PipelineTask, bind=True)
 def embed(self: Task, event_id: str) -> None:
     c = container()
-    run_unit(
-        self.name,
-        event_id,
-        lambda uow: embed_event(uow, c.embedder, event_id, keep_turns=c.settings.index_turns),
-    )
+    keep_turns = c.settings.index_turns
+    run_unit(self.name, event_id, lambda uow: embed_event(uow, c.embedder, event_id, keep_turns=keep_turns))
 
 
 @app.task(name=TaskName.PERSIST.value, base=PipelineTask, bind=True)
@@ -72,11 +69,7 @@ def persist(self: Task, event_id: str) -> None:
 @app.task(name=TaskName.INDEX.value, base=PipelineTask, bind=True)
 def index(self: Task, event_id: str) -> None:
     c = container()
-    run_unit(
-        self.name,
-        event_id,
-        lambda uow: index_event(uow, c.indexes(), c.embedder, event_id),
-    )
+    run_unit(self.name, event_id, lambda uow: index_event(uow, c.indexes(), c.embedder, event_id))
 
 
 @app.task(name=TaskName.RESOLVE.value, base=PipelineTask, bind=True)

@@ -16,7 +16,7 @@ from shared.queues import TaskName
 from shared.storage import FollowUp, UnitOfWork
 from workers.bootstrap import container
 from workers.celery_app import app
-from workers.tasks.base import PipelineTask, run_unit, sync_touched
+from workers.tasks.base import PipelineTask, finish_sweep, run_unit
 
 log = logging.getLogger(__name__)
 
@@ -51,24 +51,19 @@ def reinforce(
 def expire(self: Task) -> None:
     """Task TTL: expired tasks leave default recall; their users' index is synced after."""
     c = container()
-    stats, touched = lifecycle.expire_tasks(c.uow, c.clock(), c.lifecycle)
-    sync_touched(c, touched)
-    log.info("%s: %s", self.name, stats)
+    finish_sweep(self.name, c, *lifecycle.expire_tasks(c.uow, c.clock(), c.lifecycle))
 
 
 @app.task(name=TaskName.ARCHIVE.value, base=PipelineTask, bind=True)
 def archive(self: Task) -> None:
     """Archive memories whose score stayed under the threshold; their users' index is synced after."""
     c = container()
-    stats, touched = lifecycle.archive_stale(c.uow, c.clock(), c.lifecycle)
-    sync_touched(c, touched)
-    log.info("%s: %s", self.name, stats)
+    finish_sweep(self.name, c, *lifecycle.archive_stale(c.uow, c.clock(), c.lifecycle))
 
 
 @app.task(name=TaskName.CONSOLIDATE.value, base=PipelineTask, bind=True)
 def consolidate(self: Task) -> None:
     """Recurring episodes become semantic memories; the touched users' index is synced after."""
     c = container()
-    stats, touched = maintenance.consolidate(c.uow, c.embedder, c.clock(), summarize=llm_summarizer(c.llm))
-    sync_touched(c, touched)
-    log.info("%s: %s", self.name, stats)
+    summarize = llm_summarizer(c.llm)
+    finish_sweep(self.name, c, *maintenance.consolidate(c.uow, c.embedder, c.clock(), summarize=summarize))
