@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from shared.events import EventLimits, TurnPublished
+from shared.events import EventLimits
 from shared.indexing.collections import COLLECTIONS, Collection
 from shared.ingest.conflicts import DEFAULT_STRATEGIES, Judge, Strategy
+from shared.ingest.extract import Extractor
 from shared.ingest.llm_paths import extract_with_llm, llm_judge
 from shared.lifecycle.sweeps import LifecyclePolicy, policy_from
 from shared.llm import LLM
-from shared.models import Extraction, MemoryType
+from shared.models import MemoryType
 from shared.ports import Embedder, PublishLedger, Reranker, SeqCounter, VectorIndex
 from shared.queues import ROUTES, IndexKind, TaskName
 from shared.settings import Settings, get_settings
@@ -147,9 +148,9 @@ class Container:
         """Decay, archive, TTL and score-push settings (``CUEMEM_DECAY_*``, ``CUEMEM_ARCHIVE_*``...)."""
         return policy_from(self.settings)
 
-    def extractor(self) -> Callable[[TurnPublished, float], Extraction]:
+    def extractor(self) -> Extractor:
         llm = self.llm
-        return lambda event, threshold: extract_with_llm(event, threshold, llm)
+        return lambda event, threshold, asked: extract_with_llm(event, threshold, llm, asked)
 
     def redis_client(self) -> redis.Redis | None:
         """This process's client to the Redis of ``CUEMEM_REDIS_URL`` (or the Redis broker), or None

@@ -8,9 +8,9 @@ from dataclasses import replace
 from datetime import datetime
 
 from shared.cues import cues_for_memory, entities, lexicon_tags
-from shared.events import TurnPublished, content_hash
+from shared.events import Role, TurnPublished, content_hash
 from shared.ingest.common import load_event, next_step
-from shared.ingest.extraction import extract
+from shared.ingest.extraction import extract, question_text
 from shared.models import (
     EventStage,
     Extraction,
@@ -25,13 +25,17 @@ from shared.storage import FollowUp, UnitOfWork
 
 log = logging.getLogger(__name__)
 
+# An extractor scores one turn against the threshold, given the question the assistant put just
+# before it (its question clauses, or None): ``shared.ingest.extraction.extract`` or the LLM path.
+Extractor = Callable[[TurnPublished, float, str | None], Extraction]
+
 
 def extract_event(
     uow: UnitOfWork,
     event_id: str,
     threshold: float,
     now: datetime,
-    extractor: Callable[[TurnPublished, float], Extraction] = extract,
+    extractor: Extractor = extract,
     keep_turns: bool = False,
 ) -> list[FollowUp]:
     """Score the turn and write its memory drafts (pending). A turn with no memory is done here,
@@ -39,7 +43,8 @@ def extract_event(
     event, stage = load_event(uow, event_id)
     if stage is not EventStage.RECORDED:
         return next_step(event_id, stage) if stage is EventStage.EXTRACTED else []
-    extraction = honour_explicit(event, extractor(event, threshold), threshold)
+    asked = preceding_question(uow, event)
+    extraction = honour_explicit(event, extractor(event, threshold, asked), threshold)
     source = Source(event.event_id, event.session_id, event.seq, event.at.isoformat()).to_dict()
     for i, draft in enumerate(extraction.drafts):
         uow.memories.add(
@@ -77,6 +82,20 @@ def extract_event(
         len(extraction.drafts),
     )
     return next_step(event_id, new_stage.value)
+
+
+def preceding_question(uow: UnitOfWork, event: TurnPublished) -> str | None:
+    """What the assistant asked just before this turn in its session (the question clauses of the
+    turn at ``seq - 1``), or None when that turn is no assistant question or is not recorded.
+
+    A producer publishes a session's turns in seq order, so the question is normally recorded
+    before its answer is extracted; one recorded late only costs the answer its context."""
+    if event.role is not Role.USER or event.seq <= 1:
+        return None
+    before = uow.events.at_seq(event.tenant_id, event.user_id, event.session_id, event.seq - 1)
+    if before is None or before.event.role is not Role.ASSISTANT:
+        return None
+    return question_text(before.event.content) or None
 
 
 def honour_explicit(event: TurnPublished, extraction: Extraction, threshold: float) -> Extraction:

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from shared import cues, timeexpr
 from shared.cues import slot_for
 from shared.events import Role, TurnPublished
+from shared.ingest.answers import AnswerContext, answer_context
 from shared.ingest.extraction_rules import (
     CHANGE_TYPE_WEIGHT,
     COPULA_RE,
@@ -45,6 +46,7 @@ __all__ = [
     "is_change",
     "is_chit_chat",
     "is_negated",
+    "question_text",
     "slot_for",
     "statement_text",
     "summarize",
@@ -143,6 +145,11 @@ def _is_question(clause: str) -> bool:
 def statement_text(text: str) -> str:
     """``text`` without its question clauses: "我住杭州，你呢？" states only "我住杭州，"."""
     return "".join(text[s:e] for s, e in clause_spans(text) if not _is_question(text[s:e]))
+
+
+def question_text(text: str) -> str:
+    """Only the question clauses of ``text``: "好呀，你有什么忌口吗？" asks "你有什么忌口吗？"."""
+    return "".join(text[s:e] for s, e in clause_spans(text) if _is_question(text[s:e]))
 
 
 def _entity_score(found: list[cues.Entity]) -> float:
@@ -319,10 +326,18 @@ def _draft(text: str, role: Role, importance: float, type_: MemoryType, at: date
     )
 
 
-def extract(event: TurnPublished, threshold: float = DEFAULT_THRESHOLD) -> Extraction:
-    """Score one turn and, when it reaches ``threshold``, turn it into memory drafts."""
+def extract(
+    event: TurnPublished, threshold: float = DEFAULT_THRESHOLD, asked: str | None = None
+) -> Extraction:
+    """Score one turn and, when it reaches ``threshold``, turn it into memory drafts.
+
+    ``asked`` is the question the assistant put just before this turn (its question clauses): a
+    user's answer is read in its light (:mod:`shared.ingest.answers`)."""
     text = event.content
+    context = answer_context(asked) if asked and event.role is Role.USER else None
     turn = analyse(text, event.role)
+    if context is not None:
+        turn = _answering(turn, context)
     groups = [] if turn.importance < threshold else _groups(text, event.role, threshold)
     if len(groups) >= 2:
         parts = [(text[g.start : g.end], analyse(text[g.start : g.end], event.role)) for g in groups]
@@ -331,8 +346,28 @@ def extract(event: TurnPublished, threshold: float = DEFAULT_THRESHOLD) -> Extra
             _draft(part, event.role, a.importance, g.type, event.at)
             for (part, a), g in zip(parts, groups, strict=True)
         )
-        return Extraction(importance, drafts, turn.reasons + ("split:" + str(len(drafts)),))
+        return Extraction(
+            importance, _in_light_of(context, drafts), turn.reasons + ("split:" + str(len(drafts)),)
+        )
     if turn.importance < threshold:
         return Extraction(turn.importance, (), turn.reasons)
     draft = _draft(text, event.role, turn.importance, turn.type, event.at)
-    return Extraction(turn.importance, (draft,), turn.reasons)
+    return Extraction(turn.importance, _in_light_of(context, (draft,)), turn.reasons)
+
+
+def _answering(turn: _Analysis, context: AnswerContext) -> _Analysis:
+    """An answer weaker alone than the rule its question fires ("the blue one" after "which colour
+    do you prefer?") takes that rule's weight and type; a chit-chat reply or a counter-question
+    takes nothing."""
+    if (
+        context.type is None
+        or turn.importance >= context.weight
+        or {"chit_chat", "question"} & set(turn.reasons)
+    ):
+        return turn
+    importance = round(min(10.0, turn.importance + context.weight), 2)
+    return _Analysis(importance, context.type, (*turn.reasons, f"answers:{context.rule}"))
+
+
+def _in_light_of(context: AnswerContext | None, drafts: tuple[MemoryDraft, ...]) -> tuple[MemoryDraft, ...]:
+    return drafts if context is None else context.onto(drafts)

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from shared import cues
-from shared.events import TurnPublished
+from shared.events import Role, TurnPublished
+from shared.ingest.answers import answer_context
 from shared.ingest.conflicts import Judge, Relation, Verdict, judge_by_rules
 from shared.ingest.extraction import extract
 from shared.lifecycle.consolidation import Group
@@ -34,15 +35,19 @@ log = logging.getLogger(__name__)
 LLM_WEIGHT = 0.6
 
 
-def extract_with_llm(event: TurnPublished, threshold: float, llm: LLM | None) -> Extraction:
+def extract_with_llm(
+    event: TurnPublished, threshold: float, llm: LLM | None, asked: str | None = None
+) -> Extraction:
     """Rules, then (with an LLM) one scoring call and, for a turn worth keeping, one extraction call.
 
     The importance is the weighted mean of the rules' and the model's score; a turn under the
-    threshold costs one call, not two. Every failure falls back to the rule-based result.
+    threshold costs one call, not two. Every failure falls back to the rule-based result. The
+    assistant's preceding question (``asked``) reaches the rules, and its cue keys and tags the
+    model's first draft too (``shared.ingest.answers``).
     """
-    rules = extract(event, threshold=0.0)
+    rules = extract(event, 0.0, asked)
     if llm is None:
-        return extract(event, threshold)
+        return extract(event, threshold, asked)
     scored = llm.ask(
         LLMOperation.SCORING,
         INSTRUCTIONS[LLMOperation.SCORING],
@@ -51,7 +56,7 @@ def extract_with_llm(event: TurnPublished, threshold: float, llm: LLM | None) ->
     )
     if scored is None:
         log.info("event %s: LLM scoring unavailable, rule-based result kept", event.event_id)
-        return extract(event, threshold)
+        return extract(event, threshold, asked)
     importance = round(LLM_WEIGHT * scored.importance + (1 - LLM_WEIGHT) * rules.importance, 2)
     reasons = (*rules.reasons, f"llm:{scored.importance:g}")
     if importance < threshold:
@@ -83,7 +88,9 @@ def extract_with_llm(event: TurnPublished, threshold: float, llm: LLM | None) ->
                 cues=cues.cues_for_memory(proposed.content, tags, entities),
             )
         )
-    return Extraction(importance=importance, drafts=tuple(drafts_list), reasons=(*reasons, "llm-extraction"))
+    context = answer_context(asked) if asked and event.role is Role.USER else None
+    drafts = tuple(drafts_list) if context is None else context.onto(tuple(drafts_list))
+    return Extraction(importance=importance, drafts=drafts, reasons=(*reasons, "llm-extraction"))
 
 
 def llm_judge(llm: LLM | None, fallback: Judge = judge_by_rules) -> Judge:
