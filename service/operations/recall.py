@@ -99,6 +99,9 @@ def recall_for(
         k=k,
         session_id=session_id,
         candidates=container.settings.recall_candidates,
+        floor_relative=container.settings.recall_floor_relative,
+        floor_dense=container.settings.recall_floor_dense,
+        floor_absolute=container.settings.recall_floor_absolute,
         working_turns=container.settings.working_memory_turns,
         statuses=statuses_for(include_archived, include_history),
     )

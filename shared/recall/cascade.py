@@ -11,8 +11,10 @@ Otherwise stage 2 fills the slots left, all scoped to the tenant and user in the
 (every recorded turn, its own index), where a turn that became a memory lends its rank to that
 memory and any other turn is an item of type ``turn``; the named time ranges ranked by meaning;
 and, for a follow-up, the user's newest memories. ``fusion`` fuses the lists by weighted reciprocal
-rank, leaned by the half-life score and a type weight, optionally reranks them, and cuts to k
-without near-duplicates; ``explain`` says why each item is there.
+rank, leaned by the half-life score, a type weight and who said it (``roles``: an assistant's
+question counts half), optionally reranks them, and cuts to k without near-duplicates and above
+the relevance floor (``floor``: no chit-chat, nothing far below the best); ``explain`` says why
+each item is there and what the floor left out.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 from shared.cues import query_cues
 from shared.ports import Embedder, Reranker, VectorIndex, WorkingMemory
 from shared.recall import deterministic as stage1
-from shared.recall import fusion, windows
+from shared.recall import floor, fusion, roles, windows
 from shared.recall.explain import Fused, Trace, answered, exact_answer
 from shared.recall.request import RecallRequest, RecallResult
 from shared.recall.rerank import DEFAULT_TOP_N
@@ -67,7 +69,10 @@ def recall(
         time=sum(1 for c in cue_ranked if "time" in c.paths),
         working=len(turns),
     )
-    answer = fusion.select(stage1.confident_hits(cue_ranked), request.k)
+    # An assistant's question never answers first, unless the query asks what it said.
+    about_assistant = roles.asks_assistant(request.query)
+    confident = [c for c in stage1.confident_hits(cue_ranked) if roles.may_answer_first(c, about_assistant)]
+    answer = fusion.select(confident, request.k)
     if len(answer) >= request.k:  # confident hits fill every slot: no search at all
         return answered(trace, cues, times.windows, cue_ranked, answer, [], Fused())
 
@@ -90,9 +95,11 @@ def recall(
         fusion.merged(found, MEMORIES.keyword, CONVERSATION_LOG.keyword),
         recent_ranked,
         window_ranked,
+        about_assistant,
     )
     ranked = fusion.reranked(request.query, ranked, reranker, rerank_top_n, fused, trace)
-    # Confident cue hits answer first; the fused search fills the slots they leave.
+    # Confident cue hits answer first; the fused search fills the slots they leave, above the floor.
     taken = {c.item.id for c in answer}
-    fillers = fusion.select([c for c in ranked if c.item.id not in taken], request.k, taken=answer)
+    rest = [c for c in ranked if c.item.id not in taken]
+    fillers = floor.fill(rest, request, answer, fused, cues, times.windows, trace)
     return answered(trace, cues, times.windows, cue_ranked, answer, fillers, fused)

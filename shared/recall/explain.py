@@ -5,6 +5,7 @@ timings, notes on what was skipped or unavailable)."""
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -13,6 +14,13 @@ from shared.cues import QueryCues
 from shared.recall.deterministic import CONFIDENT, EXACT_KEY_SCORE
 from shared.recall.request import Candidate, RecallRequest, RecallResult
 
+# How a trace names each reason the relevance floor leaves an item out for (shared.recall.floor).
+CUT_REASONS = {
+    "chit_chat": "chit-chat",
+    "outside_time_range": "outside the named time range",
+    "below_absolute_floor": "under the absolute floor",
+    "below_relative_floor": "far below the best match",
+}
 # The searches' scores, in the order an explanation lists them.
 SEARCH_PATHS = ("vector", "keyword", "turn_vector", "turn_keyword")
 
@@ -26,6 +34,9 @@ class Trace:
     timings: dict[str, float] = field(default_factory=dict)
     candidates: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Items the relevance floor left out of the answer they would have been in, by reason
+    # (``shared.recall.floor``).
+    cut: Counter[str] = field(default_factory=Counter)
 
     def took(self, key: str, since: float) -> None:
         self.timings[key] = (time.perf_counter() - since) * 1e3
@@ -38,6 +49,8 @@ def explain(c: Candidate, rrf: float | None) -> dict[str, Any]:
             out[f"{path}_score"] = round(c.scores[path], 6)
     if c.memory is not None:
         out["half_life_score"] = round(c.memory.score, 6)
+    if c.item.role not in (None, "user"):
+        out["role"] = c.item.role  # an assistant's turn: its questions weigh less (recall.roles)
     if rrf is not None:
         out["rrf"] = round(rrf, 6)
     return out
@@ -120,11 +133,23 @@ def answered(
         "confident_threshold": CONFIDENT,
         "deterministic_items": len(answer),
         "filled_by_search": len(fillers),
+        "floor": {
+            "relative": request.floor_relative,
+            "dense": request.floor_dense,
+            "absolute": request.floor_absolute,
+            "cut": dict(sorted(trace.cut.items())),
+        },
         "timings_ms": {k: round(v, 3) for k, v in trace.timings.items()},
         "notes": notes,
     }
+    cut = sum(trace.cut.values())
+    if cut:
+        notes.append(f"{cut} items left out by the relevance floor: " + ", ".join(
+            f"{n} {CUT_REASONS.get(reason, reason)}" for reason, n in sorted(trace.cut.items())
+        ))  # fmt: skip
     if not chosen:
         unavailable = any("unavailable" in n for n in notes)
+        searched = "every candidate the searches found was left out" if cut else "vector search found nothing"
         notes.append(
             "nothing matched: "
             + (
@@ -132,6 +157,6 @@ def answered(
                 if not cue_ranked
                 else "cue matches were too weak"
             )
-            + ("; vector search found nothing" if stage == "none" and not unavailable else "")
+            + (f"; {searched}" if stage == "none" and not unavailable else "")
         )
     return RecallResult(stage, [c.item for c in chosen], public)

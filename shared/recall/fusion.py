@@ -18,6 +18,7 @@ from shared.recall.deterministic import cue_strength
 from shared.recall.explain import Fused, Trace
 from shared.recall.request import Candidate, Pool
 from shared.recall.rerank import rerank_order
+from shared.recall.roles import speaker_weight
 
 RRF_K = 10  # sharper than the usual 60: a path's top hits should count; measured, see docs/BENCHMARKS.md
 RECENT_WEIGHT = 0.5  # newness alone is weaker evidence than a match on words or meaning
@@ -55,10 +56,15 @@ def merged(found: dict[str, list[Candidate]], a: str, b: str) -> list[Candidate]
     return sorted(unique.values(), key=lambda c: (-best(c), c.item.id))
 
 
-def prior(c: Candidate) -> float:
-    """How fusion leans: the item type's weight times 1 + SCORE_WEIGHT x the half-life score / 10."""
+def prior(c: Candidate, about_assistant: bool = False) -> float:
+    """How fusion leans: the item type's weight times 1 + SCORE_WEIGHT x the half-life score / 10,
+    times the speaker's weight (an assistant's question counts half: ``shared.recall.roles``).
+
+    The speaker's weight is no small lean: an assistant question shares the words of the user's
+    question and must not outrank the user's answer."""
     score = c.memory.score if c.memory is not None else 0.0
-    return TYPE_WEIGHTS.get(c.item.type, 1.0) * (1.0 + SCORE_WEIGHT * min(max(score, 0.0), 10.0) / 10.0)
+    lean = TYPE_WEIGHTS.get(c.item.type, 1.0) * (1.0 + SCORE_WEIGHT * min(max(score, 0.0), 10.0) / 10.0)
+    return lean * speaker_weight(c, about_assistant)
 
 
 def fuse(
@@ -68,16 +74,18 @@ def fuse(
     keyword: list[Candidate],
     recent: list[Candidate],
     window: list[Candidate],
+    about_assistant: bool = False,
 ) -> tuple[list[Candidate], Fused]:
     """Every candidate of the lists in fused order, and the numbers behind it. A cue hit votes in
-    proportion to its cue strength; the recency list at RECENT_WEIGHT."""
+    proportion to its cue strength; the recency list at RECENT_WEIGHT. ``about_assistant``: the
+    query asks what the assistant said, so its questions are not demoted."""
     rrf: dict[str, float] = {}
     paths = ((cue_ranked, 1.0), (dense, 1.0), (keyword, 1.0), (recent, RECENT_WEIGHT), (window, 1.0))
     for ranking, weight in paths:
         for rank, c in enumerate(ranking):
             w = weight * (cue_strength(c) if ranking is cue_ranked else 1.0)
             rrf[c.item.id] = rrf.get(c.item.id, 0.0) + w / (RRF_K + rank + 1)
-    priors = {i: prior(pool[i]) for i in rrf}
+    priors = {i: prior(pool[i], about_assistant) for i in rrf}
     fused = {i: v * priors[i] for i, v in rrf.items()}
     # Equal fused ranks go to the more important, then the newer memory, then the id.
     ranked = sorted(

@@ -18,6 +18,15 @@ from shared.public import public_fields
 # (superseded, forgotten...) must not come back either, so every status has to be seen.
 EVERY_STATUS = frozenset(MemoryStatus)
 
+# The relevance floor's defaults (``Settings.recall_floor_*``; ``shared.recall.floor``). Loose on
+# purpose: recall@k is measured up to k=20, and an item a path found at rank 20 is often the one
+# that answers. A filler is left out when its fused score is under FLOOR_RELATIVE x the best one's
+# and none of its dense cosines reaches FLOOR_DENSE x the best dense cosine, or when its fused
+# score is under FLOOR_ABSOLUTE (a lone weak match deep in one list; 1/61 is rank 50 of a path).
+FLOOR_RELATIVE = 0.1
+FLOOR_DENSE = 0.9
+FLOOR_ABSOLUTE = 0.01
+
 
 @dataclass(frozen=True)
 class RecallRequest:
@@ -32,6 +41,10 @@ class RecallRequest:
     # How many recent turns the working memory offers: the number it keeps
     # (``Settings.working_memory_turns``, passed by ``service.operations.recall``).
     working_turns: int = 20
+    # The relevance floor (``Settings.recall_floor_*``); 0 turns a part off.
+    floor_relative: float = FLOOR_RELATIVE
+    floor_dense: float = FLOOR_DENSE
+    floor_absolute: float = FLOOR_ABSOLUTE
 
 
 @dataclass
@@ -46,6 +59,7 @@ class RecallItem:
     created_at: str
     importance: float | None = None
     slot: str | None = None
+    role: str | None = None  # who said it, for a raw turn ("user", "assistant"...); None: a memory
 
     def to_public(self) -> dict[str, Any]:
         return public_fields(
@@ -134,4 +148,5 @@ def turn_item(turn: TurnPublished, kind: str = "working") -> RecallItem:
         ],
         explanation={},
         created_at=turn.at.isoformat(),
+        role=turn.role.value,
     )
