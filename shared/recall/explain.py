@@ -144,7 +144,7 @@ def answered(
     }
     cut = sum(trace.cut.values())
     if cut:
-        notes.append(f"{cut} items left out by the relevance floor: " + ", ".join(
+        notes.append(f"{cut} item{'s' if cut > 1 else ''} left out by the relevance floor: " + ", ".join(
             f"{n} {CUT_REASONS.get(reason, reason)}" for reason, n in sorted(trace.cut.items())
         ))  # fmt: skip
     if not chosen:

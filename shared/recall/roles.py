@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from shared.events import Role
-from shared.ingest.extraction import statement_text
+from shared.ingest.extraction import is_chit_chat, statement_text
 from shared.recall.request import Candidate
 
 # Half: the top of a list (1/11) then counts like rank 11 (1/22). Enough to put the user's
@@ -37,9 +37,12 @@ def asks_assistant(query: str) -> bool:
 
 
 def is_assistant_question(c: Candidate) -> bool:
-    """A raw turn of the assistant that only asks (no statement clause left once its questions are
-    taken out)."""
-    return c.item.role == Role.ASSISTANT.value and not statement_text(c.item.content).strip()
+    """A raw turn of the assistant that only asks: once its questions are taken out, nothing or
+    chit-chat is left ("好呀，你有什么忌口吗？")."""
+    if c.item.role != Role.ASSISTANT.value:
+        return False
+    statement = statement_text(c.item.content)
+    return not statement.strip() or is_chit_chat(statement)
 
 
 def speaker_weight(c: Candidate, about_assistant: bool) -> float:

@@ -72,7 +72,12 @@ def _said(h: Harness, *turns: tuple[str, str]) -> None:
 
 def test_the_extract_stage_reads_the_assistant_question_just_before_the_answer() -> None:
     h = Harness()
-    _said(h, ("user", "想请你帮我想想今晚吃什么"), ("assistant", "好呀，你有什么忌口吗？"), ("user", "我不吃香菜"))
+    _said(
+        h,
+        ("user", "想请你帮我想想今晚吃什么"),
+        ("assistant", "好呀，你有什么忌口吗？"),
+        ("user", "我不吃香菜"),
+    )
     (memory,) = h.state.memories.values()
     assert memory.content == "我不吃香菜" and "k:忌口" in memory.cues
 
