@@ -101,5 +101,5 @@ def recall(
     # Confident cue hits answer first; the fused search fills the slots they leave, above the floor.
     taken = {c.item.id for c in answer}
     rest = [c for c in ranked if c.item.id not in taken]
-    fillers = floor.fill(rest, request, answer, fused, cues, times.windows, trace)
+    fillers = floor.fill(rest, request, answer, fused, cues, times.windows, trace, about_assistant)
     return answered(trace, cues, times.windows, cue_ranked, answer, fillers, fused)

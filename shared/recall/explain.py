@@ -18,6 +18,7 @@ from shared.recall.request import Candidate, RecallRequest, RecallResult
 CUT_REASONS = {
     "chit_chat": "chit-chat",
     "outside_time_range": "outside the named time range",
+    "question_answered": "assistant question answered above",
     "below_absolute_floor": "under the absolute floor",
     "below_relative_floor": "far below the best match",
 }

@@ -8,6 +8,9 @@ memory far below the best match. A filler is left out when
   cue key at all (no entity, no tag, no content word): nothing in it can answer a question;
 - the query names a time range and has nothing else to match ("我8月10号做了什么？"), and it does
   not lie in that range: its closeness to a query with no content means nothing;
+- it is an assistant's question whose answer (the user's next turn in its session) ranks above it:
+  the answer carries the question's cues (``shared.ingest.answers``) and says what the question
+  only asked; unless the query asks what the assistant said (``shared.recall.roles``);
 - its fused score is under ``floor_absolute`` (a lone weak match deep in one list);
 - its fused score is under ``floor_relative`` x the best fused score, *and* none of its dense
   cosines reaches ``floor_dense`` x the best dense cosine: far below the best by every measure.
@@ -28,6 +31,7 @@ from shared.ingest.extraction import is_chit_chat
 from shared.recall.explain import Fused, Trace
 from shared.recall.fusion import select
 from shared.recall.request import Candidate, RecallRequest
+from shared.recall.roles import is_assistant_question
 
 DENSE_PATHS = ("vector", "turn_vector")  # the reasons' names: explain.CUT_REASONS
 
@@ -68,6 +72,11 @@ def cut_reason(
     return None
 
 
+def _turns(c: Candidate, step: int = 0) -> set[tuple[str, int]]:
+    """The (session, seq) of the turns ``c`` stands for, moved on by ``step``."""
+    return {(str(s["session_id"]), int(s["seq"]) + step) for s in c.item.sources if "seq" in s}
+
+
 def fill(
     ranked: Sequence[Candidate],
     request: RecallRequest,
@@ -76,6 +85,7 @@ def fill(
     cues: QueryCues,
     windows: Sequence[object],
     trace: Trace,
+    about_assistant: bool = False,
 ) -> list[Candidate]:
     """The fillers that follow the ``taken`` (confident) items: ``fusion.select`` over ``ranked``
     without what the floor leaves out. ``trace.cut`` counts, by reason, the items left out of the
@@ -83,11 +93,16 @@ def fill(
     best = max([fused.fused.get(c.item.id, 0.0) for c in [*taken, *ranked]], default=0.0)
     best_dense = max((d for c in [*taken, *ranked] if (d := _dense(c)) is not None), default=None)
     content_free_range = bool(windows) and not cues.keys()
-    reasons = {
-        c.item.id: reason
-        for c in ranked
-        if (reason := cut_reason(c, request, fused, best, best_dense, content_free_range)) is not None
-    }
+    reasons: dict[str, str] = {}
+    above = {t for c in taken for t in _turns(c)}  # the turns of what ranks above, kept
+    for c in ranked:
+        reason = cut_reason(c, request, fused, best, best_dense, content_free_range)
+        if reason is None and not about_assistant and is_assistant_question(c) and _turns(c, 1) & above:
+            reason = "question_answered"
+        if reason is not None:
+            reasons[c.item.id] = reason
+        else:
+            above |= _turns(c)
     would = select(ranked, request.k, taken=taken)
     trace.cut.update(Counter(reasons[c.item.id] for c in would if c.item.id in reasons))
     return select([c for c in ranked if c.item.id not in reasons], request.k, taken=taken)

@@ -152,6 +152,22 @@ def by_content(items: list[dict[str, Any]], needle: str) -> list[dict[str, Any]]
 
 # --- 1. demo --------------------------------------------------------------------------------------
 
+# The demo's filler turns: chit-chat, and the assistant's question its user's answer answers.
+FILLER_RE = re.compile(r"lol ok|好的，谢谢！|好呀，你有什么忌口吗？")
+
+
+def demo_answers(stdout: str) -> dict[str, list[str]]:
+    """The contents the demo prints under each of its queries, in order."""
+    out: dict[str, list[str]] = {}
+    query = ""
+    for line in stdout.splitlines():
+        if (q := re.match(r"^\? (.+?)\s+\[stage:", line)) is not None:
+            query = q.group(1)
+            out[query] = []
+        elif query and (item := re.match(r"^\s+\d+\. \[\w+\] (.+?)   <- ", line)) is not None:
+            out[query].append(item.group(1))
+    return out
+
 
 def test_demo_runs_stops_everything_and_is_idempotent(tmp_path: Path) -> None:
     from cli.demo import DEMO_QUERIES, DEMO_USER
@@ -164,6 +180,11 @@ def test_demo_runs_stops_everything_and_is_idempotent(tmp_path: Path) -> None:
     recall_lines = re.findall(r"^\? (.+?)\s+\[stage: (deterministic|vector|none)\b", first.stdout, re.M)
     assert [q for q, _ in recall_lines] == DEMO_QUERIES, first
     assert "Traceback" not in first.stderr
+    answers = demo_answers(first.stdout)
+    # The user's answer comes before the assistant's question it answers, and no recall of the demo
+    # is padded with chit-chat (the relevance floor).
+    assert answers["我有什么忌口？"][0] == "我不吃香菜，也不太能吃辣", answers
+    assert all(not FILLER_RE.fullmatch(item) for items in answers.values() for item in items), answers
 
     # CUEMEM_DATA_DIR works like --data-dir
     env = child_env(CUEMEM_DATA_DIR=str(data_dir))

@@ -183,3 +183,13 @@ def test_a_query_that_names_only_a_time_range_answers_from_it_or_not_at_all() ->
     )
     again = ask(h, query)
     assert [i.content for i in again.items] == ["I planted tomatoes in the garden"]
+
+
+def test_an_assistant_question_answered_above_it_is_left_out_unless_the_query_asks_about_it() -> None:
+    h = TurnHarness()
+    _said(h, ("assistant", "好呀，你有什么忌口吗？"), ("user", "我不吃香菜，也不太能吃辣。"))
+    out = ask(h, "我有什么忌口？")
+    assert [i.content for i in out.items] == ["我不吃香菜，也不太能吃辣"], out.trace
+    assert out.trace["floor"]["cut"] == {"question_answered": 1}
+    about = ask(h, "你问过我什么忌口？")
+    assert "好呀，你有什么忌口吗？" in [i.content for i in about.items]
