@@ -4,17 +4,22 @@ the rule the question fires), never the question's text."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import pytest
 
 from shared.events import Role, TurnPublished
 from shared.ingest.answers import answer_context, first_person
 from shared.ingest.extraction import extract, question_text
+from shared.ingest.llm_paths import extract_with_llm
+from shared.llm import ImportanceAnswer, LLMOperation
 from shared.models import MemoryType
 from tests.support.pipeline import Harness, turn
 
 AT = datetime(2026, 11, 2, 18, 5, tzinfo=UTC)
+T = TypeVar("T")
 
 
 def _turn(content: str, role: Role = Role.USER) -> TurnPublished:
@@ -94,3 +99,23 @@ def test_a_turn_after_a_user_turn_or_an_assistant_statement_gets_no_context() ->
     )
     assert all("k:忌口" not in m.cues for m in h.state.memories.values())
     assert {m.content for m in h.state.memories.values()} == {"我不吃香菜", "我住杭州"}
+
+
+class _ScriptedLLM:
+    """Answers scoring with 8 and extraction with one preference memory: the LLM path's shape."""
+
+    def ask(
+        self, operation: LLMOperation, instructions: str, data: Mapping[str, str], schema: type[T]
+    ) -> T | None:
+        if schema is ImportanceAnswer:
+            return schema.model_validate({"importance": 8})
+        return schema.model_validate(
+            {"memories": [{"type": "preference", "content": "不吃香菜", "importance": 8, "tags": ["food"]}]}
+        )
+
+
+def test_the_llm_paths_drafts_take_the_questions_cues_too() -> None:
+    out = extract_with_llm(_turn("我不吃香菜"), 5.0, _ScriptedLLM(), "你有什么忌口吗？")
+    (draft,) = out.drafts
+    assert draft.content == "不吃香菜" and "k:忌口" in draft.cues and "food" in draft.tags
+    assert "k:忌口" not in extract_with_llm(_turn("我不吃香菜"), 5.0, _ScriptedLLM()).drafts[0].cues
