@@ -36,9 +36,16 @@ from shared.recall.roles import is_assistant_question
 DENSE_PATHS = ("vector", "turn_vector")  # the reasons' names: explain.CUT_REASONS
 
 
+# Only a text this short can hold no cue key at all; a longer one is not read for cues (reading
+# them costs a quarter of a millisecond, and recall checks every fused candidate).
+SHORT_TEXT = 16
+
+
 def is_filler_text(text: str) -> bool:
-    """Chit-chat, or a text without a single cue key: "lol ok", "哈哈", "好的，谢谢！"."""
-    return is_chit_chat(text) or not cues_for_memory(text, lexicon_tags(text), entities(text))
+    """Chit-chat, or a short text without a single cue key: "lol ok", "哈哈", "好的，谢谢！"."""
+    if is_chit_chat(text):
+        return True
+    return len(text) <= SHORT_TEXT and not cues_for_memory(text, lexicon_tags(text), entities(text))
 
 
 def _dense(c: Candidate) -> float | None:
