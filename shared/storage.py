@@ -15,6 +15,7 @@ from shared.api_keys import ApiKey
 from shared.events import TurnPublished
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.scoring import DecayPolicy
+from shared.timeexpr import Span
 
 Outcome = Literal["accepted", "duplicate", "rejected"]
 
@@ -27,6 +28,7 @@ class StoredEvent:
     event: TurnPublished
     stage: str
     importance: float | None = None
+    happened: Span | None = None  # when what it tells happened (its time expressions), if it names one
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,16 @@ class EventRepository(Protocol):
         """The conversation's highest recorded seq (0 when it has none)."""
 
     def set_stage(
-        self, event_id: str, stage: str, *, importance: float | None = None, reasons: Sequence[str] = ()
-    ) -> None: ...
+        self,
+        event_id: str,
+        stage: str,
+        *,
+        importance: float | None = None,
+        reasons: Sequence[str] = (),
+        happened: Span | None = None,
+    ) -> None:
+        """Move the event to ``stage``; extraction also records its importance, the reasons and
+        when what it tells happened (``happened``, kept only when given)."""
 
     def timeline(self, tenant_id: str, user_id: str, session_id: str) -> list[StoredEvent]:
         """The conversation in seq order."""
@@ -84,7 +94,13 @@ class EventRepository(Protocol):
     def in_window(
         self, tenant_id: str, user_id: str, start: datetime, end: datetime, limit: int
     ) -> list[StoredEvent]:
-        """The user's turns with event time in [start, end), newest first (then by event id)."""
+        """The user's turns told (``at``) in [start, end), newest first (then by event id)."""
+
+    def happened_in(
+        self, tenant_id: str, user_id: str, start: datetime, end: datetime, limit: int
+    ) -> list[StoredEvent]:
+        """The user's turns whose event time (``happened``) overlaps [start, end), latest first
+        (then by event id)."""
 
     def redact(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[tuple[str, str]]:
         """Privacy: blank these turns of the user (content, metadata, vector); the row stays so the
@@ -185,6 +201,19 @@ class MemoryRepository(Protocol):
     ) -> list[Memory]:
         """Memories whose validity began in [start, end), newest first; their embeddings are
         loaded only when asked (None otherwise)."""
+
+    def happened_in(
+        self,
+        tenant_id: str,
+        user_id: str,
+        start: datetime,
+        end: datetime,
+        statuses: Iterable[MemoryStatus],
+        limit: int,
+        with_embedding: bool = False,
+    ) -> list[Memory]:
+        """Memories whose event time (``happened_from`` .. ``happened_to``) overlaps [start, end),
+        latest first (then by id); embeddings as in :meth:`in_window`."""
 
     def for_user(
         self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None

@@ -22,6 +22,7 @@ from shared.models import (
     memory_id,
 )
 from shared.storage import FollowUp, UnitOfWork
+from shared.timeexpr import happened
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,13 @@ def extract_event(
         return next_step(event_id, stage) if stage is EventStage.EXTRACTED else []
     extraction = honour_explicit(event, extractor(event, threshold), threshold)
     source = Source(event.event_id, event.session_id, event.seq, event.at.isoformat()).to_dict()
+    # Event time: "前天我把车送去保养了" told on 08-12 happened on 08-10. A memory keeps the times
+    # its own words name (a split turn's "下周三要去上海开会" is next week, not the whole turn's
+    # range), else the turn's: a summary may have cut the expression off, and a turn's memory
+    # stands for it in recall's time path.
+    turn_happened = happened(event.content, event.at)
     for i, draft in enumerate(extraction.drafts):
+        draft_happened = happened(draft.content, event.at) or turn_happened
         uow.memories.add(
             Memory(
                 id=memory_id(event.tenant_id, event.user_id, event.event_id, i),
@@ -63,12 +70,18 @@ def extract_event(
                 version=0,
                 slot=draft.slot,
                 due_at=draft.due_at,
+                happened_from=draft_happened[0] if draft_happened else None,
+                happened_to=draft_happened[1] if draft_happened else None,
             )
         )
     done = not extraction.drafts and not keep_turns
     new_stage = EventStage.DONE if done else EventStage.EXTRACTED
     uow.events.set_stage(
-        event_id, new_stage.value, importance=extraction.importance, reasons=extraction.reasons
+        event_id,
+        new_stage.value,
+        importance=extraction.importance,
+        reasons=extraction.reasons,
+        happened=turn_happened,
     )
     log.info(
         "event %s extracted: importance %.1f, %d memories",

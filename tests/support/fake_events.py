@@ -8,6 +8,7 @@ from typing import Any
 
 from shared.events import TurnPublished
 from shared.storage import Receipt, StoredEvent, TurnState
+from shared.timeexpr import Span
 from tests.support.fake_state import FakeRepository
 
 
@@ -23,13 +24,13 @@ class FakeEventRepository(FakeRepository):
 
     def get(self, event_id: str) -> StoredEvent | None:
         row = self.s.events.get(event_id)
-        return StoredEvent(row["event"], row["stage"], row["importance"]) if row else None
+        return _stored(row) if row else None
 
     def at_seq(self, tenant_id: str, user_id: str, session_id: str, seq: int) -> StoredEvent | None:
         for row in self.s.events.values():
             e = row["event"]
             if e.conversation == (tenant_id, user_id, session_id) and e.seq == seq:
-                return StoredEvent(e, row["stage"], row["importance"])
+                return _stored(row)
         return None
 
     def max_seq(self, tenant_id: str, user_id: str, session_id: str) -> int:
@@ -41,21 +42,26 @@ class FakeEventRepository(FakeRepository):
         return max(seqs, default=0)
 
     def set_stage(
-        self, event_id: str, stage: str, *, importance: float | None = None, reasons: Sequence[str] = ()
+        self,
+        event_id: str,
+        stage: str,
+        *,
+        importance: float | None = None,
+        reasons: Sequence[str] = (),
+        happened: Span | None = None,
     ) -> None:
         self.s.events[event_id]["stage"] = stage
         self.s.events[event_id]["stage_at"] = datetime.now(UTC)
         if importance is not None:
             self.s.events[event_id]["importance"] = importance
+        if happened is not None:
+            self.s.events[event_id]["happened"] = happened
 
     def timeline(self, tenant_id: str, user_id: str, session_id: str) -> list[StoredEvent]:
         rows = [
             r for r in self.s.events.values() if r["event"].conversation == (tenant_id, user_id, session_id)
         ]
-        return [
-            StoredEvent(r["event"], r["stage"], r["importance"])
-            for r in sorted(rows, key=lambda r: r["event"].seq)
-        ]
+        return [_stored(r) for r in sorted(rows, key=lambda r: r["event"].seq)]
 
     def recent(
         self, tenant_id: str, user_id: str, limit: int, session_id: str | None = None
@@ -68,7 +74,7 @@ class FakeEventRepository(FakeRepository):
             and (session_id is None or r["event"].session_id == session_id)
         ]
         rows.sort(key=lambda r: (r["event"].at, r["event"].seq), reverse=True)
-        return [StoredEvent(r["event"], r["stage"], r["importance"]) for r in rows[:limit]]
+        return [_stored(r) for r in rows[:limit]]
 
     def stages(self, event_ids: Sequence[str]) -> dict[str, str]:
         return {i: self.s.events[i]["stage"] for i in event_ids if i in self.s.events}
@@ -76,9 +82,7 @@ class FakeEventRepository(FakeRepository):
     def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
         rows = [self.s.events[i] for i in event_ids if i in self.s.events]
         return [
-            StoredEvent(r["event"], r["stage"], r["importance"])
-            for r in rows
-            if r["event"].tenant_id == tenant_id and r["event"].user_id == user_id
+            _stored(r) for r in rows if r["event"].tenant_id == tenant_id and r["event"].user_id == user_id
         ]
 
     def in_window(self, tenant_id, user_id, start, end, limit) -> list[StoredEvent]:
@@ -89,7 +93,19 @@ class FakeEventRepository(FakeRepository):
             and start <= r["event"].at < end
         ]
         rows.sort(key=lambda r: (-r["event"].at.timestamp(), r["event"].event_id))
-        return [StoredEvent(r["event"], r["stage"], r["importance"]) for r in rows[:limit]]
+        return [_stored(r) for r in rows[:limit]]
+
+    def happened_in(self, tenant_id, user_id, start, end, limit) -> list[StoredEvent]:
+        rows = [
+            r
+            for r in self.s.events.values()
+            if (r["event"].tenant_id, r["event"].user_id) == (tenant_id, user_id)
+            and r.get("happened") is not None
+            and r["happened"][0] < end
+            and r["happened"][1] > start
+        ]
+        rows.sort(key=lambda r: (-r["happened"][0].timestamp(), r["event"].event_id))
+        return [_stored(r) for r in rows[:limit]]
 
     def redact(self, tenant_id, user_id, event_ids) -> list[tuple[str, str]]:
         import dataclasses
@@ -165,6 +181,10 @@ class FakeEventRepository(FakeRepository):
     def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
         rows = [(r["stage_at"], i, r["stage"]) for i, r in self.s.events.items() if r["stage"] != "done"]
         return [(i, stage) for at, i, stage in sorted(rows) if at < stuck_before][:limit]
+
+
+def _stored(row: dict[str, Any]) -> StoredEvent:
+    return StoredEvent(row["event"], row["stage"], row["importance"], row.get("happened"))
 
 
 class FakeReceiptRepository(FakeRepository):

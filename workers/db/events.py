@@ -17,6 +17,7 @@ from shared.storage import (
     TurnRow,
     TurnState,
 )
+from shared.timeexpr import Span
 from workers.db.mapping import column_values, event_from_row, from_columns
 from workers.db.session import SessionRepository
 from workers.db.tables import (
@@ -73,12 +74,20 @@ class SqlEventRepository(SessionRepository):
         return int(found or 0)
 
     def set_stage(
-        self, event_id: str, stage: str, *, importance: float | None = None, reasons: Sequence[str] = ()
+        self,
+        event_id: str,
+        stage: str,
+        *,
+        importance: float | None = None,
+        reasons: Sequence[str] = (),
+        happened: Span | None = None,
     ) -> None:
         values: dict[str, object] = {"stage": stage, "stage_at": func.now()}
         if importance is not None:
             values["importance"] = importance
             values["extraction_reasons"] = list(reasons)
+        if happened is not None:
+            values["happened_from"], values["happened_to"] = happened
         if stage == "done":
             values["done_at"] = func.now()
         self.session.execute(update(EventRow).where(EventRow.event_id == event_id).values(**values))
@@ -119,6 +128,14 @@ class SqlEventRepository(SessionRepository):
             *EventRow.owned_by(tenant_id, user_id), EventRow.at >= start, EventRow.at < end
         )  # ix_events_user_at
         return self._read(query.order_by(EventRow.at.desc(), EventRow.event_id).limit(limit))
+
+    def happened_in(
+        self, tenant_id: str, user_id: str, start: datetime, end: datetime, limit: int
+    ) -> list[StoredEvent]:
+        query = select(EventRow).where(
+            *EventRow.owned_by(tenant_id, user_id), *EventRow.happened_overlapping(start, end)
+        )  # ix_events_user_happened
+        return self._read(query.order_by(EventRow.happened_from.desc(), EventRow.event_id).limit(limit))
 
     def redact(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[tuple[str, str]]:
         if not event_ids:
