@@ -43,12 +43,13 @@ def extract_event(
     extraction = honour_explicit(event, extractor(event, threshold), threshold)
     source = Source(event.event_id, event.session_id, event.seq, event.at.isoformat()).to_dict()
     # Event time: "前天我把车送去保养了" told on 08-12 happened on 08-10. A memory keeps the times
-    # its own words name (a split turn's "下周三要去上海开会" is next week, not the whole turn's
-    # range), else the turn's: a summary may have cut the expression off, and a turn's memory
-    # stands for it in recall's time path.
+    # its own words name; the one memory of a turn that made one stands for the whole turn (its
+    # summary may have cut the expression off). A fragment of a split turn that names no time
+    # has none: "我住杭州" does not happen on the "下周三" of the next fragment.
     turn_happened = happened(event.content, event.at)
+    whole = turn_happened if len(extraction.drafts) == 1 else None
     for i, draft in enumerate(extraction.drafts):
-        draft_happened = happened(draft.content, event.at) or turn_happened
+        draft_happened = happened(draft.content, event.at) or whole
         uow.memories.add(
             Memory(
                 id=memory_id(event.tenant_id, event.user_id, event.event_id, i),
