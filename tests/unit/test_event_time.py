@@ -86,7 +86,9 @@ def test_ingest_keeps_the_event_time_of_a_turn_that_made_no_memory(text: str) ->
     assert h.state.events[event_id]["event"].at == TOLD
 
 
-@pytest.mark.parametrize("text", ["我在一家游戏公司做产品经理", "I manage products at a game studio"])
+@pytest.mark.parametrize(
+    "text", ["我在一家游戏公司做产品经理", "I work as a product manager at a game studio"]
+)
 def test_a_turn_with_no_time_expression_has_no_event_time(text: str) -> None:
     h = TurnHarness()
     event_id = _told(h, 1, text)
