@@ -33,7 +33,8 @@ def from_columns(record_type: type[Record], row: Any, **converted: Any) -> Recor
 
 def event_from_row(row: EventRow) -> StoredEvent:
     event = from_columns(TurnPublished, row, role=Role(row.role), metadata=dict(row.metadata_ or {}))
-    return StoredEvent(event=event, stage=row.stage, importance=row.importance)
+    window = tuple(row.window_ids or ())
+    return StoredEvent(event=event, stage=row.stage, importance=row.importance, window=window)
 
 
 def memory_from_row(row: MemoryRow, with_embedding: bool = True) -> Memory:
