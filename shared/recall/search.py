@@ -9,6 +9,7 @@ Postgres is the truth, and a point whose row is gone or no longer returnable is 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -18,6 +19,7 @@ from shared.models import Memory, is_redacted
 from shared.ports import Embedder, IndexHit, IndexUnavailable, SparseTerms, VectorIndex
 from shared.recall.explain import Trace
 from shared.recall.request import EVERY_STATUS, Candidate, Pool, RecallRequest
+from shared.recall.sparse import sparse_document, sparse_query
 from shared.storage import UnitOfWork
 
 MIN_REST_CHARS = 8  # letters or digits left of a turn once its retired statements are cut out
@@ -155,6 +157,10 @@ def _turns_found(uow: UnitOfWork, request: RecallRequest, hits: Hits, pool: Pool
     # A point that outlived a privacy delete is never shown, nor lends its rank.
     turns = {i: s.event for i, s in stored.items() if not is_redacted(s.event)}
     citing, retired = _citing(uow, request, sorted(turns))
+    # Turns a window's hit stands for tie on its score: the one whose own words share the most
+    # terms with the query comes first, then the window's own turn.
+    terms = set(sparse_query(request.query).indices)
+    overlap = {i: len(terms.intersection(sparse_document(t.content).indices)) for i, t in turns.items()}
     out: Found = {}
     for path, path_hits in hits.items():
         best: dict[str, tuple[float, int]] = {}  # event id -> (score, -distance from the window's turn)
@@ -170,7 +176,7 @@ def _turns_found(uow: UnitOfWork, request: RecallRequest, hits: Hits, pool: Pool
                     best[held] = (score, -distance)
         seen: set[str] = set()
         out[path] = []
-        for event_id in sorted(best, key=lambda e: (-best[e][0], -best[e][1], e)):
+        for event_id in sorted(best, key=lambda e: (-best[e][0], -overlap[e], -best[e][1], e)):
             targets = [pool.of_memory(m) for m in citing.get(event_id, [])]
             if not targets:
                 rest = _unretired(turns[event_id], retired.get(event_id, []))
@@ -200,20 +206,42 @@ def _unretired(turn: TurnPublished, retired: list[Memory]) -> TurnPublished | No
     """The turn without the statements of its retired memories, or None when nothing is left.
 
     A turn holds several facts: superseding or forgetting one hides that statement, never the
-    rest of the turn. A retired memory whose words are not in the turn as they stand (rephrased)
-    cannot be cut out, so the turn stays hidden: governance wins over recall."""
+    rest of the turn. A statement is cut out sentence by sentence (a memory's content is the
+    turn's own sentences, cleaned and maybe cut short with "…"); a retired memory none of whose
+    sentences is in the turn (rephrased) cannot be cut out, so the turn stays hidden: governance
+    wins over recall."""
     if not retired:
         return turn
-    text = " ".join(turn.content.split())
+    kept = _sentences(turn.content)
     for memory in retired:
-        statement = " ".join(memory.content.split())
-        if statement not in text:
+        statements = [_key(x) for x in _sentences(memory.content)]
+        rest = [x for x in kept if not any(_said(st, _key(x)) for st in statements)]
+        if len(rest) == len(kept):
             return None
-        text = text.replace(statement, " ")
-    text = " ".join(text.split())
+        kept = rest
+    text = " ".join(kept)
     if sum(ch.isalnum() for ch in text) < MIN_REST_CHARS:
         return None
     return replace(turn, content=text)
+
+
+_SENTENCE = re.compile(r"[^.。!！?？;；]+[.。!！?？;；]*")
+
+
+def _sentences(text: str) -> list[str]:
+    return [m.group().strip() for m in _SENTENCE.finditer(" ".join(text.split())) if m.group().strip()]
+
+
+def _key(sentence: str) -> str:
+    return sentence.rstrip(".。!！?？;； ").lower()
+
+
+def _said(statement: str, sentence: str) -> bool:
+    """The retired statement is this sentence, or its start when the memory cut it short."""
+    if statement.endswith("…"):
+        head = statement.rstrip("… ")
+        return bool(head) and sentence.startswith(head)
+    return bool(statement) and statement == sentence
 
 
 MEMORIES = Corpus(
