@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.events import TurnPublished
-from shared.storage import Receipt, StoredEvent, TurnState
+from shared.storage import Receipt, StoredEvent, TurnRow, TurnState
 from shared.timeexpr import Span
 from tests.support.fake_state import FakeRepository
 
@@ -116,13 +116,55 @@ class FakeEventRepository(FakeRepository):
             if row is None or (row["event"].tenant_id, row["event"].user_id) != (tenant_id, user_id):
                 continue
             row["event"] = dataclasses.replace(row["event"], content="", metadata={"redacted": True})
-            row.update(embedding=None, embedding_model=None, turn_indexed=True)
+            row.update(embedding=None, embedding_model=None, turn_indexed=True, window=())
             out.append((i, row["event"].session_id))
         return sorted(out)
 
-    def set_turn_vector(self, event_id: str, vector: Sequence[float], model: str) -> None:
+    def set_turn_vector(
+        self, event_id: str, vector: Sequence[float], model: str, window: Sequence[str] | None = None
+    ) -> None:
         row = self.s.events[event_id]
         row.update(embedding=list(vector), embedding_model=model, turn_indexed=False)
+        if window is not None:
+            row["window"] = tuple(window)
+
+    def context_before(self, tenant_id, user_id, session_id, seq, limit) -> list[StoredEvent]:
+        rows = sorted(
+            (r["event"].seq, i)
+            for i, r in self.s.events.items()
+            if r["event"].conversation == (tenant_id, user_id, session_id)
+            and r["event"].seq < seq
+            and not r["event"].metadata.get("redacted")
+        )
+        return [self._stored(i) for _, i in rows[len(rows) - limit :]] if limit > 0 else []
+
+    def unembed_windows(self, tenant_id, user_id, event_ids) -> list[str]:
+        gone = set(event_ids)
+        out = []
+        for i, r in self._user_rows(tenant_id, user_id):
+            if gone & set(r.get("window", ())):
+                r.update(embedding=None, embedding_model=None, turn_indexed=True, window=())
+                out.append(i)
+        return out
+
+    def turn_rows(self, tenant_id, user_id, event_ids) -> list[TurnRow]:
+        wanted = set(event_ids)
+        return [
+            self._turn_row(r)
+            for i, r in self._user_rows(tenant_id, user_id)
+            if i in wanted and r.get("embedding") is not None
+        ]
+
+    def _stored(self, event_id: str) -> StoredEvent:
+        return _stored(self.s.events[event_id])
+
+    def _turn_row(self, r: dict[str, Any]) -> TurnRow:
+        e = r["event"]
+        context = tuple(
+            self.s.events[i]["event"].content if i in self.s.events else "" for i in r.get("window", ())
+        )
+        vector = list(r["embedding"]) if r.get("embedding") is not None else None
+        return TurnRow(e, vector, r.get("embedding_model"), context)
 
     def turns_to_index(self, tenant_id, user_id, limit, after_event_id=""):
         rows = sorted(
@@ -133,7 +175,7 @@ class FakeEventRepository(FakeRepository):
             and i > after_event_id
             and (r["event"].tenant_id, r["event"].user_id) == (tenant_id, user_id)
         )
-        return [(r["event"], list(r["embedding"]), r["embedding_model"]) for _, r in rows[:limit]]
+        return [self._turn_row(r) for _, r in rows[:limit]]
 
     def mark_turns_indexed(self, event_ids: Sequence[str], indexed: bool = True) -> None:
         for i in event_ids:
@@ -142,7 +184,7 @@ class FakeEventRepository(FakeRepository):
 
     def page_turns(self, after_event_id, limit):
         rows = sorted((i, r) for i, r in self.s.events.items() if i > after_event_id)[:limit]
-        return [(r["event"], r.get("embedding"), r.get("embedding_model")) for _, r in rows]
+        return [self._turn_row(r) for _, r in rows]
 
     def reset_turns_indexed(self) -> None:
         for r in self.s.events.values():
@@ -184,7 +226,9 @@ class FakeEventRepository(FakeRepository):
 
 
 def _stored(row: dict[str, Any]) -> StoredEvent:
-    return StoredEvent(row["event"], row["stage"], row["importance"], row.get("happened"))
+    return StoredEvent(
+        row["event"], row["stage"], row["importance"], row.get("happened"), tuple(row.get("window", ()))
+    )
 
 
 class FakeReceiptRepository(FakeRepository):

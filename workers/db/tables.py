@@ -100,6 +100,8 @@ class EventRow(UserOwned, Happened, Base):
     embedding: Mapped[Vector | None] = mapped_column(deferred=True)
     embedding_model: Mapped[Name | None]
     turn_indexed: Mapped[bool] = mapped_column(server_default=false(), default=False)
+    # The turns before it that the vector's context window holds (event ids, oldest first).
+    window_ids: Mapped[Words] = mapped_column(server_default="{}")
 
     __table_args__ = (
         UniqueConstraint("tenant_id", "user_id", "session_id", "seq", name="uq_events_conversation_seq"),
