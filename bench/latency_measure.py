@@ -156,6 +156,7 @@ class _TimedUow:
                 "get_many": "get_many_ms",
                 "cue_counts": "cue_counts_ms",
                 "in_window": "in_window_ms",
+                "happened_in": "in_window_ms",
                 "by_sources": sources_key,
             },
         )
@@ -166,6 +167,7 @@ class _TimedUow:
                 "stages": "event_stages_ms",
                 "recent": "event_recent_ms",
                 "in_window": "turn_window_ms",
+                "happened_in": "turn_window_ms",
                 "of_user": "turn_rows_ms",
             },
         )

@@ -17,6 +17,7 @@ from typing import Any
 
 from shared.lexicon import LexiconOverlay
 from shared.lexicon import merge as merge_lexicon
+from shared.links import Link, find_links
 from shared.models import MemoryType
 from shared.text import CJK_RE, STOPWORDS, STOPWORDS_EN, keywords, word_set
 
@@ -423,11 +424,23 @@ def interest_tag(tags: Iterable[str]) -> str | None:
     return next((t for t in tags if t in interest), None)
 
 
+def links(text: str) -> tuple[Link, ...]:
+    """The naming links of ``text`` (``shared.links``) whose name is a name, not a lexicon or
+    common word ("我儿子是程序员", "Thanks, my friend")."""
+    lexicon = load_lexicon()
+    common = _COMMON_WORDS | STOPWORDS_EN | lexicon.common_words
+    return tuple(
+        link for link in find_links(text) if link.name not in lexicon.entries and link.name not in common
+    )
+
+
 def cues_for_memory(content: str, tags: Iterable[str], entities: Iterable[str]) -> tuple[str, ...]:
-    """The cue keys stored with a memory: ``e:<entity>``, ``t:<tag>``, ``k:<keyword>``."""
+    """The cue keys stored with a memory: ``e:<entity>``, ``t:<tag>``, ``k:<keyword>``, and
+    ``l:<side>`` for both sides of each naming link it states (recall's second cue hop)."""
     keys = [f"e:{e.strip().lower()}" for e in entities if e.strip()]
     keys += [f"t:{t.strip().lower()}" for t in tags if t.strip()]
     keys += [f"k:{k}" for k in keywords(content)[:MAX_KEYWORD_CUES]]
+    keys += [key for link in links(content) for key in link.cue_keys()]
     return tuple(dict.fromkeys(keys))
 
 

@@ -120,6 +120,11 @@ class Memory:
     slot: str | None = None
     status_reason: str | None = None
     due_at: datetime | None = None
+    # Event time, [from, to): the days its time expressions name ("前天…" told on 2026-08-12:
+    # 08-10 .. 08-11). Not validity: valid_from stays the told time, which supersession orders by.
+    # None when it names no time (the told time serves).
+    happened_from: datetime | None = None
+    happened_to: datetime | None = None
 
     def __post_init__(self) -> None:
         if self.valid_from is None:
@@ -131,7 +136,7 @@ class Memory:
             self,
             "id tenant_id user_id content type status importance access_count score tags entities "
             "sources created_at updated_at last_accessed_at valid_from valid_to superseded_by slot "
-            "status_reason due_at embedding_model",
+            "status_reason due_at happened_from happened_to embedding_model",
             importance=round(self.importance, 3),
             score=round(self.score, 4),
             tags=list(self.tags),

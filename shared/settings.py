@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     # The conversation log as a recall path: every recorded turn is embedded and indexed in its own
     # collection (`<collection>_turns`), so a detail never judged worth a memory can still be found.
     index_turns: bool = True
+    # Context windows: a turn's point in the conversation log holds the embedding and the keyword
+    # terms of the turn together with the turns before it in its session, this many turns in all
+    # (shared/indexing/turn_windows.py). 1 indexes each turn alone (one embedding fewer per turn).
+    turn_window: int = Field(default=3, ge=1, le=8)
 
     tenant_id: str = "default"
 

@@ -9,17 +9,26 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from shared.api_keys import ApiKey
 from shared.events import TurnPublished
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.scoring import DecayPolicy
+from shared.timeexpr import Span
 
 Outcome = Literal["accepted", "duplicate", "rejected"]
 
-# A recorded turn with its own vector and that vector's model (None when never embedded).
-TurnRow = tuple[TurnPublished, list[float] | None, str | None]
+
+class TurnRow(NamedTuple):
+    """A recorded turn as the conversation-log index sees it: its window's vector and that
+    vector's model (None when never embedded), and the texts of the turns before it that its
+    window holds (``shared/indexing/turn_windows.py``), oldest first."""
+
+    event: TurnPublished
+    vector: list[float] | None
+    model: str | None
+    context: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,10 @@ class StoredEvent:
     event: TurnPublished
     stage: str
     importance: float | None = None
+    happened: Span | None = None  # when what it tells happened (its time expressions), if it names one
+    # The turns before it that its context window holds (event ids, oldest first): a hit on the
+    # turn's point in the conversation log stands for them too.
+    window: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,8 +75,16 @@ class EventRepository(Protocol):
         """The conversation's highest recorded seq (0 when it has none)."""
 
     def set_stage(
-        self, event_id: str, stage: str, *, importance: float | None = None, reasons: Sequence[str] = ()
-    ) -> None: ...
+        self,
+        event_id: str,
+        stage: str,
+        *,
+        importance: float | None = None,
+        reasons: Sequence[str] = (),
+        happened: Span | None = None,
+    ) -> None:
+        """Move the event to ``stage``; extraction also records its importance, the reasons and
+        when what it tells happened (``happened``, kept only when given)."""
 
     def timeline(self, tenant_id: str, user_id: str, session_id: str) -> list[StoredEvent]:
         """The conversation in seq order."""
@@ -84,14 +105,37 @@ class EventRepository(Protocol):
     def in_window(
         self, tenant_id: str, user_id: str, start: datetime, end: datetime, limit: int
     ) -> list[StoredEvent]:
-        """The user's turns with event time in [start, end), newest first (then by event id)."""
+        """The user's turns told (``at``) in [start, end), newest first (then by event id)."""
+
+    def happened_in(
+        self, tenant_id: str, user_id: str, start: datetime, end: datetime, limit: int
+    ) -> list[StoredEvent]:
+        """The user's turns whose event time (``happened``) overlaps [start, end), latest first
+        (then by event id)."""
 
     def redact(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[tuple[str, str]]:
         """Privacy: blank these turns of the user (content, metadata, vector); the row stays so the
         sequence keeps its slot. Returns (event id, session id) of the turns redacted."""
 
-    def set_turn_vector(self, event_id: str, vector: Sequence[float], model: str) -> None:
-        """Keep the turn's own vector (the conversation-log index is rebuilt from it)."""
+    def set_turn_vector(
+        self, event_id: str, vector: Sequence[float], model: str, window: Sequence[str] | None = None
+    ) -> None:
+        """Keep the vector of the turn's context window (the conversation-log index is rebuilt
+        from it) and, when given, the event ids of the turns before it that the window holds."""
+
+    def context_before(
+        self, tenant_id: str, user_id: str, session_id: str, seq: int, limit: int
+    ) -> list[StoredEvent]:
+        """Up to ``limit`` turns of the conversation right before ``seq``, oldest first, without
+        redacted ones."""
+
+    def unembed_windows(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[str]:
+        """Privacy: drop the vectors of the user's turns whose context window holds one of these
+        turns (their points must go; ``cuemem reindex`` embeds them again without it). Returns
+        their event ids."""
+
+    def turn_rows(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[TurnRow]:
+        """Those of the user's turns that have a vector, as the turn index sees them."""
 
     def turns_to_index(
         self, tenant_id: str, user_id: str, limit: int, after_event_id: str = ""
@@ -185,6 +229,19 @@ class MemoryRepository(Protocol):
     ) -> list[Memory]:
         """Memories whose validity began in [start, end), newest first; their embeddings are
         loaded only when asked (None otherwise)."""
+
+    def happened_in(
+        self,
+        tenant_id: str,
+        user_id: str,
+        start: datetime,
+        end: datetime,
+        statuses: Iterable[MemoryStatus],
+        limit: int,
+        with_embedding: bool = False,
+    ) -> list[Memory]:
+        """Memories whose event time (``happened_from`` .. ``happened_to``) overlaps [start, end),
+        latest first (then by id); embeddings as in :meth:`in_window`."""
 
     def for_user(
         self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None

@@ -30,7 +30,21 @@ from dataclasses import dataclass
 
 from shared.timeexpr_rules import DATETIME, DAY, MONTH, RULES, WEEK, YEAR, Ctx, Hit
 
-__all__ = ["DATETIME", "DAY", "MONTH", "WEEK", "YEAR", "TimeRef", "earliest_future", "resolve", "tense"]
+__all__ = [
+    "DATETIME",
+    "DAY",
+    "MONTH",
+    "WEEK",
+    "YEAR",
+    "Span",
+    "TimeRef",
+    "day_range",
+    "earliest_future",
+    "happened",
+    "resolve",
+    "resolve_anchored",
+    "tense",
+]
 _I = re.IGNORECASE
 
 
@@ -232,3 +246,32 @@ def _anchor_of(text: str, ref: TimeRef, fixed: list[TimeRef]) -> tuple[TimeRef, 
         if f.end <= ref.start and _ANCHOR_BEFORE_RE.match(text[f.end : ref.start]):
             return f, True
     return None
+
+
+# --- event time -------------------------------------------------------------------------------
+
+Span = tuple[dt.datetime, dt.datetime]  # [start, end): midnight of the first day, of the day after the last
+# The longest event time kept: a year ("去年", "in 2023"). A turn naming far-apart times ("2020年…
+# 上周") keeps its first one, so that recall's overlap query can bound its index scan by this.
+MAX_SPAN = dt.timedelta(days=367)
+
+
+def day_range(first: dt.date, last: dt.date, tz: dt.tzinfo) -> Span:
+    """The days ``first`` .. ``last`` as [start, end) instants in ``tz`` (what a range query compares)."""
+    start = dt.datetime.combine(first, dt.time.min, tzinfo=tz)
+    return start, dt.datetime.combine(last, dt.time.min, tzinfo=tz) + dt.timedelta(days=1)
+
+
+def happened(text: str, at: dt.datetime) -> Span | None:
+    """When what ``text`` tells happened (or is to happen), told at ``at``: the days its time
+    expressions name, resolved as a query's are (:func:`resolve_anchored`), from the first to the
+    last. "前天我把车送去保养了" told on 2026-08-12 happened on 2026-08-10. None without a time
+    expression: then the told time is all there is."""
+    refs = resolve_anchored(text, at)
+    if not refs:
+        return None
+    tz = at.tzinfo or dt.UTC
+    span = day_range(min(r.date for r in refs), max(r.last for r in refs), tz)
+    if span[1] - span[0] > MAX_SPAN:
+        span = day_range(refs[0].date, refs[0].last, tz)
+    return span

@@ -100,6 +100,8 @@ class MemoryOut(BaseModel):
     slot: str | None
     status_reason: str | None
     due_at: str | None
+    happened_from: str | None = Field(None, description="event time: when what it tells happened, from")
+    happened_to: str | None = Field(None, description="event time, until (exclusive)")
     embedding_model: str | None
 
 

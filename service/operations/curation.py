@@ -213,7 +213,10 @@ def purge(container: Container, tenant_id: str, user_id: str, memory_id: str) ->
     # until reconciliation; a point left for a deleted row is never returned (recall re-reads
     # every hit in Postgres) and the index worker's task or reconciliation removes it.
     delete_points(container, tenant_id, user_id, purged.memories)
-    turn_points = [turn_point_id(tenant_id, user_id, event_id) for event_id, _ in purged.turns]
+    turn_points = [
+        turn_point_id(tenant_id, user_id, event_id)
+        for event_id in [*(e for e, _ in purged.turns), *purged.windows]
+    ]
     delete_points(container, tenant_id, user_id, turn_points, IndexKind.TURNS)
     wm = container.working_memory
     if wm is not None and purged.turns:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from shared.indexing.points import memory_point, turn_payload, turn_point
+from shared.indexing.turn_windows import window_text
 from shared.ingest.embed import EMBEDDING_MODEL_KEY
 from shared.models import EventStage, Memory, MemoryStatus, is_redacted, turn_point_id
 from shared.ports import IndexPoint, VectorIndex
@@ -177,23 +178,23 @@ def _turn_state(s: TurnState) -> PointState[TurnState]:
 
 
 def _turn_point(row: TurnRow) -> IndexPoint:
-    return turn_point(row[0], row[1] or [])
+    return turn_point(row.event, row.vector or [], row.context)
 
 
 def _load_turns(
     uow: UnitOfWork, tenant_id: str, user_id: str, states: Sequence[PointState[TurnState]]
 ) -> list[TurnRow]:
-    vectors = uow.events.turn_vectors(tenant_id, user_id, [s.row_id for s in states])
-    return [(s.origin.event, vectors[s.row_id], s.model) for s in states if s.row_id in vectors]
+    return uow.events.turn_rows(tenant_id, user_id, [s.row_id for s in states])
 
 
 def _store_turn_vector(uow: UnitOfWork, row: TurnRow, vector: list[float], model: str) -> TurnRow:
-    uow.events.set_turn_vector(row[0].event_id, vector, model)
-    return (row[0], vector, model)
+    # A re-embedding keeps the window the turn had: its context turns are the same rows.
+    uow.events.set_turn_vector(row.event.event_id, vector, model)
+    return row._replace(vector=vector, model=model)
 
 
 def _mark_turns(uow: UnitOfWork, rows: Sequence[TurnRow]) -> None:
-    uow.events.mark_turns_indexed([t.event_id for t, _, _ in rows])
+    uow.events.mark_turns_indexed([row.event.event_id for row in rows])
 
 
 TURNS: Collection[TurnRow, TurnState] = Collection(
@@ -202,11 +203,11 @@ TURNS: Collection[TurnRow, TurnState] = Collection(
     prefix="turns_",
     drift_keys=("missing", "extra", "stale", "bookkept", "foreign", "unembedded"),
     reindex_keys=("indexed", "embedded"),
-    key=lambda row: row[0].event_id,
-    vector=lambda row: row[1],
-    model=lambda row: row[2],
-    text=lambda row: " ".join(row[0].content.split()),
-    indexable=lambda row: not is_redacted(row[0]),  # blanked by a privacy delete: never again
+    key=lambda row: row.event.event_id,
+    vector=lambda row: row.vector,
+    model=lambda row: row.model,
+    text=lambda row: window_text(row.event.content, row.context),  # its context window
+    indexable=lambda row: not is_redacted(row.event),  # blanked by a privacy delete: never again
     point=_turn_point,
     unindexed=lambda uow, tenant, user, limit, after: uow.events.turns_to_index(tenant, user, limit, after),
     mark=_mark_turns,

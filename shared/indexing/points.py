@@ -6,9 +6,11 @@ what a point holds (reconciliation compares stored payloads with these).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from shared.events import TurnPublished
+from shared.indexing.turn_windows import window_text
 from shared.models import Memory, turn_point_id
 from shared.ports import IndexPoint
 from shared.recall.sparse import sparse_document
@@ -48,13 +50,14 @@ def turn_payload(event: TurnPublished) -> dict[str, Any]:
     }
 
 
-def turn_point(event: TurnPublished, vector: list[float]) -> IndexPoint:
-    """A turn's point in the conversation-log index."""
+def turn_point(event: TurnPublished, vector: list[float], context: Sequence[str] = ()) -> IndexPoint:
+    """A turn's point in the conversation-log index: the vector and the keyword terms of its
+    context window (the texts of the turns before it that the window holds, then its own)."""
     return IndexPoint(
         turn_point_id(event.tenant_id, event.user_id, event.event_id),
         event.tenant_id,
         event.user_id,
         vector,
         turn_payload(event),
-        sparse=sparse_document(event.content),
+        sparse=sparse_document(window_text(event.content, context)),
     )

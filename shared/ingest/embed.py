@@ -1,8 +1,9 @@
-"""The embed stage: the event's drafts (and, when the conversation log is indexed, the turn)
-embedded in one model call."""
+"""The embed stage: the event's drafts (and, when the conversation log is indexed, the turn's
+context window, ``shared/indexing/turn_windows.py``) embedded in one model call."""
 
 from __future__ import annotations
 
+from shared.indexing.turn_windows import window_text
 from shared.ingest.common import load_event, next_step
 from shared.models import EventStage, MemoryStatus, is_redacted
 from shared.ports import Embedder, EmbeddingModelMismatch
@@ -21,10 +22,11 @@ def check_embedding_model(uow: UnitOfWork, embedder: Embedder) -> None:
 
 
 def embed_event(
-    uow: UnitOfWork, embedder: Embedder, event_id: str, keep_turns: bool = False
+    uow: UnitOfWork, embedder: Embedder, event_id: str, keep_turns: bool = False, window: int = 1
 ) -> list[FollowUp]:
-    """Embed the event's drafts and, with ``keep_turns``, the turn itself (one model call; a draft
-    that is the whole turn shares its vector). A turn without drafts skips ``persist``."""
+    """Embed the event's drafts and, with ``keep_turns``, the turn's context window of ``window``
+    turns (one model call; a draft with the window's text shares its vector). A turn without
+    drafts skips ``persist``."""
     event, stage = load_event(uow, event_id)
     if stage is not EventStage.EXTRACTED:
         # A redelivery re-sends the step after this one: persist, or index for a turn without
@@ -33,8 +35,14 @@ def embed_event(
     check_embedding_model(uow, embedder)
     drafts = [m for m in uow.memories.from_event(event_id) if m.status is MemoryStatus.PENDING]
     texts = [m.content for m in drafts]
-    turn_text = " ".join(event.content.split())
     keep_turns = keep_turns and not is_redacted(event)  # blanked by a privacy delete meanwhile
+    # The turns before it in its session are recorded already: a conversation is recorded in seq order.
+    context = (
+        uow.events.context_before(event.tenant_id, event.user_id, event.session_id, event.seq, window - 1)
+        if keep_turns and window > 1
+        else []
+    )
+    turn_text = window_text(event.content, [c.event.content for c in context])
     if keep_turns and turn_text not in texts:
         texts.append(turn_text)
     vectors = embedder.embed_passages(texts) if texts else []
@@ -44,7 +52,9 @@ def embed_event(
         memory.embedding_model = embedder.model_name
         uow.memories.save(memory)
     if keep_turns:
-        uow.events.set_turn_vector(event_id, by_text[turn_text], embedder.model_name)
+        uow.events.set_turn_vector(
+            event_id, by_text[turn_text], embedder.model_name, [c.event.event_id for c in context]
+        )
     new_stage = EventStage.EMBEDDED if drafts else EventStage.PERSISTED
     uow.events.set_stage(event_id, new_stage.value)
     return next_step(event_id, new_stage.value)

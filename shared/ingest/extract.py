@@ -22,6 +22,7 @@ from shared.models import (
     memory_id,
 )
 from shared.storage import FollowUp, UnitOfWork
+from shared.timeexpr import happened
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,14 @@ def extract_event(
     asked = preceding_question(uow, event)
     extraction = honour_explicit(event, extractor(event, threshold, asked), threshold)
     source = Source(event.event_id, event.session_id, event.seq, event.at.isoformat()).to_dict()
+    # Event time: "前天我把车送去保养了" told on 08-12 happened on 08-10. A memory keeps the times
+    # its own words name; the one memory of a turn that made one stands for the whole turn (its
+    # summary may have cut the expression off). A fragment of a split turn that names no time
+    # has none: "我住杭州" does not happen on the "下周三" of the next fragment.
+    turn_happened = happened(event.content, event.at)
+    whole = turn_happened if len(extraction.drafts) == 1 else None
     for i, draft in enumerate(extraction.drafts):
+        draft_happened = happened(draft.content, event.at) or whole
         uow.memories.add(
             Memory(
                 id=memory_id(event.tenant_id, event.user_id, event.event_id, i),
@@ -68,12 +76,18 @@ def extract_event(
                 version=0,
                 slot=draft.slot,
                 due_at=draft.due_at,
+                happened_from=draft_happened[0] if draft_happened else None,
+                happened_to=draft_happened[1] if draft_happened else None,
             )
         )
     done = not extraction.drafts and not keep_turns
     new_stage = EventStage.DONE if done else EventStage.EXTRACTED
     uow.events.set_stage(
-        event_id, new_stage.value, importance=extraction.importance, reasons=extraction.reasons
+        event_id,
+        new_stage.value,
+        importance=extraction.importance,
+        reasons=extraction.reasons,
+        happened=turn_happened,
     )
     log.info(
         "event %s extracted: importance %.1f, %d memories",

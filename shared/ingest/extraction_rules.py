@@ -100,6 +100,18 @@ _PROFILE = _any(
     r"\bI(?:'m| am)? (?:work|worked|working) (?:as|at|for|in|on)\b(?! (?:it|that|this|them)\b)",
     r"\bmy (?:job|role|title|employer)\b",
     rf"\bI(?:'m| am) an? (?:\w+ )?{_JOBS}\b",
+    # Changes of home, job, number and partner, stated without the words of the first statement
+    # ("跳槽到腾讯了" after "我在阿里上班"): profile facts, so that their slot can replace the old one.
+    r"搬家|搬去|搬回|跳槽|入职|离职|辞职|换了?(?:工作|公司)|加入了?[^，,。]{1,12}(?:公司|团队|集团)",
+    r"我的?(?:新)?(?:手机号码?|电话号码)|换了?(?:手机号码?|电话号码|号码|号)|新号码",
+    r"分手|离婚|结婚了|订婚|单身|脱单|在谈恋爱|(?:交|谈)了(?:一?个)?(?:男|女)朋友",
+    r"\bI (?:left|quit)\b[^.!?]{1,40}\bnow (?:I(?:'m| am) )?(?:at|with|working (?:at|for))\b",
+    r"\bI(?:'m| am) now (?:at|with|working (?:at|for))\b",
+    r"\b(?:left|quit) my job\b|\bmy new (?:job|employer)\b",
+    r"\bI (?:started|got) a new job\b|\bI(?:'ve| have)? started (?:working )?at\b|\bI got hired (?:at|by)\b",
+    r"\bmy (?:new |current )?(?:phone|cell|mobile) number\b|\bmy new number\b",
+    r"\b(?:I|we) (?:broke up|split up|got married|got engaged|got divorced)\b",
+    r"\bI(?:'m| am) (?:now )?(?:single|married|engaged|divorced|dating)\b",
 )
 _TASK = _any(
     r"提醒我|记得(?:要|帮我|提醒|给|带|买|交|去|把)|别忘了|不要忘了|别忘记|待办|截止|我(?:需要|得|必须)",

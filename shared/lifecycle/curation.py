@@ -11,7 +11,7 @@ takes the user's advisory lock first, so a change never interleaves with conflic
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -317,6 +317,9 @@ class Purged:
 
     memories: list[str]
     turns: list[tuple[str, str]]  # (event id, session id)
+    # Turns whose context window quoted a blanked turn: their vectors are dropped (their points
+    # must go too; ``cuemem reindex`` embeds them again without it).
+    windows: list[str] = field(default_factory=list)
 
 
 def purge(uow: UnitOfWork, tenant_id: str, user_id: str, memory_id: str, now: datetime) -> Purged:
@@ -336,6 +339,7 @@ def purge(uow: UnitOfWork, tenant_id: str, user_id: str, memory_id: str, now: da
     )
     deleted = uow.curation.purge(tenant_id, user_id, sorted(ids))
     turns = uow.events.redact(tenant_id, user_id, sources)
+    windows = uow.events.unembed_windows(tenant_id, user_id, [event_id for event_id, _ in turns])
     for gone in deleted:
         uow.history.add(
             HistoryEntry(
@@ -352,4 +356,4 @@ def purge(uow: UnitOfWork, tenant_id: str, user_id: str, memory_id: str, now: da
                 else {"turns_redacted": len(turns)},
             )
         )
-    return Purged(deleted, turns)
+    return Purged(deleted, turns, windows)

@@ -55,6 +55,7 @@ def recall(
     # Stage 1: cue matches in long-term memory, in the named time ranges and in the working memory.
     t = time.perf_counter()
     weights, pool = stage1.cue_matches(uow, request, cues)
+    stage1.link_hop(uow, request, cues, weights, pool, trace.notes)
     # Items of a named range that also match the query's cues are cue hits of this stage; the
     # rest wait for stage 2, which ranks the range by meaning.
     in_window = windows.window_items(uow, request, times.windows, weights, with_turns=turn_index is not None)
@@ -66,6 +67,7 @@ def recall(
     cue_ranked = stage1.ranked_by_cues(pool)
     trace.candidates.update(
         cue=sum(1 for c in cue_ranked if "cue" in c.paths),
+        link=sum(1 for c in cue_ranked if "link" in c.paths),
         time=sum(1 for c in cue_ranked if "time" in c.paths),
         working=len(turns),
     )

@@ -5,26 +5,45 @@ An exact key (a memory id, an event id) answers alone. Otherwise the user's memo
 cue keys with the query (entities, lexicon tags, keywords) score by those cues, each weighted by
 its rarity among the user's memories; a memory of a type the query hints at gains a little; the
 conversation's working memory is scored the same way, so a turn published a moment ago is found
-before any worker ran (read-your-writes). Hits reaching ``CONFIDENT`` answer first.
+before any worker ran (read-your-writes). A second cue hop follows the naming links of the user's
+memories ("我儿子叫乐乐"): a query about one side ("我儿子…") also looks up the other ("乐乐"),
+its hits scoring ``LINK_FACTOR`` of a direct match. Hits reaching ``CONFIDENT`` answer first.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from shared.cues import QueryCues, cues_for_memory, entities, lexicon_tags
+from shared.cues import (
+    ENTITY_WEIGHT,
+    KEYWORD_WEIGHT,
+    QueryCues,
+    cues_for_memory,
+    entities,
+    lexicon_tags,
+    links,
+)
 from shared.events import TurnPublished
+from shared.links import LINK_PREFIX
 from shared.models import Memory
 from shared.ports import WorkingMemory
 from shared.recall.request import Candidate, Pool, RecallRequest, memory_item, turn_item
 from shared.storage import UnitOfWork
+from shared.text import keywords
 
 CONFIDENT = 3.0  # one rare entity, or a rare tag plus a keyword, or three rare keywords
 MAX_QUERY_CUES = 16
 TYPE_BOOST = 0.5  # the query hints at the memory's type ("忌口" -> preference)
 EXACT_KEY_SCORE = 100.0
+# The link hop: a memory reached through a link counts this much of what the same match would
+# count were the linked name in the query. Bounded: memories read for links, names followed,
+# memories read for the names.
+LINK_FACTOR = 0.8
+MAX_LINK_SOURCES = 8
+MAX_LINKS = 3
+MAX_HOP_CANDIDATES = 20
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
@@ -79,6 +98,69 @@ def cue_matches(uow: UnitOfWork, request: RecallRequest, cues: QueryCues) -> tup
         score, matched = cue_match(weights, memory.cues)
         pool[memory.id] = Candidate(memory_item(memory), score, matched, paths=["cue"], memory=memory)
     return weights, pool
+
+
+def linked_sides(sources: Iterable[Memory], asked: Sequence[str]) -> dict[str, str]:
+    """The other side of each naming link of ``sources`` one of whose sides the query ``asked``
+    about, mapped to that query word (at most ``MAX_LINKS``, the best-scored memories' first)."""
+    hops: dict[str, str] = {}
+    for memory in sorted(sources, key=lambda m: (-m.score, m.id)):
+        for link in links(memory.content):
+            for here, there in ((link.role, link.name), (link.name, link.role)):
+                if here in asked and there not in asked and there not in hops and len(hops) < MAX_LINKS:
+                    hops[there] = here
+    return hops
+
+
+def link_hop(
+    uow: UnitOfWork,
+    request: RecallRequest,
+    cues: QueryCues,
+    weights: dict[str, float],
+    pool: Pool,
+    notes: list[str],
+) -> None:
+    """The second cue hop: the user's memories that tie a query word to another name ("我儿子叫乐乐"
+    for "我儿子喜欢什么运动？"), then the memories holding that name, added to ``pool``.
+
+    A hop hit scores ``LINK_FACTOR`` × what it would score had the query named the linked side
+    itself (the side's cue keys added to the query's, weighted as the query's are), and says
+    ``link:儿子->乐乐`` among its matched cues; a memory the first hop already found keeps the
+    better of its two scores. The memories stating the links keep their first-hop score: they are
+    found by what they share with the query.
+    """
+    asked = list(dict.fromkeys([*cues.entities, *cues.keywords]))[:MAX_QUERY_CUES]
+    tenant, user, statuses = request.tenant_id, request.user_id, request.statuses
+    sources = uow.memories.by_cues(tenant, user, [LINK_PREFIX + v for v in asked], statuses, MAX_LINK_SOURCES)
+    hops = linked_sides(sources, asked)
+    if not hops:
+        return
+    # A side's cue keys as a query naming it would have them: an English name is an entity and a
+    # keyword, a Chinese name a keyword.
+    sides = {t: {f"e:{t}": ENTITY_WEIGHT, **{f"k:{k}": KEYWORD_WEIGHT for k in keywords(t)}} for t in hops}
+    added = {key: w for side in sides.values() for key, w in side.items() if key not in weights}
+    total, df = uow.memories.cue_counts(tenant, user, sorted(added), statuses)
+    hop_weights = weights | {key: w * rarity(df.get(key, 0), total) for key, w in added.items()}
+    source_ids = {m.id for m in sources}
+    reached = 0
+    for memory in uow.memories.by_cues(tenant, user, sorted(added), statuses, MAX_HOP_CANDIDATES):
+        if memory.id in source_ids:
+            continue
+        held = added.keys() & set(memory.cues)
+        there = next(t for t, side in sides.items() if held & side.keys())
+        score, matched = cue_match(hop_weights, memory.cues)
+        matched.append(f"link:{hops[there]}->{there}")
+        known = pool.get(memory.id)
+        if known is None:
+            pool[memory.id] = Candidate(
+                memory_item(memory), LINK_FACTOR * score, matched, paths=["link"], memory=memory
+            )
+        elif LINK_FACTOR * score > known.cue_score:
+            known.cue_score, known.matched = LINK_FACTOR * score, matched
+            known.paths.append("link")
+        reached += 1
+    found = ", ".join(f"{here}->{there}" for there, here in hops.items())
+    notes.append(f"link hop: {found} ({reached} memories)")
 
 
 def boost_type_hints(pool: Pool, cues: QueryCues) -> None:

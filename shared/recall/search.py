@@ -9,16 +9,20 @@ Postgres is the truth, and a point whose row is gone or no longer returnable is 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from shared.events import TurnPublished
 from shared.models import Memory, is_redacted
 from shared.ports import Embedder, IndexHit, IndexUnavailable, SparseTerms, VectorIndex
 from shared.recall.explain import Trace
 from shared.recall.request import EVERY_STATUS, Candidate, Pool, RecallRequest
+from shared.recall.sparse import sparse_document, sparse_query
 from shared.storage import UnitOfWork
 
+MIN_REST_CHARS = 8  # letters or digits left of a turn once its retired statements are cut out
 Hits = dict[str, list[IndexHit]]  # by path
 Found = dict[str, list[tuple[Candidate, float]]]  # by path: each candidate once, with its score
 
@@ -140,44 +144,104 @@ def _memories_found(
 
 
 def _turns_found(uow: UnitOfWork, request: RecallRequest, hits: Hits, pool: Pool, notes: list[str]) -> Found:
-    """A turn that a returned-status memory cites lends its rank to that memory (the memory is the
-    curated form of the same evidence); any other turn becomes an item of type ``turn``."""
-    event_ids = sorted({str(h.payload.get("event_id")) for path_hits in hits.values() for h in path_hits})
-    turns = {
-        s.event.event_id: s.event
-        for s in uow.events.of_user(request.tenant_id, request.user_id, event_ids)
-        if not is_redacted(s.event)  # a point that outlived a privacy delete: never shown
-    }
-    # Memories of every status: a turn that a returnable memory cites lends its rank to it; a turn
-    # cited only by memories recall must not return (superseded, archived, forgotten...) is
-    # skipped, or the conversation log would bring back what governance retired.
-    citing: dict[str, list[Memory]] = {}
-    retired: set[str] = set()
-    for memory in uow.memories.by_sources(request.tenant_id, request.user_id, event_ids, EVERY_STATUS):
-        for source in memory.sources:
-            if memory.status in request.statuses:
-                citing.setdefault(source["event_id"], []).append(memory)
-            else:
-                retired.add(source["event_id"])
+    """A turn point is the turn's context window (``shared/indexing/turn_windows.py``): its hit
+    stands for every turn the window holds, each turn scoring the best of the windows that hold
+    it (its own first on a tie). A turn that a returned-status memory cites lends its rank to that
+    memory (the memory is the curated form of the same evidence); any other turn becomes an item
+    of type ``turn``."""
+    tenant, user = request.tenant_id, request.user_id
+    hit_ids = sorted({str(h.payload.get("event_id")) for path_hits in hits.values() for h in path_hits})
+    stored = {s.event.event_id: s for s in uow.events.of_user(tenant, user, hit_ids)}
+    lent = sorted({i for s in stored.values() for i in s.window} - stored.keys())
+    stored.update({s.event.event_id: s for s in uow.events.of_user(tenant, user, lent)})
+    # A point that outlived a privacy delete is never shown, nor lends its rank.
+    turns = {i: s.event for i, s in stored.items() if not is_redacted(s.event)}
+    citing, retired = _citing(uow, request, sorted(turns))
+    # Turns a window's hit stands for tie on its score: the one whose own words share the most
+    # terms with the query comes first, then the window's own turn.
+    terms = set(sparse_query(request.query).indices)
+    overlap = {i: len(terms.intersection(sparse_document(t.content).indices)) for i, t in turns.items()}
     out: Found = {}
     for path, path_hits in hits.items():
-        seen: set[str] = set()
-        out[path] = []
-        for hit in sorted(path_hits, key=lambda h: (-h.score, h.id)):
+        best: dict[str, tuple[float, int]] = {}  # event id -> (score, -distance from the window's turn)
+        for hit in path_hits:
             event_id = str(hit.payload.get("event_id"))
             if event_id not in turns:
                 continue  # not this user's, or gone from the log: Postgres is the truth
+            # From 0 up: a negative similarity to a turn counts as none, while a memory's own keeps
+            # its sign (fusion's merged lists order by both, as they always have).
+            score = max(hit.score, 0.0)
+            for distance, held in enumerate([event_id, *reversed(stored[event_id].window)]):
+                if held in turns and (held not in best or (score, -distance) > best[held]):
+                    best[held] = (score, -distance)
+        seen: set[str] = set()
+        out[path] = []
+        for event_id in sorted(best, key=lambda e: (-best[e][0], -overlap[e], -best[e][1], e)):
             targets = [pool.of_memory(m) for m in citing.get(event_id, [])]
-            if not targets and event_id not in retired:
-                targets = [pool.of_turn(turns[event_id])]
+            if not targets:
+                rest = _unretired(turns[event_id], retired.get(event_id, []))
+                targets = [pool.of_turn(rest)] if rest is not None else []
             for cand in targets:
                 if cand.item.id not in seen:
                     seen.add(cand.item.id)
-                    # Its best hit's score (hits come best first), from 0 up: a negative similarity
-                    # to a turn counts as none, while a memory's own keeps its sign (fusion's merged
-                    # lists order by both, as they always have).
-                    out[path].append((cand, max(hit.score, 0.0)))
+                    out[path].append((cand, best[event_id][0]))
     return out
+
+
+def _citing(
+    uow: UnitOfWork, request: RecallRequest, event_ids: list[str]
+) -> tuple[dict[str, list[Memory]], dict[str, list[Memory]]]:
+    """The memories citing each turn: those recall may return, and the retired ones (superseded,
+    archived, forgotten...), by event id."""
+    citing: dict[str, list[Memory]] = {}
+    retired: dict[str, list[Memory]] = {}
+    for memory in uow.memories.by_sources(request.tenant_id, request.user_id, event_ids, EVERY_STATUS):
+        for source in memory.sources:
+            into = citing if memory.status in request.statuses else retired
+            into.setdefault(source["event_id"], []).append(memory)
+    return citing, retired
+
+
+def _unretired(turn: TurnPublished, retired: list[Memory]) -> TurnPublished | None:
+    """The turn without the statements of its retired memories, or None when nothing is left.
+
+    A turn holds several facts: superseding or forgetting one hides that statement, never the
+    rest of the turn. A statement is cut out sentence by sentence (a memory's content is the
+    turn's own sentences, cleaned and maybe cut short with "…"); a retired memory none of whose
+    sentences is in the turn (rephrased) cannot be cut out, so the turn stays hidden: governance
+    wins over recall."""
+    if not retired:
+        return turn
+    kept = _sentences(turn.content)
+    for memory in retired:
+        statements = [_key(x) for x in _sentences(memory.content)]
+        rest = [x for x in kept if not any(_said(st, _key(x)) for st in statements)]
+        if len(rest) == len(kept):
+            return None
+        kept = rest
+    text = " ".join(kept)
+    if sum(ch.isalnum() for ch in text) < MIN_REST_CHARS:
+        return None
+    return replace(turn, content=text)
+
+
+_SENTENCE = re.compile(r"[^.。!！?？;；]+[.。!！?？;；]*")
+
+
+def _sentences(text: str) -> list[str]:
+    return [m.group().strip() for m in _SENTENCE.finditer(" ".join(text.split())) if m.group().strip()]
+
+
+def _key(sentence: str) -> str:
+    return sentence.rstrip(".。!！?？;； ").lower()
+
+
+def _said(statement: str, sentence: str) -> bool:
+    """The retired statement is this sentence, or its start when the memory cut it short."""
+    if statement.endswith("…"):
+        head = statement.rstrip("… ")
+        return bool(head) and sentence.startswith(head)
+    return bool(statement) and statement == sentence
 
 
 MEMORIES = Corpus(

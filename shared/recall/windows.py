@@ -3,23 +3,26 @@ memories for a follow-up that names nothing.
 
 A named range is a filter: its items that also match the query's cues join stage 1, and stage 2
 ranks the rest of it by meaning. A range holds whole sessions; which of its items matter is for
-the query's content to say, not for their order in time.
+the query's content to say, not for their order in time. An item lies in a range when it was
+told then (``at``, ``valid_from``) or when what it tells happened then (its event time, resolved
+at ingest: "前天我把车送去保养了" told on 08-12 answers "我8月10号做了什么？").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from datetime import time as dtime
 
 from shared.cues import QueryCues
+from shared.events import TurnPublished
 from shared.ingest.conflicts import cosine
 from shared.models import is_redacted
 from shared.recall.deterministic import cue_match, turn_cues
 from shared.recall.request import EVERY_STATUS, Candidate, Pool, RecallRequest, memory_item, turn_item
 from shared.storage import UnitOfWork
-from shared.timeexpr import resolve_anchored
+from shared.timeexpr import day_range, resolve_anchored
 
+HAPPENED, TOLD = "happened", "time"  # labels: in the range by event time, by told time
 TIME_BOOST = 2.0  # the memory falls in a time range the query names ("上周", "last month")
 WINDOW_CANDIDATES = 20  # the time path's list (items of a named range, closest in meaning first)
 WINDOW_SCAN = 200  # items of each kind read from one named range to pick those from
@@ -42,13 +45,7 @@ class NamedTimes:
 def named_times(query: str, now: datetime) -> NamedTimes:
     refs = resolve_anchored(query, now)
     tz = now.tzinfo or UTC
-    windows = [
-        (
-            datetime.combine(ref.date, dtime.min, tzinfo=tz),
-            datetime.combine(ref.last, dtime.min, tzinfo=tz) + timedelta(days=1),
-        )
-        for ref in refs
-    ]
+    windows = [day_range(ref.date, ref.last, tz) for ref in refs]
     content = list(query)
     for ref in refs:
         content[ref.start : ref.end] = " " * (ref.end - ref.start)
@@ -74,44 +71,48 @@ def window_items(
 ) -> dict[str, InWindow]:
     """What lies in the time ranges the query names: the user's memories, and the turns of the
     conversation log that no memory cites (a cited turn is there as its memory), up to
-    WINDOW_SCAN of each per range, with their vectors so that stage 2 can rank them by meaning."""
+    WINDOW_SCAN of each per range and per time, with their vectors so that stage 2 can rank them
+    by meaning. An item lies in a range by its event time ("前天我把车送去保养了" told on 08-12
+    lies in 08-10, labelled ``happened:``) or by its told time (labelled ``time:``)."""
     out: dict[str, InWindow] = {}
     for start, end in windows:
-        label = f"time:{start.date().isoformat()}..{(end - timedelta(days=1)).date().isoformat()}"
-        for memory in uow.memories.in_window(
-            request.tenant_id, request.user_id, start, end, request.statuses, WINDOW_SCAN,
-            with_embedding=True,
-        ):  # fmt: skip
+        days = f"{start.date().isoformat()}..{(end - timedelta(days=1)).date().isoformat()}"
+        scope = (request.tenant_id, request.user_id, start, end)
+        # Event time first: an item in both keeps the label that says what happened in the range.
+        memories = [
+            (m, label)
+            for read, label in ((uow.memories.happened_in, HAPPENED), (uow.memories.in_window, TOLD))
+            for m in read(*scope, request.statuses, WINDOW_SCAN, with_embedding=True)
+        ]
+        for memory, label in memories:
             if memory.id not in out:
                 score, matched = cue_match(weights, memory.cues)
                 cand = Candidate(memory_item(memory), score, matched, memory=memory)
-                out[memory.id] = InWindow(memory.id, cand, memory.embedding, label)
+                out[memory.id] = InWindow(memory.id, cand, memory.embedding, f"{label}:{days}")
         if not with_turns:
             continue
-        events = uow.events.in_window(request.tenant_id, request.user_id, start, end, WINDOW_SCAN)
+        events: dict[str, tuple[TurnPublished, str]] = {}
+        for read_turns, label in ((uow.events.happened_in, HAPPENED), (uow.events.in_window, TOLD)):
+            for e in read_turns(*scope, WINDOW_SCAN):
+                events.setdefault(e.event.event_id, (e.event, label))
         # Cited by a memory of any status: a returnable memory stands for the turn; an unreturnable
         # one (superseded, forgotten...) means the turn's content must not come back either.
         cited = {
             s["event_id"]
-            for m in uow.memories.by_sources(
-                request.tenant_id, request.user_id, [e.event.event_id for e in events], EVERY_STATUS
-            )
+            for m in uow.memories.by_sources(request.tenant_id, request.user_id, list(events), EVERY_STATUS)
             for s in m.sources
         }
         fresh = [
-            e.event
-            for e in events
-            if e.event.event_id not in cited
-            and f"event:{e.event.event_id}" not in out
-            and not is_redacted(e.event)
+            (turn, label)
+            for event_id, (turn, label) in events.items()
+            if event_id not in cited and f"event:{event_id}" not in out and not is_redacted(turn)
         ]
-        vectors = uow.events.turn_vectors(request.tenant_id, request.user_id, [t.event_id for t in fresh])
-        for turn in fresh:
+        vectors = uow.events.turn_vectors(request.tenant_id, request.user_id, [t.event_id for t, _ in fresh])
+        for turn, label in fresh:
             score, matched = cue_match(weights, turn_cues(turn))
             key = f"event:{turn.event_id}"
-            out[key] = InWindow(
-                key, Candidate(turn_item(turn, "turn"), score, matched), vectors.get(turn.event_id), label
-            )
+            cand = Candidate(turn_item(turn, "turn"), score, matched)
+            out[key] = InWindow(key, cand, vectors.get(turn.event_id), f"{label}:{days}")
     return out
 
 

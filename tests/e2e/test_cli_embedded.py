@@ -46,6 +46,14 @@ BOB_TURNS = [
     ("user", "记一下：我家里 NAS 的管理端口是9090。"),
     ("user", "I prefer espresso, no milk."),
 ]
+# A move stated without the first statement's words, and a son known by his name (issue 14).
+CAROL = "carol"
+CAROL_TURNS = [
+    ("user", "我住在北京朝阳区。"),
+    ("user", "我儿子叫乐乐。"),
+    ("user", "乐乐每周六去踢足球。"),
+    ("user", "上个月搬家了，现在住在上海浦东。"),
+]
 CHIT_CHAT = {"你好，最近怎么样？", "haha ok", "thanks!"}
 
 
@@ -89,6 +97,7 @@ class Jsonl:
 def write_jsonl(path: Path) -> Jsonl:
     valid = [_turn(ALICE, SESSION, i, r, c) for i, (r, c) in enumerate(ALICE_TURNS, 1)]
     valid += [_turn(BOB, "b1", i, r, c) for i, (r, c) in enumerate(BOB_TURNS, 1)]
+    valid += [_turn(CAROL, "c1", i, r, c) for i, (r, c) in enumerate(CAROL_TURNS, 1)]
     lines: list[bytes] = []
     errors: dict[int, str] = {}
     blanks: list[int] = []
@@ -310,6 +319,20 @@ def test_users_never_see_each_others_memories(ingested: Ingested) -> None:
         assert not by_content(items, "9090") and not by_content(items, "espresso, no milk")
 
 
+def test_recall_gives_the_new_home_first_and_follows_the_sons_name(ingested: Ingested) -> None:
+    home = ingested.recall(CAROL, "我现在住在哪里？")
+    assert home["items"] and "上海浦东" in home["items"][0]["content"], home
+    assert not by_content(home["items"], "北京朝阳区"), home  # superseded by the move
+    [old] = by_content(ingested.memories(CAROL, include_all=True), "北京朝阳区")
+    assert old["status"] == "superseded", old
+
+    sport = ingested.recall(CAROL, "我儿子喜欢什么运动？")
+    hits = by_content(sport["items"], "踢足球")
+    assert len(hits) == 1, sport
+    assert "link:儿子->乐乐" in hits[0]["explanation"]["matched_cues"], sport
+    assert sport["trace"]["candidates"]["link"] >= 1, sport
+
+
 # --- 4. memories and timeline ---------------------------------------------------------------------
 
 MEMORY_KEYS = {"id", "content", "type", "status", "importance", "access_count", "score", "sources"}
@@ -349,7 +372,7 @@ def test_timeline_lists_the_turns_in_order(ingested: Ingested) -> None:
 def test_reindex_rebuilds_the_index_and_recall_is_unchanged(ingested: Ingested) -> None:
     queries = [PORT_QUERY, PARAPHRASES[0][0]]
     before = {q: ingested.recall(ALICE, q) for q in queries}
-    total = len(ingested.memories(ALICE, include_all=True)) + len(ingested.memories(BOB, include_all=True))
+    total = sum(len(ingested.memories(u, include_all=True)) for u in (ALICE, BOB, CAROL))
 
     run = cuemem(ingested.data_dir, "reindex")
     assert run.code == 0, run
@@ -389,7 +412,7 @@ def test_user_errors_exit_2_naming_the_option(tmp_path: Path, args: list[str], m
 
 
 def test_reingesting_the_same_file_changes_nothing(ingested: Ingested) -> None:
-    before = {u: ingested.memories(u, include_all=True) for u in (ALICE, BOB)}
+    before = {u: ingested.memories(u, include_all=True) for u in (ALICE, BOB, CAROL)}
 
     run = cuemem(ingested.data_dir, "ingest", "--wait", str(ingested.jsonl.path))
     assert run.code == 1, run  # the invalid lines are still invalid
@@ -399,7 +422,7 @@ def test_reingesting_the_same_file_changes_nothing(ingested: Ingested) -> None:
     assert summary["done"] + summary["duplicate"] == summary["published"], summary
     assert summary["rejected"] == 0 and summary["failed"] == 0, summary
 
-    for user in (ALICE, BOB):
+    for user in (ALICE, BOB, CAROL):
         after = cuemem(ingested.data_dir, "memories", "--user", user, "--all", "--json")
         assert after.code == 0, after
         assert after.json() == before[user], user

@@ -167,7 +167,7 @@ def test_port_number_and_order_id(lang: str, ingest: Ingest) -> None:
     assert {"cue", "keyword"} & set(top["explanation"]["paths"]), _trace(order)
 
 
-# -- 5: last week's trip, found by the time range the query names ----------------------------------
+# -- 5: last week's trip, and what happened on a date told two days later, found by time -----------
 
 TRIP = {"zh": "我去杭州出差了三天", "en": "I was in Hangzhou on a business trip for three days"}
 TRIP_TURNS = {  # the trip 6 days before NOW (last week); the others before last week, and today
@@ -178,9 +178,24 @@ TRIP_TURNS = {  # the trip 6 days before NOW (last week); the others before last
            (timedelta(hours=2), "I have a dentist appointment tomorrow at 9")],
 }  # fmt: skip
 TRIP_QUERY = {"zh": "上周我去哪儿了", "en": "where did I go last week"}
+# Event time (issue 14, item 5): told on 2026-08-12, the car went in on 2026-08-10. The question
+# names the 10th; the car turn lies in it only by when it happened, never by when it was told.
+TOLD = datetime(2026, 8, 12, 10, 0, tzinfo=UTC)
+CAR = {"zh": "前天我把车送去保养了", "en": "I took my car in for service two days ago"}
+CAR_OTHERS = {  # told before, earlier that day and after; none about the 10th
+    "zh": [(TOLD - timedelta(days=4), "我喜欢周末去爬山"),
+           (TOLD - timedelta(hours=3), "我养了一只猫，叫团子"), (TOLD + timedelta(days=3), "最近天气很热")],
+    "en": [(TOLD - timedelta(days=4), "I love hiking on weekends"),
+           (TOLD - timedelta(hours=3), "I have a cat named Mochi"),
+           (TOLD + timedelta(days=3), "The weather has been really hot lately")],
+}  # fmt: skip
+DATE_QUERY = {"zh": "我8月10号做了什么？", "en": "What did I do on August 10?"}
+
+
 @pytest.mark.parametrize("lang", LANGS)
-def test_last_weeks_trip_is_found_by_time(lang: str, ingest: Ingest) -> None:
-    world = ingest(f"trip-{lang}", [Turn(text, NOW - ago) for ago, text in TRIP_TURNS[lang]])
+def test_last_weeks_trip_and_a_dates_event_are_found_by_time(lang: str, ingest: Ingest) -> None:
+    told = sorted([(TOLD, CAR[lang]), *CAR_OTHERS[lang], *((NOW - ago, t) for ago, t in TRIP_TURNS[lang])])
+    world = ingest(f"trip-{lang}", [Turn(text, at) for at, text in told])
     out = _ask(world, TRIP_QUERY[lang])
     top = _top(out)
     assert top["content"] == TRIP[lang], _trace(out)
@@ -188,6 +203,11 @@ def test_last_weeks_trip_is_found_by_time(lang: str, ingest: Ingest) -> None:
     assert "time" in explanation["paths"] or any(
         c.startswith("time:") for c in explanation["matched_cues"]
     ), _trace(out)
+
+    out = _ask(world, DATE_QUERY[lang])
+    top = _top(out)
+    assert top["content"] == CAR[lang], _trace(out)
+    assert "happened:2026-08-10..2026-08-10" in top["explanation"]["matched_cues"], _trace(out)
 
 
 # -- 6: the fragments of one event all come back for its id ----------------------------------------

@@ -142,3 +142,34 @@ def test_turn_index_drift_is_repaired_on_the_embedded_engine_and_by_cuemem_maint
     assert out.exit_code == 0, (out.output, out.exception)
     summary = json.loads(out.output)
     assert summary["reconcile"]["turns_missing"] == 1 and summary["reconcile"]["turns_points"] == 16, summary
+
+
+def test_windows_in_postgres_context_rows_and_a_privacy_delete(c: Container) -> None:
+    """The window methods on real Postgres: the context before a seq (oldest first, no redacted
+    turn), the rows with their context texts, and a redaction dropping exactly the vectors of the
+    windows that quote the blanked turn, for that user only."""
+    turns = [_turn("w", seq, f"turn number {seq}") for seq in range(1, 6)]
+    _record(c, turns, embed=False)
+    _record(c, [_turn("x", 1, "someone else")], embed=False)
+    with c.uow() as uow:
+        for t in turns:
+            context = uow.events.context_before("default", "w", "s1", t.seq, 2)
+            ids = [s.event.event_id for s in context]
+            assert ids == [f"e-w-{s}" for s in range(max(1, t.seq - 2), t.seq)]
+            uow.events.set_turn_vector(t.event_id, [0.1] * 16, c.embedder.model_name, ids)
+        uow.commit()
+    with c.uow() as uow:
+        [row] = uow.events.turn_rows("default", "w", ["e-w-4"])
+        assert row.context == ("turn number 2", "turn number 3")
+        assert uow.events.turn_rows("default", "x", ["e-w-4"]) == []  # another user's: absent
+        assert uow.events.unembed_windows("default", "x", ["e-w-3"]) == []
+        blanked = uow.events.redact("default", "w", ["e-w-3"])
+        assert uow.events.unembed_windows("default", "w", [e for e, _ in blanked]) == ["e-w-4", "e-w-5"]
+        uow.commit()
+    with c.uow() as uow:
+        assert [s.event.event_id for s in uow.events.context_before("default", "w", "s1", 5, 2)] == [
+            "e-w-2",
+            "e-w-4",
+        ]  # the blanked turn is no context any more
+        left = {r.event.event_id for r in uow.events.turn_rows("default", "w", [t.event_id for t in turns])}
+        assert left == {"e-w-1", "e-w-2"}

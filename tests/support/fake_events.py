@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.events import TurnPublished
-from shared.storage import Receipt, StoredEvent, TurnState
+from shared.storage import Receipt, StoredEvent, TurnRow, TurnState
+from shared.timeexpr import Span
 from tests.support.fake_state import FakeRepository
 
 
@@ -23,13 +24,13 @@ class FakeEventRepository(FakeRepository):
 
     def get(self, event_id: str) -> StoredEvent | None:
         row = self.s.events.get(event_id)
-        return StoredEvent(row["event"], row["stage"], row["importance"]) if row else None
+        return _stored(row) if row else None
 
     def at_seq(self, tenant_id: str, user_id: str, session_id: str, seq: int) -> StoredEvent | None:
         for row in self.s.events.values():
             e = row["event"]
             if e.conversation == (tenant_id, user_id, session_id) and e.seq == seq:
-                return StoredEvent(e, row["stage"], row["importance"])
+                return _stored(row)
         return None
 
     def max_seq(self, tenant_id: str, user_id: str, session_id: str) -> int:
@@ -41,21 +42,26 @@ class FakeEventRepository(FakeRepository):
         return max(seqs, default=0)
 
     def set_stage(
-        self, event_id: str, stage: str, *, importance: float | None = None, reasons: Sequence[str] = ()
+        self,
+        event_id: str,
+        stage: str,
+        *,
+        importance: float | None = None,
+        reasons: Sequence[str] = (),
+        happened: Span | None = None,
     ) -> None:
         self.s.events[event_id]["stage"] = stage
         self.s.events[event_id]["stage_at"] = datetime.now(UTC)
         if importance is not None:
             self.s.events[event_id]["importance"] = importance
+        if happened is not None:
+            self.s.events[event_id]["happened"] = happened
 
     def timeline(self, tenant_id: str, user_id: str, session_id: str) -> list[StoredEvent]:
         rows = [
             r for r in self.s.events.values() if r["event"].conversation == (tenant_id, user_id, session_id)
         ]
-        return [
-            StoredEvent(r["event"], r["stage"], r["importance"])
-            for r in sorted(rows, key=lambda r: r["event"].seq)
-        ]
+        return [_stored(r) for r in sorted(rows, key=lambda r: r["event"].seq)]
 
     def recent(
         self, tenant_id: str, user_id: str, limit: int, session_id: str | None = None
@@ -68,7 +74,7 @@ class FakeEventRepository(FakeRepository):
             and (session_id is None or r["event"].session_id == session_id)
         ]
         rows.sort(key=lambda r: (r["event"].at, r["event"].seq), reverse=True)
-        return [StoredEvent(r["event"], r["stage"], r["importance"]) for r in rows[:limit]]
+        return [_stored(r) for r in rows[:limit]]
 
     def stages(self, event_ids: Sequence[str]) -> dict[str, str]:
         return {i: self.s.events[i]["stage"] for i in event_ids if i in self.s.events}
@@ -76,9 +82,7 @@ class FakeEventRepository(FakeRepository):
     def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
         rows = [self.s.events[i] for i in event_ids if i in self.s.events]
         return [
-            StoredEvent(r["event"], r["stage"], r["importance"])
-            for r in rows
-            if r["event"].tenant_id == tenant_id and r["event"].user_id == user_id
+            _stored(r) for r in rows if r["event"].tenant_id == tenant_id and r["event"].user_id == user_id
         ]
 
     def in_window(self, tenant_id, user_id, start, end, limit) -> list[StoredEvent]:
@@ -89,7 +93,19 @@ class FakeEventRepository(FakeRepository):
             and start <= r["event"].at < end
         ]
         rows.sort(key=lambda r: (-r["event"].at.timestamp(), r["event"].event_id))
-        return [StoredEvent(r["event"], r["stage"], r["importance"]) for r in rows[:limit]]
+        return [_stored(r) for r in rows[:limit]]
+
+    def happened_in(self, tenant_id, user_id, start, end, limit) -> list[StoredEvent]:
+        rows = [
+            r
+            for r in self.s.events.values()
+            if (r["event"].tenant_id, r["event"].user_id) == (tenant_id, user_id)
+            and r.get("happened") is not None
+            and r["happened"][0] < end
+            and r["happened"][1] > start
+        ]
+        rows.sort(key=lambda r: (-r["happened"][0].timestamp(), r["event"].event_id))
+        return [_stored(r) for r in rows[:limit]]
 
     def redact(self, tenant_id, user_id, event_ids) -> list[tuple[str, str]]:
         import dataclasses
@@ -100,13 +116,55 @@ class FakeEventRepository(FakeRepository):
             if row is None or (row["event"].tenant_id, row["event"].user_id) != (tenant_id, user_id):
                 continue
             row["event"] = dataclasses.replace(row["event"], content="", metadata={"redacted": True})
-            row.update(embedding=None, embedding_model=None, turn_indexed=True)
+            row.update(embedding=None, embedding_model=None, turn_indexed=True, window=())
             out.append((i, row["event"].session_id))
         return sorted(out)
 
-    def set_turn_vector(self, event_id: str, vector: Sequence[float], model: str) -> None:
+    def set_turn_vector(
+        self, event_id: str, vector: Sequence[float], model: str, window: Sequence[str] | None = None
+    ) -> None:
         row = self.s.events[event_id]
         row.update(embedding=list(vector), embedding_model=model, turn_indexed=False)
+        if window is not None:
+            row["window"] = tuple(window)
+
+    def context_before(self, tenant_id, user_id, session_id, seq, limit) -> list[StoredEvent]:
+        rows = sorted(
+            (r["event"].seq, i)
+            for i, r in self.s.events.items()
+            if r["event"].conversation == (tenant_id, user_id, session_id)
+            and r["event"].seq < seq
+            and not r["event"].metadata.get("redacted")
+        )
+        return [self._stored(i) for _, i in rows[len(rows) - limit :]] if limit > 0 else []
+
+    def unembed_windows(self, tenant_id, user_id, event_ids) -> list[str]:
+        gone = set(event_ids)
+        out = []
+        for i, r in self._user_rows(tenant_id, user_id):
+            if gone & set(r.get("window", ())):
+                r.update(embedding=None, embedding_model=None, turn_indexed=True, window=())
+                out.append(i)
+        return out
+
+    def turn_rows(self, tenant_id, user_id, event_ids) -> list[TurnRow]:
+        wanted = set(event_ids)
+        return [
+            self._turn_row(r)
+            for i, r in self._user_rows(tenant_id, user_id)
+            if i in wanted and r.get("embedding") is not None
+        ]
+
+    def _stored(self, event_id: str) -> StoredEvent:
+        return _stored(self.s.events[event_id])
+
+    def _turn_row(self, r: dict[str, Any]) -> TurnRow:
+        e = r["event"]
+        context = tuple(
+            self.s.events[i]["event"].content if i in self.s.events else "" for i in r.get("window", ())
+        )
+        vector = list(r["embedding"]) if r.get("embedding") is not None else None
+        return TurnRow(e, vector, r.get("embedding_model"), context)
 
     def turns_to_index(self, tenant_id, user_id, limit, after_event_id=""):
         rows = sorted(
@@ -117,7 +175,7 @@ class FakeEventRepository(FakeRepository):
             and i > after_event_id
             and (r["event"].tenant_id, r["event"].user_id) == (tenant_id, user_id)
         )
-        return [(r["event"], list(r["embedding"]), r["embedding_model"]) for _, r in rows[:limit]]
+        return [self._turn_row(r) for _, r in rows[:limit]]
 
     def mark_turns_indexed(self, event_ids: Sequence[str], indexed: bool = True) -> None:
         for i in event_ids:
@@ -126,7 +184,7 @@ class FakeEventRepository(FakeRepository):
 
     def page_turns(self, after_event_id, limit):
         rows = sorted((i, r) for i, r in self.s.events.items() if i > after_event_id)[:limit]
-        return [(r["event"], r.get("embedding"), r.get("embedding_model")) for _, r in rows]
+        return [self._turn_row(r) for _, r in rows]
 
     def reset_turns_indexed(self) -> None:
         for r in self.s.events.values():
@@ -165,6 +223,12 @@ class FakeEventRepository(FakeRepository):
     def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
         rows = [(r["stage_at"], i, r["stage"]) for i, r in self.s.events.items() if r["stage"] != "done"]
         return [(i, stage) for at, i, stage in sorted(rows) if at < stuck_before][:limit]
+
+
+def _stored(row: dict[str, Any]) -> StoredEvent:
+    return StoredEvent(
+        row["event"], row["stage"], row["importance"], row.get("happened"), tuple(row.get("window", ()))
+    )
 
 
 class FakeReceiptRepository(FakeRepository):

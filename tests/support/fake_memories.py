@@ -115,6 +115,22 @@ class FakeMemoryRepository(FakeRepository):
         found.sort(key=lambda m: (-(m.valid_from or m.created_at).timestamp(), m.id))
         return [m if with_embedding else without_vector(m) for m in found[:limit]]
 
+    def happened_in(
+        self, tenant_id, user_id, start, end, statuses, limit, with_embedding=False
+    ) -> list[Memory]:
+        allowed = set(statuses)
+        found = [
+            m
+            for m in memories_of(self.s, tenant_id, user_id)
+            if m.status in allowed
+            and m.happened_from is not None
+            and m.happened_to is not None
+            and m.happened_from < end
+            and m.happened_to > start
+        ]
+        found.sort(key=lambda m: (-m.happened_from.timestamp() if m.happened_from else 0.0, m.id))
+        return [m if with_embedding else without_vector(m) for m in found[:limit]]
+
     def recent_of_type(self, tenant_id, user_id, memory_type, since, limit) -> list[Memory]:
         found = [
             m

@@ -47,8 +47,9 @@ def turn(seq, content, *, event_id=None, user="u1", session="s1", minutes=0):
 class Harness:
     """Runs each follow-up like the task layer: one unit of work, commit, then the next step."""
 
-    def __init__(self, *, turns: bool = False):
+    def __init__(self, *, turns: bool = False, window: int = 3):
         self.store = FakeStore()
+        self.window = window  # turns per context window, as Settings.turn_window
         self.embedder = HashingEmbedder(dim=16)
         self.index = FakeVectorIndex()
         # The conversation log (every turn embedded and indexed), as the workers run by default.
@@ -68,7 +69,7 @@ class Harness:
             elif task == TaskName.EXTRACT:
                 out = extract_event(uow, args[0], 5.0, NOW, keep_turns=keep)
             elif task == TaskName.EMBED:
-                out = embed_event(uow, self.embedder, args[0], keep_turns=keep)
+                out = embed_event(uow, self.embedder, args[0], keep_turns=keep, window=self.window)
             elif task == TaskName.PERSIST:
                 out = persist_event(uow, args[0], NOW)
             elif task == TaskName.INDEX:
@@ -103,8 +104,8 @@ class Harness:
 class TurnHarness(Harness):
     """The pipeline with the conversation log indexed, as the workers run it by default."""
 
-    def __init__(self) -> None:
-        super().__init__(turns=True)
+    def __init__(self, window: int = 3) -> None:
+        super().__init__(turns=True, window=window)
         assert self.turns is not None
 
 

@@ -38,7 +38,8 @@ def test_a_memorable_turn_gets_a_memory_and_a_turn_point_sharing_one_embedding_c
 
 def test_recall_finds_a_detail_only_the_conversation_log_holds_and_says_so():
     h = TurnHarness()
-    h.say(CHAT, "生产环境部署端口是8443")
+    h.drain(turn(1, CHAT))
+    h.drain(turn(1, "生产环境部署端口是8443", session="s2"))  # its own session: no shared window
     out = ask(h, "where did we see the red fox")
     top = out.items[0]
     assert top.id == "event:e-u1-s1-1" and top.type == "turn" and top.status == "log"

@@ -78,7 +78,10 @@ def _memory(**overrides: Any) -> Memory:
 
 
 def test_memory_public_view_rounds_scores_and_copies_its_lists() -> None:
-    memory = _memory(valid_to=LATER, superseded_by="m2", slot="drink.milk", status_reason="why", due_at=LATER)
+    memory = _memory(
+        valid_to=LATER, superseded_by="m2", slot="drink.milk", status_reason="why", due_at=LATER,
+        happened_from=LATER, happened_to=LATER + timedelta(days=1),
+    )  # fmt: skip
 
     public = memory.to_public()
 
@@ -91,7 +94,8 @@ def test_memory_public_view_rounds_scores_and_copies_its_lists() -> None:
         '"last_accessed_at": "2026-03-04T05:06:07.890123+00:00", '
         '"valid_from": "2026-03-04T05:06:07.890123+00:00", "valid_to": "2026-03-05T08:00:00+08:00", '
         '"superseded_by": "m2", "slot": "drink.milk", "status_reason": "why", '
-        '"due_at": "2026-03-05T08:00:00+08:00", "embedding_model": "hash-64"}'
+        '"due_at": "2026-03-05T08:00:00+08:00", "happened_from": "2026-03-05T08:00:00+08:00", '
+        '"happened_to": "2026-03-06T08:00:00+08:00", "embedding_model": "hash-64"}'
     )
     # Copies: a caller editing the view does not edit the memory.
     assert public["tags"] is not memory.tags
@@ -102,7 +106,8 @@ def test_memory_public_view_rounds_scores_and_copies_its_lists() -> None:
 def test_memory_public_view_shows_unset_times_as_null() -> None:
     public = _memory(embedding_model=None).to_public()
 
-    assert [public[k] for k in ("valid_to", "superseded_by", "slot", "status_reason", "due_at")] == [None] * 5
+    unset = ("valid_to", "superseded_by", "slot", "status_reason", "due_at", "happened_from", "happened_to")
+    assert [public[k] for k in unset] == [None] * len(unset)
     assert public["valid_from"] == public["created_at"]  # valid_from defaults to created_at
     assert public["embedding_model"] is None
 

@@ -17,6 +17,7 @@ from shared.storage import (
     TurnRow,
     TurnState,
 )
+from shared.timeexpr import Span
 from workers.db.mapping import column_values, event_from_row, from_columns
 from workers.db.session import SessionRepository
 from workers.db.tables import (
@@ -73,12 +74,20 @@ class SqlEventRepository(SessionRepository):
         return int(found or 0)
 
     def set_stage(
-        self, event_id: str, stage: str, *, importance: float | None = None, reasons: Sequence[str] = ()
+        self,
+        event_id: str,
+        stage: str,
+        *,
+        importance: float | None = None,
+        reasons: Sequence[str] = (),
+        happened: Span | None = None,
     ) -> None:
         values: dict[str, object] = {"stage": stage, "stage_at": func.now()}
         if importance is not None:
             values["importance"] = importance
             values["extraction_reasons"] = list(reasons)
+        if happened is not None:
+            values["happened_from"], values["happened_to"] = happened
         if stage == "done":
             values["done_at"] = func.now()
         self.session.execute(update(EventRow).where(EventRow.event_id == event_id).values(**values))
@@ -120,6 +129,14 @@ class SqlEventRepository(SessionRepository):
         )  # ix_events_user_at
         return self._read(query.order_by(EventRow.at.desc(), EventRow.event_id).limit(limit))
 
+    def happened_in(
+        self, tenant_id: str, user_id: str, start: datetime, end: datetime, limit: int
+    ) -> list[StoredEvent]:
+        query = select(EventRow).where(
+            *EventRow.owned_by(tenant_id, user_id), *EventRow.happened_overlapping(start, end)
+        )  # ix_events_user_happened
+        return self._read(query.order_by(EventRow.happened_from.desc(), EventRow.event_id).limit(limit))
+
     def redact(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[tuple[str, str]]:
         if not event_ids:
             return []
@@ -132,18 +149,83 @@ class SqlEventRepository(SessionRepository):
                 metadata_={"redacted": True},
                 embedding=None,
                 embedding_model=None,
+                window_ids=[],
                 turn_indexed=True,  # nothing to index: reconciliation must not look for a point
             )
             .returning(EventRow.event_id, EventRow.session_id)
         )
         return sorted((r.event_id, r.session_id) for r in rows)
 
-    def set_turn_vector(self, event_id: str, vector: Sequence[float], model: str) -> None:
-        self.session.execute(
+    def set_turn_vector(
+        self, event_id: str, vector: Sequence[float], model: str, window: Sequence[str] | None = None
+    ) -> None:
+        values: dict[str, object] = {
+            "embedding": list(vector),
+            "embedding_model": model,
+            "turn_indexed": False,
+        }
+        if window is not None:
+            values["window_ids"] = list(window)
+        self.session.execute(update(EventRow).where(EventRow.event_id == event_id).values(**values))
+
+    def context_before(
+        self, tenant_id: str, user_id: str, session_id: str, seq: int, limit: int
+    ) -> list[StoredEvent]:
+        if limit <= 0:
+            return []
+        query = select(EventRow).where(
+            *_conversation(tenant_id, user_id, session_id),
+            EventRow.seq < seq,
+            EventRow.content_hash != REDACTED_HASH,
+        )  # uq_events_conversation_seq
+        return self._read(query.order_by(EventRow.seq.desc()).limit(limit))[::-1]
+
+    def unembed_windows(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[str]:
+        if not event_ids:
+            return []
+        rows = self.session.execute(
             update(EventRow)
-            .where(EventRow.event_id == event_id)
-            .values(embedding=list(vector), embedding_model=model, turn_indexed=False)
+            .where(*EventRow.owned_by(tenant_id, user_id), EventRow.window_ids.overlap(list(event_ids)))
+            .values(embedding=None, embedding_model=None, turn_indexed=True, window_ids=[])
+            .returning(EventRow.event_id)
         )
+        return sorted(r.event_id for r in rows)
+
+    def turn_rows(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[TurnRow]:
+        if not event_ids:
+            return []
+        rows = self.session.scalars(
+            select(EventRow)
+            .options(undefer(EventRow.embedding))
+            .where(
+                *EventRow.owned_by(tenant_id, user_id),
+                EventRow.event_id.in_(list(event_ids)),
+                EventRow.embedding.is_not(None),
+            )
+            .order_by(EventRow.event_id)
+        )
+        return self._turn_rows(list(rows))
+
+    def _turn_rows(self, rows: Sequence[EventRow]) -> list[TurnRow]:
+        """The rows as the turn index sees them, their window's context texts read in one query."""
+        wanted = sorted({i for r in rows for i in (r.window_ids or ())})
+        texts: dict[tuple[str, str, str], str] = {}
+        if wanted:
+            found = self.session.execute(
+                select(EventRow.tenant_id, EventRow.user_id, EventRow.event_id, EventRow.content).where(
+                    EventRow.event_id.in_(wanted)
+                )
+            )
+            texts = {(f.tenant_id, f.user_id, f.event_id): f.content for f in found}
+        return [
+            TurnRow(
+                event_from_row(r).event,
+                list(r.embedding) if r.embedding is not None else None,
+                r.embedding_model,
+                tuple(texts.get((r.tenant_id, r.user_id, i), "") for i in (r.window_ids or ())),
+            )
+            for r in rows
+        ]
 
     def turns_to_index(
         self, tenant_id: str, user_id: str, limit: int, after_event_id: str = ""
@@ -160,7 +242,10 @@ class SqlEventRepository(SessionRepository):
             .order_by(EventRow.event_id)
             .limit(limit)
         )
-        return [(event_from_row(r).event, list(r.embedding or []), r.embedding_model or "") for r in rows]
+        return [
+            row._replace(vector=row.vector or [], model=row.model or "")
+            for row in self._turn_rows(list(rows))
+        ]
 
     def mark_turns_indexed(self, event_ids: Sequence[str], indexed: bool = True) -> None:
         if event_ids:
@@ -176,10 +261,7 @@ class SqlEventRepository(SessionRepository):
             .order_by(EventRow.event_id)
             .limit(limit)
         )
-        return [
-            (event_from_row(r).event, list(r.embedding) if r.embedding else None, r.embedding_model)
-            for r in rows
-        ]
+        return self._turn_rows(list(rows))
 
     def reset_turns_indexed(self) -> None:
         self.session.execute(update(EventRow).values(turn_indexed=False))

@@ -33,7 +33,11 @@ def from_columns(record_type: type[Record], row: Any, **converted: Any) -> Recor
 
 def event_from_row(row: EventRow) -> StoredEvent:
     event = from_columns(TurnPublished, row, role=Role(row.role), metadata=dict(row.metadata_ or {}))
-    return StoredEvent(event=event, stage=row.stage, importance=row.importance)
+    happened = (row.happened_from, row.happened_to) if row.happened_from and row.happened_to else None
+    window = tuple(row.window_ids or ())
+    return StoredEvent(
+        event=event, stage=row.stage, importance=row.importance, happened=happened, window=window
+    )
 
 
 def memory_from_row(row: MemoryRow, with_embedding: bool = True) -> Memory:

@@ -170,6 +170,21 @@ class SqlMemoryRepository(SessionRepository):
         query = query.order_by(MemoryRow.valid_from.desc(), MemoryRow.id).limit(limit)
         return read_memories(self.session, query, with_embedding=with_embedding)
 
+    def happened_in(
+        self,
+        tenant_id: str,
+        user_id: str,
+        start: datetime,
+        end: datetime,
+        statuses: Iterable[MemoryStatus],
+        limit: int,
+        with_embedding: bool = False,
+    ) -> list[Memory]:
+        overlap = MemoryRow.happened_overlapping(start, end)  # ix_memories_user_happened
+        query = user_memories(tenant_id, user_id, in_statuses(statuses), *overlap)
+        query = query.order_by(MemoryRow.happened_from.desc(), MemoryRow.id).limit(limit)
+        return read_memories(self.session, query, with_embedding=with_embedding)
+
     def candidates(
         self,
         tenant_id: str,

@@ -25,6 +25,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, REAL
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from shared.timeexpr import MAX_SPAN
+
 # Column kinds, declared once (SQLAlchemy's ``Annotated`` column declarations). A column is NOT
 # NULL unless its annotation admits None, as the migrations create it.
 PublisherId = Annotated[str, mapped_column(String(512))]  # event, tenant, user, session ids as sent
@@ -58,7 +60,22 @@ class UserOwned:
         return (cls.tenant_id == tenant_id, cls.user_id == user_id)
 
 
-class EventRow(UserOwned, Base):
+class Happened:
+    """Event time, [from, to): the days a turn's time expressions name ("前天…" told on 2026-08-12:
+    08-10 .. 08-11), on the turn and on the memories made from it (migration 0008). NULL when it
+    names none; the told time (``events.at``, ``memories.valid_from``) stays as it is."""
+
+    happened_from: Mapped[Instant | None]
+    happened_to: Mapped[Instant | None]
+
+    @classmethod
+    def happened_overlapping(cls, start: datetime, end: datetime) -> tuple[ColumnElement[bool], ...]:
+        """The WHERE terms of rows whose event time overlaps [start, end). No span is longer than
+        MAX_SPAN, so the lower bound makes it a bounded range of ``ix_*_user_happened``."""
+        return (cls.happened_from >= start - MAX_SPAN, cls.happened_from < end, cls.happened_to > start)
+
+
+class EventRow(UserOwned, Happened, Base):
     """The raw event log: every accepted turn, kept even when no memory is made from it."""
 
     __tablename__ = "events"
@@ -83,10 +100,19 @@ class EventRow(UserOwned, Base):
     embedding: Mapped[Vector | None] = mapped_column(deferred=True)
     embedding_model: Mapped[Name | None]
     turn_indexed: Mapped[bool] = mapped_column(server_default=false(), default=False)
+    # The turns before it that the vector's context window holds (event ids, oldest first).
+    window_ids: Mapped[Words] = mapped_column(server_default="{}")
 
     __table_args__ = (
         UniqueConstraint("tenant_id", "user_id", "session_id", "seq", name="uq_events_conversation_seq"),
         Index("ix_events_user_at", "tenant_id", "user_id", "at"),
+        Index(
+            "ix_events_user_happened",
+            "tenant_id",
+            "user_id",
+            "happened_from",
+            postgresql_where="happened_from IS NOT NULL",
+        ),
         Index("ix_events_stage", "stage"),
         Index("ix_events_stage_at", "stage", "stage_at"),
     )
@@ -107,7 +133,7 @@ class ReceiptRow(UserOwned, Base):
     __table_args__ = (Index("ix_receipts_outcome", "outcome"),)
 
 
-class MemoryRow(UserOwned, Base):
+class MemoryRow(UserOwned, Happened, Base):
     __tablename__ = "memories"
 
     id: Mapped[Uuid] = mapped_column(primary_key=True)
@@ -142,6 +168,13 @@ class MemoryRow(UserOwned, Base):
 
     __table_args__ = (
         Index("ix_memories_user_status", "tenant_id", "user_id", "status"),
+        Index(
+            "ix_memories_user_happened",
+            "tenant_id",
+            "user_id",
+            "happened_from",
+            postgresql_where="happened_from IS NOT NULL",
+        ),
         Index("ix_memories_user_slot", "tenant_id", "user_id", "slot"),
         Index("ix_memories_user_valid_from", "tenant_id", "user_id", "valid_from"),
         Index("ix_memories_user_hash", "tenant_id", "user_id", "content_hash"),

@@ -56,8 +56,8 @@ def extract(self: Task, event_id: str) -> None:
 @app.task(name=TaskName.EMBED.value, base=PipelineTask, bind=True)
 def embed(self: Task, event_id: str) -> None:
     c = container()
-    keep_turns = c.settings.index_turns
-    run_unit(self.name, event_id, lambda uow: embed_event(uow, c.embedder, event_id, keep_turns=keep_turns))
+    keep, window = c.settings.index_turns, c.settings.turn_window
+    run_unit(self.name, event_id, lambda uow: embed_event(uow, c.embedder, event_id, keep, window))
 
 
 @app.task(name=TaskName.PERSIST.value, base=PipelineTask, bind=True)

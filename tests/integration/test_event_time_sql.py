@@ -1,0 +1,104 @@
+"""Event time on Postgres: the SQL overlap reads (``happened_in``) find what the in-memory fakes
+find, and are ranges of the partial indexes of migration 0008."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import text
+
+from shared.events import Role, TurnPublished
+from shared.models import RECALLABLE_STATUSES, Memory, MemoryStatus, MemoryType
+from shared.settings import Settings
+from shared.timeexpr import MAX_SPAN, Span
+from tests.support.fakes import FakeStore
+from workers.bootstrap import build_container
+
+TOLD = datetime(2026, 8, 12, 10, tzinfo=UTC)
+START, END = datetime(2026, 8, 10, tzinfo=UTC), datetime(2026, 8, 11, tzinfo=UTC)  # "8月10号"
+
+
+def _d(month: int, day: int, year: int = 2026) -> datetime:
+    return datetime(year, month, day, tzinfo=UTC)
+
+
+SPANS: dict[str, Span | None] = {  # by item number: in the range or not
+    "1": (START, END),  # that very day
+    "2": (_d(8, 3), START),  # the week before: ends where the range starts
+    "3": (END, _d(8, 12)),  # the day after: starts where the range ends
+    "4": (_d(1, 1), _d(1, 1, 2027)),  # the whole year ("今年")
+    "5": None,  # no time named
+    "6": (START - MAX_SPAN + timedelta(days=1), START + timedelta(hours=1)),  # the longest span kept
+}
+INSIDE = {"1", "4", "6"}
+
+
+def _memory(n: str, span: Span | None, status: MemoryStatus = MemoryStatus.ACTIVE) -> Memory:
+    return Memory(
+        id=f"00000000-0000-4000-8000-{int(n):012d}",
+        tenant_id="default",
+        user_id="u",
+        type=MemoryType.EPISODIC,
+        content=f"memory {n}",
+        importance=5.0,
+        status=status,
+        created_at=TOLD,
+        updated_at=TOLD,
+        last_accessed_at=TOLD,
+        sources=[{"event_id": f"e{n}", "session_id": "s", "seq": int(n), "at": TOLD.isoformat()}],
+        content_hash=f"h{n}",
+        happened_from=span[0] if span else None,
+        happened_to=span[1] if span else None,
+    )
+
+
+def _load(uow) -> None:
+    for n, span in SPANS.items():
+        uow.memories.add(_memory(n, span))
+        turn = TurnPublished(f"e{n}", "default", "u", "s", int(n), Role.USER, f"turn {n}", TOLD, {})
+        uow.events.insert_if_absent(turn, "recorded")
+        uow.events.set_stage(turn.event_id, "extracted", importance=1.0, happened=span)
+    uow.memories.add(_memory("7", (START, END), MemoryStatus.SUPERSEDED))  # not a status asked for
+    uow.commit()
+
+
+def _found(uow) -> tuple[list[str], list[str]]:
+    memories = uow.memories.happened_in("default", "u", START, END, RECALLABLE_STATUSES, 200)
+    events = uow.events.happened_in("default", "u", START, END, 200)
+    return [m.content.split()[-1] for m in memories], [e.event.event_id[1:] for e in events]
+
+
+@pytest.fixture
+def settings(it_settings: Settings) -> Settings:
+    return it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 16})
+
+
+def test_sql_overlap_reads_agree_with_the_fakes_and_use_the_event_time_indexes(settings: Settings) -> None:
+    fake = FakeStore()
+    with fake.uow() as uow:
+        _load(uow)
+        expected = _found(uow)
+    assert sorted(expected[0]) == sorted(INSIDE) == sorted(expected[1])
+    container = build_container(settings)
+    try:
+        with container.uow() as uow:
+            _load(uow)
+            assert _found(uow) == expected  # the same items, in the same order (latest first)
+            with container.uow() as sql:
+                stored = sql.events.get("e1")
+                assert stored is not None and stored.happened == (START, END)
+            session = uow.session  # type: ignore[attr-defined]
+            session.execute(text("SET LOCAL enable_seqscan = off"))
+            for table in ("events", "memories"):
+                plan = session.execute(
+                    text(
+                        f"EXPLAIN SELECT * FROM {table} WHERE tenant_id = 'default' AND user_id = 'u'"
+                        " AND happened_from >= :low AND happened_from < :end AND happened_to > :start"
+                        " ORDER BY happened_from DESC LIMIT 200"
+                    ),
+                    {"low": START - MAX_SPAN, "end": END, "start": START},
+                ).all()
+                assert f"ix_{table}_user_happened" in "\n".join(r[0] for r in plan)
+    finally:
+        container.close()

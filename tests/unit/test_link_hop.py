@@ -1,0 +1,105 @@
+"""The second cue hop: a memory naming one of the user's people ("我儿子叫乐乐") lets a query about
+one side ("我儿子喜欢什么运动？") reach memories that only name the other ("乐乐每周六去踢足球").
+
+Link detection is pure (``shared.links``, filtered in ``shared.cues.links``); the hop runs in
+recall on the fakes of ``tests.support.pipeline`` with the real rule-based extraction.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.cues import cues_for_memory, entities, lexicon_tags, links
+from shared.links import Link
+from tests.support.pipeline import Harness, ask
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("我儿子叫乐乐", [("儿子", "乐乐")]),
+        ("我的女儿名叫小雨，今年五岁", [("女儿", "小雨")]),
+        ("我养了一只猫，叫团子", [("猫", "团子")]),
+        ("乐乐是我儿子", [("儿子", "乐乐")]),
+        ("我老板是王总", [("老板", "王总")]),
+        ("My son's name is Leo", [("son", "leo")]),
+        ("I have a cat named Mochi", [("cat", "mochi")]),
+        ("Leo, my son, loves football", [("son", "leo")]),
+        ("my daughter Emma and my son Leo", [("daughter", "emma"), ("son", "leo")]),
+        # Descriptions and questions are not names.
+        ("我儿子是程序员", []),
+        ("我老婆是上海人", []),
+        ("我儿子叫什么？", []),
+        ("Thanks, my friend", []),
+        ("My son likes football", []),
+    ],
+)
+def test_naming_links_in_both_languages(text: str, expected: list[tuple[str, str]]) -> None:
+    assert [(link.role, link.name) for link in links(text)] == expected
+
+
+def test_a_link_is_stored_as_one_cue_key_per_side() -> None:
+    text = "我儿子叫乐乐"
+    keys = cues_for_memory(text, lexicon_tags(text), entities(text))
+    assert {"l:儿子", "l:乐乐"} <= set(keys)
+    assert Link("son", "leo").cue_keys() == ("l:son", "l:leo")
+    plain = "乐乐每周六去踢足球"
+    assert not [k for k in cues_for_memory(plain, lexicon_tags(plain), entities(plain)) if k.startswith("l:")]
+
+
+OTHERS = {
+    "zh": ["我不吃香菜", "生产环境部署端口是8443", "我喜欢喝美式"],
+    "en": ["I'm allergic to peanuts", "The production deploy port is 8443", "I prefer green tea"],
+}
+LINK = {"zh": "我儿子叫乐乐", "en": "My son's name is Leo"}
+LINKED = {"zh": "乐乐每周六去踢足球", "en": "Remember that Leo plays football every Saturday"}
+QUERY = {"zh": "我儿子喜欢什么运动？", "en": "What sport does my son like?"}
+HOP = {"zh": "link:儿子->乐乐", "en": "link:son->leo"}
+
+
+def _world(lang: str, *, with_link: bool = True) -> Harness:
+    h = Harness()
+    h.say(*OTHERS[lang][:2], *([LINK[lang]] if with_link else []), LINKED[lang], OTHERS[lang][2])
+    return h
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_a_query_about_one_side_reaches_memories_of_the_other(lang: str) -> None:
+    out = ask(_world(lang), QUERY[lang])
+    [hit] = [i for i in out.items if i.content == LINKED[lang]]
+    assert "link" in hit.explanation["paths"], out.trace
+    assert HOP[lang] in hit.explanation["matched_cues"]
+    assert out.trace["candidates"]["link"] == 1
+    assert any(n.startswith(f"link hop: {HOP[lang].removeprefix('link:')}") for n in out.trace["notes"])
+    # The hop's hit ranks among the cue hits, and scores below what naming the name would give.
+    direct = ask(_world(lang), QUERY[lang].replace("我儿子", "乐乐").replace("my son", "Leo"))
+    [named] = [i for i in direct.items if i.content == LINKED[lang]]
+    assert "link" not in named.explanation["paths"]
+    assert hit.explanation["cue_score"] < named.explanation["cue_score"]
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_without_a_link_the_query_is_unchanged(lang: str) -> None:
+    out = ask(_world(lang, with_link=False), QUERY[lang])
+    assert "link" not in out.trace["candidates"] or out.trace["candidates"]["link"] == 0
+    assert not any(n.startswith("link hop") for n in out.trace["notes"])
+    for item in out.items:
+        assert "link" not in item.explanation["paths"]
+        assert not [c for c in item.explanation["matched_cues"] if c.startswith("link:")]
+
+
+def test_a_query_that_names_neither_side_does_not_hop() -> None:
+    h = _world("zh")
+    with_link = ask(h, "部署端口是多少").to_public()
+    without = ask(_world("zh", with_link=False), "部署端口是多少").to_public()
+    assert not any(n.startswith("link hop") for n in with_link["trace"]["notes"])
+    assert with_link["items"][0]["content"] == without["items"][0]["content"] == "生产环境部署端口是8443"
+    assert with_link["trace"]["candidates"]["link"] == 0
+
+
+def test_the_hop_works_from_the_name_back_to_the_role() -> None:
+    h = Harness()
+    h.say("我儿子叫乐乐", "儿子最近在学游泳", "我不吃香菜")
+    out = ask(h, "乐乐在学什么？")
+    [hit] = [i for i in out.items if i.content == "儿子最近在学游泳"]
+    assert "link:乐乐->儿子" in hit.explanation["matched_cues"], out.trace
