@@ -262,3 +262,40 @@ def test_the_newer_statement_comes_first(lang: str, ingest: Ingest) -> None:
     contents = [i["content"] for i in out["items"]]
     assert contents[:1] == [NEW_DRINK[lang]], _trace(out)
     assert OLD_DRINK[lang] in contents[1:], _trace(out)  # still there, after the newer statement
+
+
+# -- issue 14: fragments of one event told over several turns, found through their windows -------
+
+EVENT_FRAGMENTS = {
+    "zh": ["周日我们全家去露营。", "营地在莫干山。", "对了，那天记得带防晒霜。"],
+    "en": ["My sister's wedding is on June 3.", "It's in Lisbon.", "I still need to book the flight for it."],
+}
+EVENT_OTHERS = {
+    "zh": ["我最近在学吉他。", "公司的打印机又卡纸了。", "晚饭吃了一碗牛肉面。", "明天要交季度报告。"],
+    "en": [
+        "I've been learning the guitar lately.",
+        "The office printer jammed again.",
+        "Had a bowl of beef noodles for dinner.",
+        "The quarterly report is due tomorrow.",
+    ],
+}
+EVENT_QUERY = {"zh": "露营要准备什么？", "en": "What do I need to do for the wedding?"}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_fragments_of_one_event_told_in_turns_are_found_through_their_windows(
+    lang: str, ingest: Ingest
+) -> None:
+    """ "那天记得带防晒霜" / "book the flight for it" name no camping trip or wedding: the context
+    window ending at each (the turns before it in the session) does."""
+    others = EVENT_OTHERS[lang]
+    texts = [others[0], others[1], *EVENT_FRAGMENTS[lang], others[2], others[3]]
+    at = NOW - timedelta(days=3)
+    world = ingest(f"window-{lang}", [Turn(t, at + timedelta(minutes=i)) for i, t in enumerate(texts)])
+    fragments = set(world.event_ids[2:5])
+    out = _ask(world, EVENT_QUERY[lang], k=5)
+    covered = {s["event_id"] for item in out["items"] for s in item["sources"]}
+    assert fragments <= covered, _trace(out)
+    # The last fragment shares no word with the query: only a window path can have found it.
+    [last] = [i for i in out["items"] if world.event_ids[4] in {s["event_id"] for s in i["sources"]}]
+    assert {"turn_vector", "turn_keyword"} & set(last["explanation"]["paths"]), _trace(out)
