@@ -19,8 +19,8 @@ from shared.models import Memory, is_redacted
 from shared.ports import Embedder, IndexHit, IndexUnavailable, SparseTerms, VectorIndex
 from shared.recall.explain import Trace
 from shared.recall.request import EVERY_STATUS, Candidate, Pool, RecallRequest
-from shared.recall.sparse import sparse_document, sparse_query
 from shared.storage import UnitOfWork
+from shared.text import STOPWORDS, tokens
 
 MIN_REST_CHARS = 8  # letters or digits left of a turn once its retired statements are cut out
 Hits = dict[str, list[IndexHit]]  # by path
@@ -159,8 +159,9 @@ def _turns_found(uow: UnitOfWork, request: RecallRequest, hits: Hits, pool: Pool
     citing, retired = _citing(uow, request, sorted(turns))
     # Turns a window's hit stands for tie on its score: the one whose own words share the most
     # terms with the query comes first, then the window's own turn.
-    terms = set(sparse_query(request.query).indices)
-    overlap = {i: len(terms.intersection(sparse_document(t.content).indices)) for i, t in turns.items()}
+    # (A substring count: tokenising every turn would cost more than the rest of this function.)
+    words = {w for w in tokens(request.query) if w not in STOPWORDS}
+    overlap = {i: sum(w in t.content.lower() for w in words) for i, t in turns.items()}
     out: Found = {}
     for path, path_hits in hits.items():
         best: dict[str, tuple[float, int]] = {}  # event id -> (score, -distance from the window's turn)
