@@ -36,7 +36,7 @@ from typing import Any
 from bench import metrics
 from bench.common import machine_info, percentiles, write_json
 from bench.locomo_baselines import Baselines
-from bench.locomo_data import LocomoDataError, Question, load_locomo
+from bench.locomo_data import LocomoDataError, Question, fit_turns, load_locomo
 from bench.locomo_report import REFERENCE_BM25, render_report, write_plots
 
 log = logging.getLogger(__name__)
@@ -97,6 +97,7 @@ def run_locomo(
     if data_dir is None:
         data_dir = _fresh_data_dir(out_dir)
     settings = Settings().model_copy(update={"data_dir": data_dir})
+    turns_cut = fit_turns(convs, settings.max_content_chars)
     started = time.perf_counter()
     say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
 
@@ -246,7 +247,12 @@ def run_locomo(
         "benchmark": "locomo",
         "machine": info,
         "command": info["command"],
-        "data": {"path": str(data_path), "conversations": [c.sample_id for c in convs]},
+        "data": {
+            "path": str(data_path),
+            "conversations": [c.sample_id for c in convs],
+            # Turns longer than the event limit, cut to it for cuemem and the baselines alike.
+            "turns_cut_to_limit": turns_cut,
+        },
         "settings": {
             "k_max": k_max,
             "ks": list(metrics.KS),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -155,6 +155,21 @@ def parse_conversation(sample: Any) -> Conversation:
         )
     speakers = (str(conv.get("speaker_a", "")), str(conv.get("speaker_b", "")))
     return Conversation(sample_id, speakers, turns, questions)
+
+
+def fit_turns(convs: list[Conversation], max_chars: int) -> int:
+    """Cut every turn whose published content would exceed ``max_chars`` (the event limit,
+    ``CUEMEM_MAX_CONTENT_CHARS``) to fit, in place, so that the pipeline accepts it and the
+    baselines see the same text; returns how many were cut. (LongMemEval-S holds a user turn of
+    41,861 characters: a pasted document.)"""
+    cut = 0
+    for conv in convs:
+        for i, turn in enumerate(conv.turns):
+            over = len(turn.content) - max_chars
+            if over > 0:
+                conv.turns[i] = replace(turn, text=turn.text[: max(len(turn.text) - over, 0)])
+                cut += 1
+    return cut
 
 
 def load_locomo(path: Path) -> list[Conversation]:

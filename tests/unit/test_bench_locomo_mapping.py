@@ -221,3 +221,17 @@ def test_report_states_targets_met_or_not() -> None:
     bad = locomo_report.render_report(results_for(0.5), [])
     assert "| recall_any@5 ≥ 0.90 | 0.500 | **not met** |" in bad
     assert "**not met**" in bad.split("within 1,000 tokens")[1].splitlines()[0]
+
+
+def test_turns_over_the_event_limit_are_cut_to_fit_and_counted() -> None:
+    conv = locomo_data.parse_conversation(mini_sample())
+    longest = max(len(t.content) for t in conv.turns)
+    untouched = [t.content for t in conv.turns]
+    assert locomo_data.fit_turns([conv], longest) == 0 and [t.content for t in conv.turns] == untouched
+    limit = longest - 5
+    cut = locomo_data.fit_turns([conv], limit)
+    assert cut == sum(1 for c in untouched if len(c) > limit) >= 1
+    assert all(len(t.content) <= limit for t in conv.turns)
+    assert [t.content for t in conv.turns if len(t.content) < limit] == [
+        c for c in untouched if len(c) < limit
+    ]
