@@ -42,6 +42,8 @@ from bench.locomo_report import REFERENCE_BM25, render_report, write_plots
 log = logging.getLogger(__name__)
 
 SYSTEMS = ("cuemem", "bm25", "dense", "hybrid")
+# The conversations recall's constants are tuned on (docs/BENCHMARKS.md); the rest are held out.
+TUNING_SPLIT = ("conv-26", "conv-30")
 DATA_MARKER = ".cuemem-bench-locomo"
 
 
@@ -216,6 +218,15 @@ def run_locomo(
         for system in SYSTEMS
     }
     results_by_system = {system: metrics.aggregate(s) for system, s in scores.items()}
+    tuned = [r.question.sample_id in TUNING_SPLIT for r in records]
+    splits = {
+        name: {
+            system: metrics.aggregate([q for q, t in zip(s, tuned, strict=True) if t is want])
+            for system, s in scores.items()
+        }
+        for name, want in (("tuning", True), ("held_out", False))
+        if any(t is want for t in tuned)
+    }
     ceiling = metrics.aggregate(
         [
             metrics.score_question(
@@ -272,6 +283,8 @@ def run_locomo(
             "questions_without_evidence": sum(1 for r in records if not r.question.evidence.ids),
         },
         "systems": results_by_system,
+        # The same metrics on the tuning split (TUNING_SPLIT) and on the other conversations.
+        "splits": {"tuning_conversations": list(TUNING_SPLIT), **splits},
         "cuemem": {
             "stages": dict(stages),
             "items_returned": {
