@@ -253,6 +253,14 @@ def write_plots(by_system: dict[str, dict[str, Any]], out_dir: Path) -> list[str
         rows = math.ceil(len(groups) / cols)
         fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.4 * rows), squeeze=False)
         for ax, group in zip(axes.flat, groups, strict=False):
+            if not any(data[group]["scored"] for data in by_system.values()):
+                # A file without questions of this group (a one-category set, say): nothing to draw,
+                # and a log-scaled axis with no point on it cannot be drawn at all.
+                ax.set_title(_group_title(group), fontsize=9)
+                ax.text(0.5, 0.5, "no questions", ha="center", va="center", transform=ax.transAxes)
+                ax.set_xticks([])
+                ax.set_yticks([])
+                continue
             for i, (system, data) in enumerate(by_system.items()):
                 xs = [int(x) for x in data[group][axis]]
                 for metric, style in styles.items():

@@ -235,3 +235,14 @@ def test_turns_over_the_event_limit_are_cut_to_fit_and_counted() -> None:
     assert [t.content for t in conv.turns if len(t.content) < limit] == [
         c for c in untouched if len(c) < limit
     ]
+
+
+def test_plots_are_drawn_for_a_file_with_a_single_category(tmp_path: Path) -> None:
+    """A LoCoMo-shaped file whose questions are all of one category (MADial-Bench, say) leaves
+    the other panels empty: they say so instead of failing to log-scale nothing."""
+    item = metrics.Item(frozenset({"D1:1"}), 10)
+    scores = [metrics.score_question(4, ("D1:1",), [item]) for _ in range(3)]
+    by_system = {"cuemem": metrics.aggregate(scores), "bm25": metrics.aggregate(scores)}
+    assert by_system["cuemem"]["1"]["scored"] == 0  # the empty groups this is about
+    assert locomo_report.write_plots(by_system, tmp_path) == ["recall_by_k.png", "recall_by_budget.png"]
+    assert (tmp_path / "recall_by_k.png").stat().st_size > 0
