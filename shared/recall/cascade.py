@@ -90,11 +90,13 @@ def recall(
     follow_up = windows.is_follow_up(cues, times)
     recent_ranked = windows.recent_candidates(uow, request, pool) if follow_up else []
     trace.candidates["recent"] = len(recent_ranked)
+    dense = fusion.merged(found, MEMORIES.dense, CONVERSATION_LOG.dense)
+    keyword = fusion.merged(found, MEMORIES.keyword, CONVERSATION_LOG.keyword)
     ranked, fused = fusion.fuse(
         pool,
         cue_ranked,
-        fusion.merged(found, MEMORIES.dense, CONVERSATION_LOG.dense),
-        fusion.merged(found, MEMORIES.keyword, CONVERSATION_LOG.keyword),
+        dense,
+        keyword,
         recent_ranked,
         window_ranked,
         about_assistant,
@@ -103,5 +105,6 @@ def recall(
     # Confident cue hits answer first; the fused search fills the slots they leave, above the floor.
     taken = {c.item.id for c in answer}
     rest = [c for c in ranked if c.item.id not in taken]
-    fillers = floor.fill(rest, request, answer, fused, cues, times.windows, trace, about_assistant)
+    agreed = fusion.agreed_top(dense, keyword)
+    fillers = floor.fill(rest, request, answer, fused, cues, times.windows, trace, about_assistant, agreed)
     return answered(trace, cues, times.windows, cue_ranked, answer, fillers, fused)

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from shared.cues import QueryCues, cues_for_memory, entities, lexicon_tags
 from shared.ingest.extraction import is_chit_chat
 from shared.recall.explain import Fused, Trace
-from shared.recall.fusion import select
+from shared.recall.fusion import keep_agreed_top, select
 from shared.recall.request import Candidate, RecallRequest
 from shared.recall.roles import is_assistant_question
 
@@ -93,10 +93,12 @@ def fill(
     windows: Sequence[object],
     trace: Trace,
     about_assistant: bool = False,
+    agreed: Candidate | None = None,
 ) -> list[Candidate]:
     """The fillers that follow the ``taken`` (confident) items: ``fusion.select`` over ``ranked``
     without what the floor leaves out. ``trace.cut`` counts, by reason, the items left out of the
-    answer they would otherwise have been in."""
+    answer they would otherwise have been in. ``agreed`` (what both plain searches put first) is
+    kept unless the floor leaves it out (``fusion.keep_agreed_top``)."""
     best = max([fused.fused.get(c.item.id, 0.0) for c in [*taken, *ranked]], default=0.0)
     best_dense = max((d for c in [*taken, *ranked] if (d := _dense(c)) is not None), default=None)
     content_free_range = bool(windows) and not cues.keys()
@@ -112,4 +114,7 @@ def fill(
             above |= _turns(c)
     would = select(ranked, request.k, taken=taken)
     trace.cut.update(Counter(reasons[c.item.id] for c in would if c.item.id in reasons))
-    return select([c for c in ranked if c.item.id not in reasons], request.k, taken=taken)
+    chosen = select([c for c in ranked if c.item.id not in reasons], request.k, taken=taken)
+    if agreed is not None and agreed.item.id not in reasons:
+        chosen = keep_agreed_top(chosen, ranked, agreed, request.k, taken)
+    return chosen

@@ -172,6 +172,39 @@ def newer_first_within_slots(chosen: list[Candidate]) -> list[Candidate]:
     return out
 
 
+def agreed_top(dense: Sequence[Candidate], keyword: Sequence[Candidate]) -> Candidate | None:
+    """The item that both the dense and the keyword list put first, when they agree: a plain
+    hybrid search would return it first."""
+    if dense and keyword and dense[0].item.id == keyword[0].item.id:
+        return dense[0]
+    return None
+
+
+def keep_agreed_top(
+    chosen: list[Candidate],
+    ranked: Sequence[Candidate],
+    top: Candidate,
+    k: int,
+    taken: Sequence[Candidate] = (),
+) -> list[Candidate]:
+    """``chosen`` (the fillers after ``taken``) with ``top`` (``agreed_top``) when it is missing,
+    so that fusion and the cut never lose what both plain searches put first. It takes the last
+    filler's slot when all k are full, and the fillers keep their fused order. Nothing changes
+    when its evidence is already in (an item kept cites its source turns)."""
+    have = [*taken, *chosen]
+    if any(c.item.id == top.item.id for c in have):
+        return chosen
+    events = _source_events(top)
+    if events and events <= {e for c in have for e in _source_events(c)}:
+        return chosen
+    room = k - len(taken)
+    if room <= 0:
+        return chosen
+    kept = chosen[: room - 1] if len(chosen) >= room else chosen
+    order = {c.item.id: i for i, c in enumerate(ranked)}
+    return sorted([*kept, top], key=lambda c: order.get(c.item.id, len(order)))
+
+
 def _source_events(c: Candidate) -> set[str]:
     return {str(s["event_id"]) for s in c.item.sources if s.get("event_id")}
 
