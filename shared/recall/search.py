@@ -207,42 +207,33 @@ def _unretired(turn: TurnPublished, retired: list[Memory]) -> TurnPublished | No
     """The turn without the statements of its retired memories, or None when nothing is left.
 
     A turn holds several facts: superseding or forgetting one hides that statement, never the
-    rest of the turn. A statement is cut out sentence by sentence (a memory's content is the
-    turn's own sentences, cleaned and maybe cut short with "…"); a retired memory none of whose
-    sentences is in the turn (rephrased) cannot be cut out, so the turn stays hidden: governance
-    wins over recall."""
+    rest of the turn. Every piece of a retired memory (its sentences, each cut short at "…"
+    when the memory was) is cut out of the turn where it stands; a memory with a piece that is
+    not in the turn as written (rephrased) cannot be cut out, so the turn stays hidden:
+    governance wins over recall."""
     if not retired:
         return turn
-    kept = _sentences(turn.content)
+    text = " ".join(turn.content.split())
     for memory in retired:
-        statements = [_key(x) for x in _sentences(memory.content)]
-        rest = [x for x in kept if not any(_said(st, _key(x)) for st in statements)]
-        if len(rest) == len(kept):
-            return None
-        kept = rest
-    text = " ".join(kept)
-    if sum(ch.isalnum() for ch in text) < MIN_REST_CHARS:
+        for piece in _pieces(memory.content):
+            at = text.lower().find(piece)
+            if at < 0:
+                return None
+            text = text[:at] + " " + text[at + len(piece) :]
+    rest = " ".join(text.split()).strip(" ,，、;；")
+    if sum(ch.isalnum() for ch in rest) < MIN_REST_CHARS:
         return None
-    return replace(turn, content=text)
+    return replace(turn, content=rest)
 
 
-_SENTENCE = re.compile(r"[^.。!！?？;；]+[.。!！?？;；]*")
+_SENTENCE = re.compile(r"[^.。!！?？;；…]+")
 
 
-def _sentences(text: str) -> list[str]:
-    return [m.group().strip() for m in _SENTENCE.finditer(" ".join(text.split())) if m.group().strip()]
-
-
-def _key(sentence: str) -> str:
-    return sentence.rstrip(".。!！?？;； ").lower()
-
-
-def _said(statement: str, sentence: str) -> bool:
-    """The retired statement is this sentence, or its start when the memory cut it short."""
-    if statement.endswith("…"):
-        head = statement.rstrip("… ")
-        return bool(head) and sentence.startswith(head)
-    return bool(statement) and statement == sentence
+def _pieces(statement: str) -> list[str]:
+    """A memory's content as the runs of text it took from its turn, lower-cased: split at
+    sentence ends and at the "…" of a cut."""
+    flat = " ".join(statement.split()).lower()
+    return [p for m in _SENTENCE.finditer(flat) if (p := m.group().strip(" ,，、"))]
 
 
 MEMORIES = Corpus(

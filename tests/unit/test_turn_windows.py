@@ -133,3 +133,22 @@ def test_a_privacy_delete_drops_the_windows_that_quote_the_blanked_turn():
     assert h.state.events["e-u1-s1-6"]["window"] == ("e-u1-s1-4", "e-u1-s1-5")  # never held it
     with h.store.uow() as uow:  # another user's delete touches none of them
         assert uow.events.unembed_windows("default", "u2", ["e-u1-s1-6"]) == []
+
+
+def test_every_statement_of_a_retired_split_memory_is_cut_out_of_its_turn():
+    """Extraction split a turn at a comma: forgetting both parts leaves nothing of either."""
+    h = TurnHarness(window=1)
+    h.say(
+        "I moved to Boston last year. I work at Acme as a nurse, and I am allergic to peanuts. "
+        "My favorite food is sushi."
+    )
+    with h.store.uow() as uow:
+        drafts = uow.memories.from_event("e-u1-s1-1")
+        assert len(drafts) >= 2  # the rules split this turn
+        for m in drafts:
+            m.status = MemoryStatus.FORGOTTEN
+            uow.memories.save(m)
+        uow.commit()
+    for query in ("where do I work as a nurse", "allergic to peanuts", "favorite food sushi"):
+        for item in ask(h, query).items:
+            assert "nurse" not in item.content and "peanuts" not in item.content, (query, item)
