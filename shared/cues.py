@@ -17,7 +17,7 @@ from typing import Any
 
 from shared.lexicon import LexiconOverlay
 from shared.lexicon import merge as merge_lexicon
-from shared.links import Link, find_links
+from shared.links import Link, about_someone_else, find_links
 from shared.models import MemoryType
 from shared.text import CJK_RE, STOPWORDS, STOPWORDS_EN, keywords, word_set
 
@@ -402,6 +402,12 @@ def slot_for(
     tags = tuple(tags)
     hits: list[LexiconHit] | None = None
     for rule in load_lexicon().slots:
+        # A profile slot is the user's own: a statement about their sister's wedding or a
+        # colleague's new job must not replace what the user said of themselves.
+        if rule.slot.startswith("profile:") and about_someone_else(
+            text, partner_is_self=rule.slot == "profile:relationship"
+        ):
+            continue
         applies = _slot_applies(rule, lowered, type_, tags)
         if "{key}" not in rule.slot:
             if applies:

@@ -41,6 +41,52 @@ def _alternation(words: str) -> str:
 
 _ROLE_ZH = _alternation(_ROLES_ZH)
 _ROLE_EN = _alternation(_ROLES_EN)
+# The user's partner: "my boyfriend is Tom" is about the user's own relationship.
+_PARTNERS = frozenset(
+    [
+        "老婆",
+        "老公",
+        "妻子",
+        "丈夫",
+        "爱人",
+        "太太",
+        "媳妇",
+        "男朋友",
+        "女朋友",
+        "对象",
+        "未婚夫",
+        "未婚妻",
+        "wife",
+        "husband",
+        "partner",
+        "spouse",
+        "boyfriend",
+        "girlfriend",
+        "fiance",
+        "fiancee",
+        "fiancé",
+        "fiancée",
+    ]
+)
+_THEIR_ZH = re.compile(r"我(?:的|家)?" + _ROLE_ZH)
+_THEIR_EN = re.compile(r"(?<![A-Za-z])(?i:my|our) (?i:" + _ROLE_EN + r")\b")
+_I_EN = re.compile(r"(?<![A-Za-z])I(?:'m|'ve|'d|'ll)?(?![A-Za-z])")
+
+
+def about_someone_else(text: str, partner_is_self: bool = False) -> bool:
+    """The text tells of someone the user knows, not of the user: "我同事跳槽去了腾讯", "My
+    brother changed his phone number" name a role of theirs and no statement of the user's own
+    ("I moved here with my sister" is the user's). With ``partner_is_self`` the user's partner
+    counts as the user ("my boyfriend is Tom" is the user's relationship)."""
+    roles = [m.group(1) for m in _THEIR_ZH.finditer(text)] + [
+        m.group(1).lower() for m in _THEIR_EN.finditer(text)
+    ]
+    if not [r for r in roles if not (partner_is_self and r in _PARTNERS)]:
+        return False
+    rest = _THEIR_EN.sub(" ", _THEIR_ZH.sub(" ", text))
+    return "我" not in rest and not _I_EN.search(rest)
+
+
 # A Chinese name ends where the sentence goes on ("乐乐今年五岁", "小明，...", "乐乐每周六...").
 _NAME_END_ZH = (
     r"(?=$|[\s，,。.!！?？;；:：、~～)）]|今年|已经|现在|刚|才|了|的|在|也|和|跟|是|每|很|都|从|去|上|读|"

@@ -77,3 +77,22 @@ def test_recall_gives_the_newer_statement_first(older: str, newer: str, query: s
 def test_a_statement_about_someone_else_does_not_take_a_relationship_slot() -> None:
     assert _slot("My sister loves sushi") is None
     assert _slot("我男朋友喜欢打篮球") != "profile:relationship"
+
+
+# (the user's own statement, a later one about someone they know): the second takes no slot of
+# the user's profile, so it cannot supersede the first.
+SOMEONE_ELSE = [
+    ("我在阿里巴巴上班", "我同事跳槽去了腾讯"),
+    ("My boyfriend is Tom", "My sister got married last week in Rome."),
+    ("My phone number is 555-0134.", "My brother changed his phone number yesterday."),
+    ("I live in Paris", "My sister lives in Berlin now"),
+]
+
+
+@pytest.mark.parametrize(("own", "theirs"), SOMEONE_ELSE)
+def test_a_change_in_someone_elses_life_leaves_the_users_fact_alone(own: str, theirs: str) -> None:
+    assert _slot(own) is not None and _slot(theirs) is None
+    h = Harness()
+    h.say(own, theirs)
+    [mine] = [m for m in h.state.memories.values() if m.content.startswith(own.rstrip("."))]
+    assert mine.status is MemoryStatus.ACTIVE
