@@ -23,6 +23,7 @@ from shared.models import Memory, MemoryStatus, MemoryType
 from shared.ports import Embedder
 from shared.scoring import DecayPolicy
 from shared.storage import HistoryEntry, UnitOfWork
+from shared.timeexpr import happened
 
 JUDGE = "api"
 MAX_TAGS = 50
@@ -238,6 +239,10 @@ def edit_memory(
         memory.embedding = embedder.embed_passages([edit.content])[0]
         memory.embedding_model = embedder.model_name
         memory.entities = list(entities(edit.content))
+        # Event time follows the words: the new text names its own days (or none), told when
+        # the memory was.
+        span = happened(edit.content, memory.valid_from or memory.created_at)
+        memory.happened_from, memory.happened_to = span if span is not None else (None, None)
         if edit.tags is None:
             memory.tags = list(lexicon_tags(edit.content))
     if edit.tags is not None:

@@ -116,7 +116,7 @@ class FakeEventRepository(FakeRepository):
             if row is None or (row["event"].tenant_id, row["event"].user_id) != (tenant_id, user_id):
                 continue
             row["event"] = dataclasses.replace(row["event"], content="", metadata={"redacted": True})
-            row.update(embedding=None, embedding_model=None, turn_indexed=True, window=())
+            row.update(embedding=None, embedding_model=None, turn_indexed=True, window=(), happened=None)
             out.append((i, row["event"].session_id))
         return sorted(out)
 
@@ -160,9 +160,8 @@ class FakeEventRepository(FakeRepository):
 
     def _turn_row(self, r: dict[str, Any]) -> TurnRow:
         e = r["event"]
-        context = tuple(
-            self.s.events[i]["event"].content if i in self.s.events else "" for i in r.get("window", ())
-        )
+        mine = {i for i, _ in self._user_rows(e.tenant_id, e.user_id)}
+        context = tuple(self.s.events[i]["event"].content if i in mine else "" for i in r.get("window", ()))
         vector = list(r["embedding"]) if r.get("embedding") is not None else None
         return TurnRow(e, vector, r.get("embedding_model"), context)
 

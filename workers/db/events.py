@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Select, func, select, update
+from sqlalchemy import ColumnElement, Select, func, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import undefer
 
@@ -150,6 +150,9 @@ class SqlEventRepository(SessionRepository):
                 embedding=None,
                 embedding_model=None,
                 window_ids=[],
+                # What was derived from the words goes with them.
+                happened_from=None,
+                happened_to=None,
                 turn_indexed=True,  # nothing to index: reconciliation must not look for a point
             )
             .returning(EventRow.event_id, EventRow.session_id)
@@ -178,14 +181,26 @@ class SqlEventRepository(SessionRepository):
             EventRow.seq < seq,
             EventRow.content_hash != REDACTED_HASH,
         )  # uq_events_conversation_seq
-        return self._read(query.order_by(EventRow.seq.desc()).limit(limit))[::-1]
+        # FOR SHARE: a privacy delete of one of these turns waits until this window is committed,
+        # and then finds it (``unembed_windows``), so no window can keep a blanked turn's words.
+        query = query.order_by(EventRow.seq.desc()).limit(limit).with_for_update(read=True)
+        return self._read(query)[::-1]
 
     def unembed_windows(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[str]:
         if not event_ids:
             return []
+        # A window holds turns of its own session only: the conversations of these turns bound
+        # the scan (the unique (tenant, user, session, seq) index's prefix).
+        sessions = select(EventRow.session_id).where(
+            *EventRow.owned_by(tenant_id, user_id), EventRow.event_id.in_(list(event_ids))
+        )
         rows = self.session.execute(
             update(EventRow)
-            .where(*EventRow.owned_by(tenant_id, user_id), EventRow.window_ids.overlap(list(event_ids)))
+            .where(
+                *EventRow.owned_by(tenant_id, user_id),
+                EventRow.session_id.in_(sessions.scalar_subquery()),
+                EventRow.window_ids.overlap(list(event_ids)),
+            )
             .values(embedding=None, embedding_model=None, turn_indexed=True, window_ids=[])
             .returning(EventRow.event_id)
         )
@@ -211,9 +226,10 @@ class SqlEventRepository(SessionRepository):
         wanted = sorted({i for r in rows for i in (r.window_ids or ())})
         texts: dict[tuple[str, str, str], str] = {}
         if wanted:
+            owners = sorted({(r.tenant_id, r.user_id) for r in rows})
             found = self.session.execute(
                 select(EventRow.tenant_id, EventRow.user_id, EventRow.event_id, EventRow.content).where(
-                    EventRow.event_id.in_(wanted)
+                    tuple_(EventRow.tenant_id, EventRow.user_id).in_(owners), EventRow.event_id.in_(wanted)
                 )
             )
             texts = {(f.tenant_id, f.user_id, f.event_id): f.content for f in found}
