@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from service.operations.index_followups import Outcome, delete_points, sync_index
 from shared.api_keys import ApiKey, issue_key, key_prefix, matches
+from shared.ingest.embed import embed_windows
 from shared.lifecycle import curation
 from shared.models import Memory, MemoryStatus, MemoryType, turn_point_id
 from shared.queues import IndexKind
@@ -221,6 +222,13 @@ def purge(container: Container, tenant_id: str, user_id: str, memory_id: str) ->
     wm = container.working_memory
     if wm is not None and purged.turns:
         wm.forget(tenant_id, user_id, purged.turns)
+    if purged.windows:  # windows that held a blanked turn: embedded again without it, then pushed
+        with container.uow() as uow:
+            embed_windows(
+                uow, container.embedder, tenant_id, user_id, purged.windows, container.settings.turn_window
+            )
+            uow.commit()
+        sync_index(container, tenant_id, user_id)
     log.info(
         "memory %s of %s/%s purged with %d derived, %d source turns redacted",
         memory_id, tenant_id, user_id, len(purged.memories) - 1, len(purged.turns),

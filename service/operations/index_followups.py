@@ -19,7 +19,6 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal, TypeVar
 
-from shared.indexing.collections import MEMORIES
 from shared.indexing.reindex import rebuild_indexes
 from shared.indexing.sync import push_unindexed
 from shared.lifecycle import sweeps
@@ -57,12 +56,13 @@ def here_or_at_owner(
 
 
 def sync_index(container: Container, tenant_id: str, user_id: str) -> Outcome:
-    """Push the user's changed memories to the index."""
+    """Push the user's changed memories (and turns whose window changed) to the indexes."""
     c = container
 
     def here() -> Outcome:
         with c.uow() as uow:
-            push_unindexed(uow, MEMORIES, c.index(), c.embedder, tenant_id, user_id)
+            for collection, index in c.indexes().items():
+                push_unindexed(uow, collection, index, c.embedder, tenant_id, user_id)
             uow.commit()
         return INDEXED
 

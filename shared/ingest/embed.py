@@ -3,6 +3,7 @@ context window, ``shared/indexing/turn_windows.py``) embedded in one model call.
 
 from __future__ import annotations
 
+from shared.events import TurnPublished
 from shared.indexing.turn_windows import window_text
 from shared.ingest.common import load_event, next_step
 from shared.models import EventStage, MemoryStatus, is_redacted
@@ -36,13 +37,7 @@ def embed_event(
     drafts = [m for m in uow.memories.from_event(event_id) if m.status is MemoryStatus.PENDING]
     texts = [m.content for m in drafts]
     keep_turns = keep_turns and not is_redacted(event)  # blanked by a privacy delete meanwhile
-    # The turns before it in its session are recorded already: a conversation is recorded in seq order.
-    context = (
-        uow.events.context_before(event.tenant_id, event.user_id, event.session_id, event.seq, window - 1)
-        if keep_turns and window > 1
-        else []
-    )
-    turn_text = window_text(event.content, [c.event.content for c in context])
+    turn_text, context = turn_window(uow, event, window if keep_turns else 1)
     if keep_turns and turn_text not in texts:
         texts.append(turn_text)
     vectors = embedder.embed_passages(texts) if texts else []
@@ -52,9 +47,33 @@ def embed_event(
         memory.embedding_model = embedder.model_name
         uow.memories.save(memory)
     if keep_turns:
-        uow.events.set_turn_vector(
-            event_id, by_text[turn_text], embedder.model_name, [c.event.event_id for c in context]
-        )
+        uow.events.set_turn_vector(event_id, by_text[turn_text], embedder.model_name, context)
     new_stage = EventStage.EMBEDDED if drafts else EventStage.PERSISTED
     uow.events.set_stage(event_id, new_stage.value)
     return next_step(event_id, new_stage.value)
+
+
+def turn_window(uow: UnitOfWork, event: TurnPublished, window: int) -> tuple[str, list[str]]:
+    """The text of the turn's context window of ``window`` turns and the ids of its context turns.
+    The turns before it in its session are recorded already: a conversation is recorded in seq
+    order."""
+    context = (
+        uow.events.context_before(event.tenant_id, event.user_id, event.session_id, event.seq, window - 1)
+        if window > 1
+        else []
+    )
+    return window_text(event.content, [c.event.content for c in context]), [c.event.event_id for c in context]
+
+
+def embed_windows(
+    uow: UnitOfWork, embedder: Embedder, tenant_id: str, user_id: str, event_ids: list[str], window: int
+) -> int:
+    """Embed the context windows of these turns of the user again (after a privacy delete blanked
+    a turn they held: their new windows leave it out); their points follow with the next index
+    push. Returns how many were embedded."""
+    turns = [s.event for s in uow.events.of_user(tenant_id, user_id, event_ids) if not is_redacted(s.event)]
+    windows = [turn_window(uow, turn, window) for turn in turns]
+    vectors = embedder.embed_passages([text for text, _ in windows]) if windows else []
+    for turn, (_, context), vector in zip(turns, windows, vectors, strict=True):
+        uow.events.set_turn_vector(turn.event_id, vector, embedder.model_name, context)
+    return len(turns)

@@ -73,7 +73,8 @@ def test_publish_recall_edit_and_purge_through_real_workers(
             headers=h,
         )
         assert r.status_code == 200 and not r.json()["errors"], r.text
-        wait_processed(container, [p["event_id"] for p in r.json()["published"]], workers)
+        r_ids = [p["event_id"] for p in r.json()["published"]]
+        wait_processed(container, r_ids, workers)
         assert client.get("/v1/ready").json() == {"postgres": "ok", "redis": "ok", "index": "ok"}
         # Run times recorded by the worker processes reach the API's /metrics through Redis.
         metrics = client.get("/metrics").text
@@ -131,6 +132,11 @@ def test_publish_recall_edit_and_purge_through_real_workers(
         assert (
             stored is not None and stored.event.content == "" and stored.event.metadata == {"redacted": True}
         )
+        # The last turn's context window held the blanked one: embedded again without it.
+        last = r_ids[2]
+        with container.uow() as uow:
+            [row] = uow.events.turn_rows("acme", "u1", [last])
+        assert row.vector is not None and row.context == (turns[0],), row
         # The point itself is gone from the embedded index (the index worker's memory.delete_points).
         from service.operations.waiting import broker_idle
         from workers.bootstrap import build_container
@@ -145,6 +151,7 @@ def test_publish_recall_edit_and_purge_through_real_workers(
             assert turn_index is not None
             turn_ids = turn_index.ids("acme", "u1")
             assert turn_point_id("acme", "u1", source) not in turn_ids and len(turn_ids) == 2
+            assert turn_point_id("acme", "u1", last) in turn_ids  # its new window, pushed
         finally:
             local.close()
     finally:

@@ -10,7 +10,6 @@ from typing import Any
 
 from celery import Task
 
-from shared.indexing.collections import MEMORIES
 from shared.indexing.reconcile import reconcile_indexes
 from shared.indexing.reindex import rebuild_indexes
 from shared.indexing.sync import push_unindexed
@@ -27,11 +26,13 @@ log = logging.getLogger(__name__)
 
 @app.task(name=TaskName.SYNC_INDEX.value, base=PipelineTask, bind=True)
 def push_user_memories(self: Task, tenant_id: str, user_id: str) -> None:
-    """Push one user's changed memories (statuses, merges, edits) to the memory index."""
+    """Push one user's changed memories (statuses, merges, edits) to the memory index, and the
+    turns whose context window was embedded again (after a privacy delete) to the turn index."""
     c = container()
 
     def work(uow: UnitOfWork) -> list[FollowUp]:
-        push_unindexed(uow, MEMORIES, c.index(), c.embedder, tenant_id, user_id)
+        for collection, index in c.indexes().items():
+            push_unindexed(uow, collection, index, c.embedder, tenant_id, user_id)
         return []
 
     run_unit(self.name, f"{tenant_id}/{user_id}", work)
