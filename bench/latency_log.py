@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 # Each memory owns a block of seqs in its session: its source turn, then the turns that follow it.
 MAX_EXTRA_TURNS = 7
+WINDOW = 3  # turns per context window, as Settings.turn_window by default
 CANNED: tuple[str, ...] = (*synthetic.CHIT_CHAT, *synthetic.ASSISTANT)
 _ASSISTANT_FROM = len(synthetic.CHIT_CHAT)
 CHIT_CHAT_SHARE = 0.6  # of the turns that make no memory (the rest are assistant replies)
@@ -122,6 +123,7 @@ _EVENT_COLUMNS = (
     ("embedding", "float4[]"),
     ("embedding_model", "text"),
     ("turn_indexed", "bool"),
+    ("window_ids", "text[]"),
 )
 
 
@@ -161,6 +163,8 @@ class LogWriter:
         pick = random.Random(f"{self.seed}:{user_id}:log:{self.turns.get(user_id, 0)}")
         names = [c for c, _ in _EVENT_COLUMNS]
         points = []
+        # Each turn's context window, as the pipeline builds it: the turns before it in its session.
+        before: dict[str, list[tuple[str, str]]] = {}
         written = 0
         with (
             conn.cursor() as cur,
@@ -174,6 +178,7 @@ class LogWriter:
                         if turn.canned is None
                         else noisy_unit(self.canned_vectors[turn.canned], rng, self.noise)
                     )
+                    context = before.setdefault(turn.session_id, [])[-(WINDOW - 1) :]
                     row = {
                         "event_id": turn.event_id, "tenant_id": TENANT, "user_id": user_id,
                         "session_id": turn.session_id, "seq": turn.seq, "role": turn.role,
@@ -182,13 +187,15 @@ class LogWriter:
                         "importance": turn.importance, "extraction_reasons": [], "received_at": turn.at,
                         "done_at": turn.at, "stage_at": self.now, "embedding": v,
                         "embedding_model": E5_MODEL_NAME, "turn_indexed": True,
+                        "window_ids": [i for i, _ in context],
                     }  # fmt: skip
                     cp.write_row(tuple(row[c] for c in names))
                     event = TurnPublished(
                         turn.event_id, TENANT, user_id, turn.session_id, turn.seq, Role(turn.role),
                         turn.content, turn.at, {},
                     )  # fmt: skip
-                    points.append(turn_point(event, v.tolist()))
+                    points.append(turn_point(event, v.tolist(), [text for _, text in context]))
+                    before[turn.session_id].append((turn.event_id, turn.content))
                     written += 1
         conn.commit()
         self.turn_index.upsert(points)
