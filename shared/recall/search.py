@@ -22,6 +22,7 @@ from shared.recall.request import EVERY_STATUS, Candidate, Pool, RecallRequest
 from shared.storage import UnitOfWork
 from shared.text import STOPWORDS, tokens
 
+LENDING = 20  # hits per path whose window stands for its context turns too
 MIN_REST_CHARS = 8  # letters or digits left of a turn once its retired statements are cut out
 Hits = dict[str, list[IndexHit]]  # by path
 Found = dict[str, list[tuple[Candidate, float]]]  # by path: each candidate once, with its score
@@ -152,7 +153,14 @@ def _turns_found(uow: UnitOfWork, request: RecallRequest, hits: Hits, pool: Pool
     tenant, user = request.tenant_id, request.user_id
     hit_ids = sorted({str(h.payload.get("event_id")) for path_hits in hits.values() for h in path_hits})
     stored = {s.event.event_id: s for s in uow.events.of_user(tenant, user, hit_ids)}
-    lent = sorted({i for s in stored.values() for i in s.window} - stored.keys())
+    # Only a path's best LENDING hits stand for their context turns: a deep hit's neighbours
+    # would rank below the answer's k anyway, and every lent turn is one more row to re-read.
+    lending = {
+        str(h.payload.get("event_id"))
+        for path_hits in hits.values()
+        for h in sorted(path_hits, key=lambda h: (-h.score, h.id))[:LENDING]
+    }
+    lent = sorted({i for e, s in stored.items() if e in lending for i in s.window} - stored.keys())
     stored.update({s.event.event_id: s for s in uow.events.of_user(tenant, user, lent)})
     # A point that outlived a privacy delete is never shown, nor lends its rank.
     turns = {i: s.event for i, s in stored.items() if not is_redacted(s.event)}
@@ -172,7 +180,8 @@ def _turns_found(uow: UnitOfWork, request: RecallRequest, hits: Hits, pool: Pool
             # From 0 up: a negative similarity to a turn counts as none, while a memory's own keeps
             # its sign (fusion's merged lists order by both, as they always have).
             score = max(hit.score, 0.0)
-            for distance, held in enumerate([event_id, *reversed(stored[event_id].window)]):
+            window = stored[event_id].window if event_id in lending else ()
+            for distance, held in enumerate([event_id, *reversed(window)]):
                 if held in turns and (held not in best or (score, -distance) > best[held]):
                     best[held] = (score, -distance)
         seen: set[str] = set()
