@@ -21,9 +21,8 @@ Outcome = Literal["accepted", "duplicate", "rejected"]
 
 
 class TurnRow(NamedTuple):
-    """A recorded turn as the conversation-log index sees it: its window's vector and that
-    vector's model (None when never embedded), and the texts of the turns before it that its
-    window holds (``shared/indexing/turn_windows.py``), oldest first."""
+    """A turn as the turn index sees it: its window's vector and model (None: never embedded) and
+    the texts of the window's context turns, oldest first (``shared/indexing/turn_windows.py``)."""
 
     event: TurnPublished
     vector: list[float] | None
@@ -37,9 +36,7 @@ class StoredEvent:
     stage: str
     importance: float | None = None
     happened: Span | None = None  # when what it tells happened (its time expressions), if it names one
-    # The turns before it that its context window holds (event ids, oldest first): a hit on the
-    # turn's point in the conversation log stands for them too.
-    window: tuple[str, ...] = ()
+    window: tuple[str, ...] = ()  # its context window's turns (ids, oldest first)
 
 
 @dataclass(frozen=True)
@@ -120,19 +117,15 @@ class EventRepository(Protocol):
     def set_turn_vector(
         self, event_id: str, vector: Sequence[float], model: str, window: Sequence[str] | None = None
     ) -> None:
-        """Keep the vector of the turn's context window (the conversation-log index is rebuilt
-        from it) and, when given, the event ids of the turns before it that the window holds."""
+        """Keep the vector of the turn's context window and, when given, its context turns' ids."""
 
     def context_before(
         self, tenant_id: str, user_id: str, session_id: str, seq: int, limit: int
     ) -> list[StoredEvent]:
-        """Up to ``limit`` turns of the conversation right before ``seq``, oldest first, without
-        redacted ones."""
+        """Up to ``limit`` unredacted turns of the conversation right before ``seq``, oldest first."""
 
     def unembed_windows(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[str]:
-        """Privacy: drop the vectors of the user's turns whose context window holds one of these
-        turns (their points must go; ``cuemem reindex`` embeds them again without it). Returns
-        their event ids."""
+        """Privacy: drop the vectors of the user's turns whose window holds one of these; their ids."""
 
     def turn_rows(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[TurnRow]:
         """Those of the user's turns that have a vector, as the turn index sees them."""
