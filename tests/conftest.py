@@ -71,6 +71,11 @@ def it_settings(clean_db: str, redis_url: str, tmp_path: Path) -> Settings:
         max_retries=5,
         worker_concurrency=2,
         log_level="INFO",
+        # Context windows more than double the embedding work of every turn: the suites about
+        # other guarantees index each turn alone to keep CI in its budget, the window tests
+        # (the seed cases, the purge through the API) ask for 3, and CUEMEM_TEST_TURN_WINDOW=3
+        # runs everything with them.
+        turn_window=int(os.environ.get("CUEMEM_TEST_TURN_WINDOW", "1")),
     )
 
 

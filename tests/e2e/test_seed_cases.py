@@ -48,6 +48,12 @@ Ingest = Callable[[str, list[Turn]], World]
 
 
 @pytest.fixture
+def it_settings(it_settings: Settings) -> Settings:
+    """The seed cases run as the product does by default: with context windows."""
+    return it_settings.model_copy(update={"turn_window": 3})
+
+
+@pytest.fixture
 def ingest(it_settings: Settings, start_workers: Callable[..., list[Any]]) -> Iterator[Ingest]:
     """Publish turns (one conversation of one user) and wait until real workers processed them."""
     containers: list[Container] = []

@@ -57,7 +57,7 @@ def test_publish_recall_edit_and_purge_through_real_workers(
     from service.http.app import create_app
     from shared.models import turn_point_id
 
-    settings = it_settings.model_copy(update={"embedder": "hash"})
+    settings = it_settings.model_copy(update={"embedder": "hash", "turn_window": 3})  # windows: see the purge
     container = api_container(settings)
     key = create_key(container, "acme", "e2e")["key"]
     client = TestClient(create_app(container), raise_server_exceptions=False)
