@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from workers.runtime.processes import WorkerProcess
 
 FINAL = frozenset({"done", "duplicate", "rejected", "failed"})
+PUBLISH_BATCH = 64
 _TASK_LINE = re.compile(r"Task (memory\.\w+|bench\.noop)\[[^\]]+\] succeeded in ([0-9.eE+-]+)s")
 
 
@@ -73,6 +74,29 @@ def _drafts(turns: Sequence[Turn]) -> list[list[str]]:
         )
         out.append([d.content for d in extract(event, threshold).drafts])
     return out
+
+
+def _embedded_texts(turns: Sequence[Turn], drafts: Sequence[list[str]]) -> list[str]:
+    """Every text the pipeline embeds for these turns, in publish order: each turn's drafts and,
+    with the conversation log indexed (the default), its context window
+    (``shared/indexing/turn_windows.py``: the turn with the turns before it in its session). The
+    raw-embedding phase embeds exactly these, so the ratio compares like with like."""
+    from shared.indexing.turn_windows import window_text
+    from shared.settings import Settings
+
+    settings = Settings()
+    before: dict[tuple[str, str], list[str]] = defaultdict(list)
+    texts: list[str] = []
+    for turn, drafted in zip(turns, drafts, strict=True):
+        texts += list(dict.fromkeys(drafted))
+        if settings.index_turns:
+            history = before[(turn.user_id, turn.session_id)]
+            context = history[-(settings.turn_window - 1) :] if settings.turn_window > 1 else []
+            window = window_text(turn.content, context)
+            if window not in drafted:
+                texts.append(window)
+            history.append(turn.content)
+    return texts
 
 
 def _states(uow_factory: Callable[[], Any], ids: Sequence[str]) -> dict[str, str]:
@@ -139,9 +163,19 @@ def _publish_and_wait(
     ids: list[str] = []
     published_at: list[float] = []
     started = time.perf_counter()
-    for turn in tqdm(turns, desc=f"{desc}: publish", unit="event", leave=False):
-        ids.append(publisher.publish_turn(_turn_dict(turn)).event_id)
-        published_at.append(time.time())
+    bar = tqdm(total=len(turns), desc=f"{desc}: publish", unit="event", leave=False)
+    # An import or a backlog: published as `cuemem ingest` and the API's batch endpoint do, in
+    # batches of PUBLISH_BATCH turns (one message each); the steady phase publishes one by one.
+    for start in range(0, len(turns), PUBLISH_BATCH):
+        chunk = [_turn_dict(t) for t in turns[start : start + PUBLISH_BATCH]]
+        result = publisher.publish_batch(chunk)
+        if result.errors:
+            refused = f"{len(result.errors)} turns: {result.errors[0]}"
+            raise RuntimeError(f"{desc}: the publisher refused {refused}")
+        ids += [p.event_id for p in result.published]
+        published_at += [time.time()] * len(result.published)
+        bar.update(len(chunk))
+    bar.close()
     bar = tqdm(total=len(ids), desc=f"{desc}: processed", unit="event", leave=False)
     deadline = time.monotonic() + timeout
     states: dict[str, str] = {}
@@ -229,7 +263,7 @@ def measure_pipeline(cfg: IngestConfig, settings: Settings, n: int, phase_seed: 
             ]
             with psycopg.connect(libpq_url(settings.database_url)) as conn:
                 row = conn.execute("SELECT count(*) FROM memories WHERE status = 'active'").fetchone()
-            passages = [p for d in drafts for p in d]
+            passages = _embedded_texts(turns, drafts)
             out["throughput"] = {
                 "events": len(ids),
                 "memorable_events": sum(1 for d in drafts if d),

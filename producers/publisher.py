@@ -66,6 +66,9 @@ _BROKER_ERRORS = (
 )
 
 
+BATCH_SIZE = 64  # turns per memory.record_batch message (publish_batch)
+
+
 @dataclass(frozen=True)
 class Published:
     event_id: str
@@ -165,24 +168,31 @@ class Publisher:
         return self.publish_turn(raw)
 
     def publish_turn(self, raw: Mapping[str, Any]) -> Published:
-        if not isinstance(raw, Mapping):
-            raise InvalidEvent([FieldError("event", f"must be a JSON object, got {type(raw).__name__}")])
-        data = dict(raw)
-        data.setdefault("tenant_id", self.tenant_id)
-        event = validate_turn(data, self.limits, require_seq=False)
-        explicit = data.get("seq")
-        event = replace(event, seq=self._assign_seq(event, explicit))
-        self._send(event, seq_assigned=explicit is None)
+        event, seq_assigned = self._sequenced(raw)
+        self._send([(event, seq_assigned)])
         return Published(event.event_id, event.seq, event.session_id, event.user_id)
 
     def publish_batch(self, turns: Iterable[Mapping[str, Any]]) -> BatchResult:
-        """Publish many turns; invalid ones are reported by position and the rest still land."""
+        """Publish many turns; invalid ones are reported by position and the rest still land.
+
+        Each turn gets its seq and enters the working memory at once, as with ``publish_turn``;
+        they are sent ``BATCH_SIZE`` to a message (``memory.record_batch``), which the workers
+        record, extract, embed and persist in one unit of work with one model call."""
         result = BatchResult()
+        pending: list[tuple[TurnPublished, bool]] = []
         for i, raw in enumerate(turns):
             try:
-                result.published.append(self.publish_turn(raw))
+                pending.append(self._sequenced(raw))
             except InvalidEvent as exc:
                 result.errors.append((i, exc))
+                continue
+            if len(pending) == BATCH_SIZE:
+                self._send(pending)
+                result.published += [_published(e) for e, _ in pending]
+                pending = []
+        if pending:
+            self._send(pending)
+            result.published += [_published(e) for e, _ in pending]
         return result
 
     def close(self) -> None:
@@ -206,6 +216,17 @@ class Publisher:
             reraise=True,
         )
 
+    def _sequenced(self, raw: Mapping[str, Any]) -> tuple[TurnPublished, bool]:
+        """Validate a turn and give it its seq (and its place in the working memory); returns it
+        with whether the counter chose the seq."""
+        if not isinstance(raw, Mapping):
+            raise InvalidEvent([FieldError("event", f"must be a JSON object, got {type(raw).__name__}")])
+        data = dict(raw)
+        data.setdefault("tenant_id", self.tenant_id)
+        event = validate_turn(data, self.limits, require_seq=False)
+        explicit = data.get("seq")
+        return replace(event, seq=self._assign_seq(event, explicit)), explicit is None
+
     def _assign_seq(self, event: TurnPublished, explicit: Any) -> int:
         tenant, user, session = event.conversation
         args: list[str | int] = [
@@ -226,43 +247,59 @@ class Publisher:
                 return int(self._assign(keys=keys_, args=args))
         raise AssertionError("unreachable")  # Retrying re-raises on the last attempt
 
-    def _note_unrecorded(self, member: str, message: dict[str, Any]) -> None:
+    def _note_unrecorded(self, entries: Mapping[str, dict[str, Any]]) -> None:
+        now_ms = int(time.time() * 1000)
         pipe = self._redis.pipeline(transaction=True)
-        pipe.zadd(keys.UNRECORDED, {member: int(time.time() * 1000)})
-        pipe.hset(keys.UNRECORDED_MESSAGES, member, json.dumps(message, ensure_ascii=False))
+        pipe.zadd(keys.UNRECORDED, dict.fromkeys(entries, now_ms))
+        pipe.hset(
+            keys.UNRECORDED_MESSAGES,
+            mapping={m: json.dumps(message, ensure_ascii=False) for m, message in entries.items()},
+        )
         pipe.execute()
 
-    def _forget_unrecorded(self, member: str) -> None:
+    def _forget_unrecorded(self, members: list[str]) -> None:
         try:
             pipe = self._redis.pipeline(transaction=True)
-            pipe.zrem(keys.UNRECORDED, member)
-            pipe.hdel(keys.UNRECORDED_MESSAGES, member)
+            pipe.zrem(keys.UNRECORDED, *members)
+            pipe.hdel(keys.UNRECORDED_MESSAGES, *members)
             pipe.execute()
         except _BROKER_ERRORS:
-            log.warning("could not drop %s from the publish ledger; the sweep may record it", member)
+            log.warning("could not drop %s from the publish ledger; the sweep may record them", members)
 
-    def _send(self, event: TurnPublished, *, seq_assigned: bool) -> None:
+    def _send(self, events: list[tuple[TurnPublished, bool]]) -> None:
+        """Send sequenced turns: one ``memory.record`` message for one turn, one
+        ``memory.record_batch`` for several. Each is noted in the publish ledger first, so a turn
+        whose message is lost is sent again by the stalled sweep."""
         started = time.perf_counter()
-        member = keys.ledger_member(event.tenant_id, event.event_id)
+        # Marked when the counter chose the seq: should Redis lose the counter's last increments
+        # in a crash, the recorder renumbers a clash instead of rejecting it.
+        entries = {
+            keys.ledger_member(event.tenant_id, event.event_id): record_message(event, seq_assigned=assigned)
+            for event, assigned in events
+        }
+        messages = list(entries.values())
+        task, args = (
+            (TaskName.RECORD, [messages[0]]) if len(messages) == 1 else (TaskName.RECORD_BATCH, [messages])
+        )
         try:
             for attempt in self._retrying():
                 with attempt:
-                    # Marked when the counter chose the seq: should Redis lose the counter's last
-                    # increments in a crash, the recorder renumbers a clash instead of rejecting it.
-                    message = record_message(event, seq_assigned=seq_assigned)
-                    self._note_unrecorded(member, message)
+                    self._note_unrecorded(entries)
                     # Celery's own publish retry is off so that tenacity is the one retry policy.
-                    self._app.send_task(
-                        TaskName.RECORD.value,
-                        args=[message],
-                        queue=ROUTES[TaskName.RECORD].value,
-                        retry=False,
-                    )
+                    self._app.send_task(task.value, args=args, queue=ROUTES[task].value, retry=False)
         except BaseException:
             # The caller is told the publish failed: the sweep must not record it behind its back
             # (a caller retrying under a new id would then get the turn twice).
-            self._forget_unrecorded(member)
+            self._forget_unrecorded(list(entries))
             raise
         log.debug(
-            "published %s seq %d in %.1f ms", event.event_id, event.seq, (time.perf_counter() - started) * 1e3
+            "published %d turns (first %s seq %d) in %.1f ms",
+            len(events),
+            events[0][0].event_id,
+            events[0][0].seq,
+            (time.perf_counter() - started) * 1e3,
         )
+
+
+def _published(event: TurnPublished) -> Published:
+    return Published(event.event_id, event.seq, event.session_id, event.user_id)

@@ -20,6 +20,7 @@ class Queue(StrEnum):
 
 class TaskName(StrEnum):
     RECORD = "memory.record"
+    RECORD_BATCH = "memory.record_batch"  # many turns in one message (Publisher.publish_batch)
     EXTRACT = "memory.extract"
     EMBED = "memory.embed"
     PERSIST = "memory.persist"
@@ -56,6 +57,7 @@ class IndexKind(StrEnum):
 
 ROUTES: dict[TaskName, Queue] = {
     TaskName.RECORD: Queue.INGEST,
+    TaskName.RECORD_BATCH: Queue.INGEST,
     TaskName.EXTRACT: Queue.EXTRACT,
     TaskName.EMBED: Queue.EMBED,
     TaskName.PERSIST: Queue.PERSIST,

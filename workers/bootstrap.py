@@ -14,18 +14,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from shared.events import EventLimits
+from shared.events import EventLimits, TurnPublished
 from shared.indexing.collections import COLLECTIONS, Collection
+from shared.ingest.advance import IngestSteps
 from shared.ingest.conflicts import DEFAULT_STRATEGIES, Judge, Strategy
 from shared.ingest.extract import Extractor
 from shared.ingest.llm_paths import extract_with_llm, llm_judge
 from shared.lifecycle.sweeps import LifecyclePolicy, policy_from
 from shared.llm import LLM
-from shared.models import MemoryType
+from shared.models import Extraction, MemoryType
 from shared.ports import Embedder, PublishLedger, Reranker, SeqCounter, VectorIndex
 from shared.queues import ROUTES, IndexKind, TaskName
 from shared.settings import Settings, get_settings
 from shared.storage import FollowUp, UnitOfWork
+from workers.endpoints.llm_runtime import current_event_id
 from workers.lexicon import apply_lexicon
 
 if TYPE_CHECKING:
@@ -150,7 +152,23 @@ class Container:
 
     def extractor(self) -> Extractor:
         llm = self.llm
-        return lambda event, threshold, asked: extract_with_llm(event, threshold, llm, asked)
+
+        def run(event: TurnPublished, threshold: float, asked: str | None) -> Extraction:
+            # LLM usage rows name the event they were spent on, also when a batch is extracted.
+            token = current_event_id.set(event.event_id)
+            try:
+                return extract_with_llm(event, threshold, llm, asked)
+            finally:
+                current_event_id.reset(token)
+
+        return run
+
+    def ingest_steps(self) -> IngestSteps:
+        """What the fused extract → embed → persist of a batch needs (``shared/ingest/advance.py``)."""
+        s = self.settings
+        return IngestSteps(
+            s.importance_threshold, self.extractor(), self.embedder, s.index_turns, s.turn_window
+        )
 
     def redis_client(self) -> redis.Redis | None:
         """This process's client to the Redis of ``CUEMEM_REDIS_URL`` (or the Redis broker), or None

@@ -3,10 +3,12 @@ context window, ``shared/indexing/turn_windows.py``) embedded in one model call.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from shared.events import TurnPublished
 from shared.indexing.turn_windows import window_text
 from shared.ingest.common import load_event, next_step
-from shared.models import EventStage, MemoryStatus, is_redacted
+from shared.models import EventStage, Memory, MemoryStatus, is_redacted
 from shared.ports import Embedder, EmbeddingModelMismatch
 from shared.storage import FollowUp, UnitOfWork
 
@@ -33,24 +35,50 @@ def embed_event(
         # A redelivery re-sends the step after this one: persist, or index for a turn without
         # drafts (it skips persist).
         return next_step(event_id, stage) if stage in (EventStage.EMBEDDED, EventStage.PERSISTED) else []
+    stages = embed_events(uow, embedder, [event], keep_turns, window)
+    return next_step(event_id, stages[event_id].value)
+
+
+def embed_events(
+    uow: UnitOfWork,
+    embedder: Embedder,
+    events: Sequence[TurnPublished],
+    keep_turns: bool = False,
+    window: int = 1,
+) -> dict[str, EventStage]:
+    """Embed the drafts and context windows of ``events`` (all at the extracted stage, in seq
+    order within each conversation) in one model call, and move each on: to embedded, or past
+    persist to persisted when it made no draft. Returns each event's new stage.
+
+    One call for a whole batch is what lets ingest run at the model's speed: the model's cost per
+    text falls with the batch, and the fixed cost of a call is paid once."""
+    if not events:
+        return {}
     check_embedding_model(uow, embedder)
-    drafts = [m for m in uow.memories.from_event(event_id) if m.status is MemoryStatus.PENDING]
-    texts = [m.content for m in drafts]
-    keep_turns = keep_turns and not is_redacted(event)  # blanked by a privacy delete meanwhile
-    turn_text, context = turn_window(uow, event, window if keep_turns else 1)
-    if keep_turns and turn_text not in texts:
-        texts.append(turn_text)
-    vectors = embedder.embed_passages(texts) if texts else []
-    by_text = dict(zip(texts, vectors, strict=True))
-    for memory in drafts:
-        memory.embedding = by_text[memory.content]
-        memory.embedding_model = embedder.model_name
-        uow.memories.save(memory)
-    if keep_turns:
-        uow.events.set_turn_vector(event_id, by_text[turn_text], embedder.model_name, context)
-    new_stage = EventStage.EMBEDDED if drafts else EventStage.PERSISTED
-    uow.events.set_stage(event_id, new_stage.value)
-    return next_step(event_id, new_stage.value)
+    texts: dict[str, None] = {}  # ordered and unique: a text repeated in the batch is embedded once
+    plans: list[tuple[TurnPublished, list[Memory], str | None, list[str]]] = []
+    for event in events:
+        drafts = [m for m in uow.memories.from_event(event.event_id) if m.status is MemoryStatus.PENDING]
+        turn_text: str | None = None
+        context: list[str] = []
+        if keep_turns and not is_redacted(event):  # blanked by a privacy delete meanwhile
+            turn_text, context = turn_window(uow, event, window)
+        for text in [m.content for m in drafts] + ([turn_text] if turn_text is not None else []):
+            texts.setdefault(text)
+        plans.append((event, drafts, turn_text, context))
+    ordered = list(texts)
+    vectors = dict(zip(ordered, embedder.embed_passages(ordered), strict=True)) if ordered else {}
+    stages: dict[str, EventStage] = {}
+    for event, drafts, turn_text, context in plans:
+        for memory in drafts:
+            memory.embedding = vectors[memory.content]
+            memory.embedding_model = embedder.model_name
+            uow.memories.save(memory)
+        if turn_text is not None:
+            uow.events.set_turn_vector(event.event_id, vectors[turn_text], embedder.model_name, context)
+        stages[event.event_id] = EventStage.EMBEDDED if drafts else EventStage.PERSISTED
+        uow.events.set_stage(event.event_id, stages[event.event_id].value)
+    return stages
 
 
 def turn_window(uow: UnitOfWork, event: TurnPublished, window: int) -> tuple[str, list[str]]:

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
+from shared.events import TurnPublished
 from shared.indexing.collections import Indexes
 from shared.indexing.sync import push_unindexed
 from shared.ingest.common import load_event, next_step
@@ -18,15 +20,36 @@ log = logging.getLogger(__name__)
 def index_event(uow: UnitOfWork, indexes: Indexes, embedder: Embedder, event_id: str) -> list[FollowUp]:
     """Push the user's rows not yet in each of ``indexes`` (changed memories and, when the
     conversation log is indexed, turns). An event that made no memory is done here."""
-    event, stage = load_event(uow, event_id)
-    if stage is not EventStage.PERSISTED:
-        return next_step(event_id, stage) if stage is EventStage.INDEXED else []
+    return index_events(uow, indexes, embedder, [event_id])
+
+
+def index_events(
+    uow: UnitOfWork, indexes: Indexes, embedder: Embedder, event_ids: Sequence[str]
+) -> list[FollowUp]:
+    """The index stage of a batch: each user's rows not yet in each index pushed once for all of
+    the batch's events of that user (one upsert and flush per user and index, not per event).
+    Events that made a memory go on to resolve (a message each: the judge may be an LLM, and one
+    slow judgement must not hold the others); the others are done here. An event past this stage
+    (a redelivery) re-sends its next step; one not yet here is left alone."""
+    persisted: list[TurnPublished] = []
+    followups: list[FollowUp] = []
+    for event_id in dict.fromkeys(event_ids):
+        event, stage = load_event(uow, event_id)
+        if stage is EventStage.PERSISTED:
+            persisted.append(event)
+        elif stage is EventStage.INDEXED:
+            followups += next_step(event_id, stage.value)
+    users = sorted({(e.tenant_id, e.user_id) for e in persisted})
     written = sum(
-        push_unindexed(uow, collection, index, embedder, event.tenant_id, event.user_id)
+        push_unindexed(uow, collection, index, embedder, tenant_id, user_id)
+        for tenant_id, user_id in users
         for collection, index in indexes.items()
     )
-    made_memories = bool(uow.memories.from_event(event_id))
-    new_stage = EventStage.INDEXED if made_memories else EventStage.DONE
-    uow.events.set_stage(event_id, new_stage.value)
-    log.info("event %s indexed (%d points)", event_id, written)
-    return next_step(event_id, new_stage.value)
+    for event in persisted:
+        made_memories = bool(uow.memories.from_event(event.event_id))
+        new_stage = EventStage.INDEXED if made_memories else EventStage.DONE
+        uow.events.set_stage(event.event_id, new_stage.value)
+        followups += next_step(event.event_id, new_stage.value)
+    if persisted:
+        log.info("%d events of %d users indexed (%d points)", len(persisted), len(users), written)
+    return followups

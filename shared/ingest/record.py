@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -124,6 +124,23 @@ def record_event(
     )
     log.warning("event %s rejected: %s", event.event_id, reason)
     return []
+
+
+def record_events(
+    uow: UnitOfWork, messages: Sequence[Any], limits: EventLimits, counter: SeqCounter | None = None
+) -> tuple[list[FollowUp], list[tuple[Any, str]]]:
+    """Record a batch of published turns in this unit of work, each exactly as ``record_event``
+    would alone. A message that cannot be recorded at all (no usable id, or an id another user
+    holds) is returned with its reason instead of failing the batch: the caller parks it as the
+    single ``memory.record`` would have been parked. Both raise before anything is written."""
+    followups: list[FollowUp] = []
+    refused: list[tuple[Any, str]] = []
+    for message in messages:
+        try:
+            followups += record_event(uow, message, limits, counter)
+        except InvalidEvent as exc:
+            refused.append((message, str(exc)))
+    return followups, refused
 
 
 def _renumber(uow: UnitOfWork, event: TurnPublished, holder: str, counter: SeqCounter) -> list[FollowUp]:

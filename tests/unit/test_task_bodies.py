@@ -29,7 +29,9 @@ from tests.support.fake_index import FakeVectorIndex
 from tests.support.fakes import FakeStore
 from workers.bootstrap import build_container, install_container, reset_container
 from workers.celery_app import app
+from workers.endpoints.embedders import EmbeddingError
 from workers.endpoints.embedders.hashing import HashingEmbedder
+from workers.failures import PermanentFailure
 from workers.index.remote import RemoteSearchIndex
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -42,8 +44,9 @@ def over_the_wire(args: Sequence[Any]) -> list[Any]:
 class Worker:
     """One worker process's view: the real tasks, a container of fakes, follow-ups kept in order."""
 
-    def __init__(self, *, index_turns: bool = True) -> None:
+    def __init__(self, *, index_turns: bool = True, embedder: Any = None) -> None:
         self.store = FakeStore()
+        self.embedder = embedder or CountingEmbedder()
         self.index = FakeVectorIndex()
         self.turns = FakeVectorIndex() if index_turns else None
         self.sent: list[FollowUp] = []
@@ -52,7 +55,7 @@ class Worker:
             build_container(
                 settings,
                 uow=self.store.uow,
-                embedder=HashingEmbedder(dim=16),
+                embedder=self.embedder,
                 index=self.index,
                 turn_index=self.turns,
                 dispatch=self.sent.extend,
@@ -73,6 +76,21 @@ class Worker:
             ran.append(followup.task)
             self.run(followup.task, followup.args)
         return ran
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The hashing embedder, counting its calls; a text holding "BOOM" is refused for good (as an
+    endpoint refusing an input would be)."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=16)
+        self.calls: list[int] = []
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        if any("BOOM" in t for t in texts):
+            raise EmbeddingError("the endpoint refused the input", transient=False)
+        self.calls.append(len(texts))
+        return super().embed_passages(texts)
 
 
 @pytest.fixture
@@ -98,19 +116,68 @@ def published(seq: int, content: str, *, user: str = "u1") -> dict[str, Any]:
 def test_a_memorable_turn_goes_from_record_to_the_index_through_the_real_tasks(worker: Worker) -> None:
     worker.run(TaskName.RECORD.value, [published(1, "生产环境部署端口是8443")])
 
-    assert worker.drain() == [
-        "memory.extract",
-        "memory.embed",
-        "memory.persist",
-        "memory.index",
-        "memory.resolve",
-    ]
+    # Extract, embed and persist ran inside memory.record (one unit of work); the index owner
+    # and the resolver are the only messages.
+    assert worker.drain() == ["memory.index", "memory.resolve"]
     assert worker.store.state.events["e-u1-1"]["stage"] == "done"
     [memory] = worker.store.state.memories.values()
     assert "8443" in memory.content and memory.status is MemoryStatus.ACTIVE
     assert worker.index.ids("default", "u1") == {memory.id}
     assert worker.turns is not None
     assert worker.turns.ids("default", "u1") == {turn_point_id("default", "u1", "e-u1-1")}
+
+
+def test_a_batch_is_recorded_embedded_in_one_call_and_indexed_in_one_message(worker: Worker) -> None:
+    turns = [published(1, "我住在杭州"), published(2, "好的"), published(1, "我不吃香菜", user="u2")]
+
+    worker.run(TaskName.RECORD_BATCH.value, [turns])
+
+    # One model call for every draft and context window of the batch; one index message for all.
+    # Three texts: a turn alone in its window is its own draft's text, embedded once.
+    assert worker.embedder.calls == [3]
+    [index] = worker.sent
+    assert index.task == "memory.index" and sorted(index.args[0]) == ["e-u1-1", "e-u1-2", "e-u2-1"]
+    assert worker.drain() == ["memory.index", "memory.resolve", "memory.resolve"]
+    assert {e["stage"] for e in worker.store.state.events.values()} == {"done"}
+    assert len(worker.index.ids("default", "u1")) == 1 and len(worker.index.ids("default", "u2")) == 1
+    # The second turn's window holds the first, recorded by the same batch.
+    assert worker.store.state.events["e-u1-2"]["window"] == ("e-u1-1",)
+
+
+def test_a_batch_member_no_one_can_record_is_parked_alone(worker: Worker) -> None:
+    worker.run(TaskName.RECORD.value, [published(1, "我住在杭州", user="u1")])
+    worker.drain()
+    foreign = {**published(1, "我住在上海", user="u9"), "event_id": "e-u1-1"}  # u1's id
+
+    worker.run(TaskName.RECORD_BATCH.value, [[foreign, published(2, "我养了一只猫")]])
+
+    [letter] = worker.store.state.dead_letters
+    assert letter.task_name == "memory.record" and letter.event_id == "e-u1-1"
+    assert "another user or tenant" in letter.reason
+    worker.drain()
+    assert worker.store.state.events["e-u1-2"]["stage"] == "done"
+    assert "u9" not in {e["event"].user_id for e in worker.store.state.events.values()}
+
+
+def test_a_turn_that_fails_the_fused_stages_goes_on_alone_and_holds_up_no_other(worker: Worker) -> None:
+    batch = [published(1, "我住在杭州"), published(2, "我喜欢爬山"), published(3, "BOOM 我的车是红色的")]
+
+    worker.run(TaskName.RECORD_BATCH.value, [batch])
+
+    # The batch's one unit of work failed (the model refused one text): each event was sent on
+    # to extract as its own message, stage by stage.
+    assert sorted(f.args[0] for f in worker.sent) == ["e-u1-1", "e-u1-2", "e-u1-3"]
+    assert {f.task for f in worker.sent} == {"memory.extract"}
+    refused = []
+    while worker.sent:
+        followup = worker.sent.pop(0)
+        try:
+            worker.run(followup.task, followup.args)
+        except PermanentFailure:
+            refused.append((followup.task, followup.args[0]))
+    assert refused == [("memory.embed", "e-u1-3")]
+    stages = {k: e["stage"] for k, e in worker.store.state.events.items()}
+    assert stages == {"e-u1-1": "done", "e-u1-2": "done", "e-u1-3": "extracted"}
 
 
 def test_a_redelivered_record_changes_nothing_and_sends_nothing(worker: Worker) -> None:

@@ -69,7 +69,11 @@ class PipelineTask(Task):
         dead_letter(container(), self.name, task_id, list(args), f"{type(exc).__name__}: {exc}")
 
 
-def run_unit(name: str, key: str, work: Callable[[UnitOfWork], list[FollowUp]]) -> None:
+def run_unit(
+    name: str, key: str, work: Callable[[UnitOfWork], list[FollowUp]], *, dispatch: bool = True
+) -> list[FollowUp]:
+    """Run ``work`` in one unit of work, commit, then enqueue its follow-ups (or, with
+    ``dispatch=False``, hand them back to the caller, who runs some of them in process)."""
     c = container()
     started = time.perf_counter()
     token = current_event_id.set(key)  # LLM usage rows name the event they were spent on
@@ -85,7 +89,8 @@ def run_unit(name: str, key: str, work: Callable[[UnitOfWork], list[FollowUp]]) 
     finally:
         current_event_id.reset(token)
     # Only after commit: a follow-up must never see state that was rolled back.
-    c.dispatch(followups)
+    if dispatch:
+        c.dispatch(followups)
     log.info(
         "%s %s done in %.1f ms, %d follow-ups",
         name,
@@ -93,6 +98,41 @@ def run_unit(name: str, key: str, work: Callable[[UnitOfWork], list[FollowUp]]) 
         (time.perf_counter() - started) * 1e3,
         len(followups),
     )
+    return followups
+
+
+def batch_key(ids: Sequence[str]) -> str:
+    """How a batch is named in the logs: its first id and its size."""
+    return ids[0] if len(ids) == 1 else f"{ids[0]}+{len(ids) - 1}"
+
+
+def run_batch(
+    name: str,
+    ids: Sequence[str],
+    work: Callable[[UnitOfWork], list[FollowUp]],
+    one_by_one: Callable[[], list[FollowUp]],
+) -> list[FollowUp]:
+    """Run a batch in one unit of work. Transient failures go to Celery's retry like any task's.
+    Any other failure of a batch of several is not the batch's verdict but one member's: the
+    follow-ups of ``one_by_one`` (each member as its own message) are sent instead, so that the
+    bad one is retried and parked alone while the others go on."""
+    try:
+        return run_unit(name, batch_key(ids), work)
+    except TRANSIENT_ERRORS:
+        raise
+    except Exception as exc:
+        if len(ids) <= 1:
+            raise
+        log.warning(
+            "%s %s failed as a batch (%s: %s); each goes on alone",
+            name,
+            batch_key(ids),
+            type(exc).__name__,
+            exc,
+        )
+        followups = one_by_one()
+        container().dispatch(followups)
+        return followups
 
 
 def sync_touched(c: Container, touched: Sequence[tuple[str, str]]) -> None:

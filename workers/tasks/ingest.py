@@ -3,6 +3,7 @@ sweep that re-drives events stuck between them (``shared/ingest/``, one module p
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -10,33 +11,102 @@ from celery import Task
 
 from shared import keys
 from shared.ingest import resume
+from shared.ingest.advance import FUSED_STAGES, advance_events
 from shared.ingest.embed import embed_event
 from shared.ingest.extract import extract_event
-from shared.ingest.index import index_event
+from shared.ingest.index import index_events
 from shared.ingest.persist import persist_event
-from shared.ingest.record import record_event
+from shared.ingest.record import record_event, record_events
 from shared.ingest.resolve import resolve_event
 from shared.queues import TaskName
-from workers.bootstrap import container
+from shared.storage import FollowUp, UnitOfWork
+from workers.bootstrap import Container, container
 from workers.celery_app import app
-from workers.tasks.base import PipelineTask, run_unit
+from workers.failures import TRANSIENT_ERRORS, PermanentFailure, dead_letter
+from workers.tasks.base import PipelineTask, batch_key, run_batch, run_unit
+
+log = logging.getLogger(__name__)
 
 
 @app.task(name=TaskName.RECORD.value, base=PipelineTask, bind=True)
 def record(self: Task, message: dict[str, Any]) -> None:
+    """Record one published turn, then carry it on through extract, embed and persist."""
     c = container()
     key = str(message.get("event_id")) if isinstance(message, dict) else "?"
-    run_unit(self.name, key, lambda uow: record_event(uow, message, c.limits, c.seq_counter))
-    settle_published(c, message)
+    followups = run_unit(
+        self.name, key, lambda uow: record_event(uow, message, c.limits, c.seq_counter), dispatch=False
+    )
+    settle_published(c, [message])
+    carry_on(self.name, c, followups)
 
 
-def settle_published(c: Any, message: Any) -> None:
-    """The turn's record committed (or it was parked): the publish ledger may forget it."""
-    event_id = message.get("event_id") if isinstance(message, dict) else None
+@app.task(name=TaskName.RECORD_BATCH.value, base=PipelineTask, bind=True)
+def record_batch(self: Task, messages: list[Any]) -> None:
+    """Record many published turns in one unit of work (``Publisher.publish_batch`` sends them),
+    then carry them on together: one model call and one index message for the whole batch."""
+    c = container()
+    if not isinstance(messages, list) or not messages:
+        raise PermanentFailure(f"{self.name} takes a non-empty list of turn messages")
+    ids = [str(m.get("event_id")) if isinstance(m, dict) else "?" for m in messages]
+    refused: list[tuple[Any, str]] = []
+
+    def work(uow: UnitOfWork) -> list[FollowUp]:
+        followups, refused[:] = record_events(uow, messages, c.limits, c.seq_counter)
+        return followups
+
+    try:
+        followups = run_unit(self.name, batch_key(ids), work, dispatch=False)
+    except TRANSIENT_ERRORS:
+        raise
+    except Exception as exc:
+        # Not the batch's verdict but one turn's: each goes on as its own memory.record, so the
+        # bad one is retried and parked alone (with its own dead letter) and the others land.
+        log.warning(
+            "%s %s failed (%s: %s); each turn goes on alone",
+            self.name,
+            batch_key(ids),
+            type(exc).__name__,
+            exc,
+        )
+        c.dispatch([FollowUp(TaskName.RECORD.value, (m,)) for m in messages])
+        return
+    for message, reason in refused:
+        dead_letter(c, TaskName.RECORD.value, self.request.id, [message], reason)
+    settle_published(c, messages)
+    carry_on(self.name, c, followups)
+
+
+def settle_published(c: Any, messages: list[Any]) -> None:
+    """The turns' record committed (or they were parked): the publish ledger may forget them."""
     ledger = c.ledger
-    if isinstance(event_id, str) and ledger is not None:
-        tenant = message.get("tenant_id") or "default"
-        ledger.settle([keys.ledger_member(str(tenant), event_id)])
+    members = [
+        keys.ledger_member(str(m.get("tenant_id") or "default"), m["event_id"])
+        for m in messages
+        if isinstance(m, dict) and isinstance(m.get("event_id"), str)
+    ]
+    if members and ledger is not None:
+        ledger.settle(members)
+
+
+def carry_on(name: str, c: Container, followups: list[FollowUp]) -> None:
+    """Run the extract, embed and persist steps that ``followups`` name in this process, in one
+    unit of work for all of them (``shared/ingest/advance.py``), and send the rest. Should that
+    unit fail, the steps go out as messages after all: the per-stage tasks take each event on
+    alone, with their own retries and dead letters, and one bad turn holds up no other."""
+    inline = [f for f in followups if f.task in FUSED_STAGES]
+    c.dispatch([f for f in followups if f.task not in FUSED_STAGES])
+    if not inline:
+        return
+    ids = [str(f.args[0]) for f in inline]
+    steps = c.ingest_steps()
+    try:
+        run_unit(name, batch_key(ids), lambda uow: advance_events(uow, ids, steps, c.clock()))
+    except Exception as exc:
+        log.warning(
+            "%s %s: extract, embed and persist failed together (%s: %s); each event goes on stage by stage",
+            name, batch_key(ids), type(exc).__name__, exc,
+        )  # fmt: skip
+        c.dispatch(inline)
 
 
 @app.task(name=TaskName.EXTRACT.value, base=PipelineTask, bind=True)
@@ -67,9 +137,17 @@ def persist(self: Task, event_id: str) -> None:
 
 
 @app.task(name=TaskName.INDEX.value, base=PipelineTask, bind=True)
-def index(self: Task, event_id: str) -> None:
+def index(self: Task, event_id: str | list[str]) -> None:
+    """One event, or a batch (the fused stages send one message for all they persisted): each
+    user's rows pushed once per message."""
     c = container()
-    run_unit(self.name, event_id, lambda uow: index_event(uow, c.indexes(), c.embedder, event_id))
+    ids = [event_id] if isinstance(event_id, str) else [str(i) for i in event_id]
+    run_batch(
+        self.name,
+        ids,
+        lambda uow: index_events(uow, c.indexes(), c.embedder, ids),
+        lambda: [FollowUp(TaskName.INDEX.value, (i,)) for i in ids],
+    )
 
 
 @app.task(name=TaskName.RESOLVE.value, base=PipelineTask, bind=True)

@@ -1,0 +1,96 @@
+"""The fast path of a batch of turns: extract, embed and persist in one unit of work, with one
+model call for every text of the batch.
+
+The stages stay what they are (each event's stage column moves recorded → extracted → embedded →
+persisted, each stage's function decides), but a batch of freshly recorded events goes through
+them here without a message and a transaction per stage and event. What ``record`` would have
+sent to ``memory.extract`` is carried on in the same process; what comes after (the index, on the
+index owner) is one message for the whole batch. Should this unit fail, the per-stage tasks take
+over event by event (``workers/tasks/ingest.py``), so one bad turn cannot hold up the others.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from shared.events import TurnPublished
+from shared.ingest.common import next_step
+from shared.ingest.embed import embed_events
+from shared.ingest.extract import Extractor, extract_event
+from shared.ingest.persist import persist_event
+from shared.models import EventStage
+from shared.ports import Embedder
+from shared.queues import TaskName
+from shared.storage import FollowUp, UnitOfWork
+
+log = logging.getLogger(__name__)
+
+# The stages a batch is carried through in one unit of work (the tasks of these stages are the
+# slow path: a re-drive by the stalled sweep, or one event alone after its batch failed).
+FUSED_STAGES: frozenset[str] = frozenset(
+    {TaskName.EXTRACT.value, TaskName.EMBED.value, TaskName.PERSIST.value}
+)
+
+
+@dataclass(frozen=True)
+class IngestSteps:
+    """What the fused stages need (built by the composition root from the settings)."""
+
+    threshold: float
+    extractor: Extractor
+    embedder: Embedder
+    keep_turns: bool
+    window: int
+
+
+def advance_events(
+    uow: UnitOfWork, event_ids: Sequence[str], steps: IngestSteps, now: datetime
+) -> list[FollowUp]:
+    """Carry these events from wherever they stand (recorded, extracted or embedded) to persisted,
+    stage by stage over the whole batch, and return one ``memory.index`` message for every event
+    that reached persisted (plus the next step of any event already past it: a redelivery).
+
+    Conversations are taken in seq order, so that a turn's context window finds the turns before
+    it that the same batch recorded; the per-user locks of persist are taken in (tenant, user)
+    order, so two batches never wait on each other in a cycle."""
+    events = _load_in_order(uow, event_ids)
+    stage = {event.event_id: s for event, s in events}
+    for event, _ in events:
+        if stage[event.event_id] is EventStage.RECORDED:
+            onward = extract_event(
+                uow, event.event_id, steps.threshold, now, steps.extractor, steps.keep_turns
+            )
+            # From recorded, extract moves a turn on to embed, or ends it (nothing to keep).
+            stage[event.event_id] = EventStage.EXTRACTED if onward else EventStage.DONE
+    to_embed = [event for event, _ in events if stage[event.event_id] is EventStage.EXTRACTED]
+    stage.update(embed_events(uow, steps.embedder, to_embed, steps.keep_turns, steps.window))
+    for event, _ in events:
+        if stage[event.event_id] is EventStage.EMBEDDED:
+            persist_event(uow, event.event_id, now)
+            stage[event.event_id] = EventStage.PERSISTED
+    to_index = [event.event_id for event, _ in events if stage[event.event_id] is EventStage.PERSISTED]
+    followups = [FollowUp(TaskName.INDEX.value, (to_index,))] if to_index else []
+    for event, _ in events:
+        if stage[event.event_id] not in (EventStage.PERSISTED, EventStage.DONE):
+            followups += next_step(event.event_id, stage[event.event_id].value)
+    log.info(
+        "advanced %d events in one unit: %d embedded together, %d to index",
+        len(events),
+        len(to_embed),
+        len(to_index),
+    )
+    return followups
+
+
+def _load_in_order(uow: UnitOfWork, event_ids: Sequence[str]) -> list[tuple[TurnPublished, EventStage]]:
+    """The events that exist, ordered by conversation and seq (a vanished id is skipped: its
+    message, not this batch, says so on the slow path)."""
+    loaded: list[tuple[TurnPublished, EventStage]] = []
+    for event_id in dict.fromkeys(event_ids):
+        stored = uow.events.get(event_id)
+        if stored is not None:
+            loaded.append((stored.event, EventStage(stored.stage)))
+    return sorted(loaded, key=lambda pair: (*pair[0].conversation, pair[0].seq))
