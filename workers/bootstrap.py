@@ -165,10 +165,12 @@ class Container:
 
     def ingest_steps(self) -> IngestSteps:
         """What the fused extract → embed → persist of a batch needs (``shared/ingest/advance.py``)."""
+        from workers.redis.task_metrics import MeteredEmbedder
+
         s = self.settings
-        return IngestSteps(
-            s.importance_threshold, self.extractor(), self.embedder, s.index_turns, s.turn_window
-        )
+        client = self.redis_client()
+        embedder = MeteredEmbedder(self.embedder, client) if client is not None else self.embedder
+        return IngestSteps(s.importance_threshold, self.extractor(), embedder, s.index_turns, s.turn_window)
 
     def redis_client(self) -> redis.Redis | None:
         """This process's client to the Redis of ``CUEMEM_REDIS_URL`` (or the Redis broker), or None

@@ -59,3 +59,39 @@ def broker_idle(settings: Settings) -> bool:
         return not any(queue_depths(client).values())
     finally:
         client.close()
+
+
+def work_seconds(settings: Settings) -> dict[str, float] | None:
+    """The workers' totals so far (seconds in the embedding model, seconds of pipeline tasks; see
+    ``workers/redis/task_metrics.py``), or None without a Redis to read them from."""
+    from producers.broker import open_redis
+    from workers.redis.task_metrics import read_work_seconds
+
+    url = settings.effective_redis_url
+    if url is None:
+        return None
+    client = open_redis(url)
+    try:
+        return read_work_seconds(client)
+    finally:
+        client.close()
+
+
+def throughput(
+    turns: int, seconds: float, before: dict[str, float] | None, after: dict[str, float] | None
+) -> dict[str, float]:
+    """What `cuemem ingest --wait` reports at the end: turns per second while it waited and, when
+    the workers' totals were readable, the share of their task time spent in the embedding model
+    (the rest is the pipeline's own work: SQL, messages, the index)."""
+    out: dict[str, float] = {
+        "seconds": round(seconds, 2),
+        "turns_per_s": round(turns / seconds, 2) if seconds else 0.0,
+    }
+    if before is not None and after is not None:
+        embedding = after["embedding_s"] - before["embedding_s"]
+        tasks = after["tasks_s"] - before["tasks_s"]
+        out["embedding_s"] = round(embedding, 2)
+        out["task_s"] = round(tasks, 2)
+        if tasks > 0:
+            out["embedder_share"] = round(min(1.0, embedding / tasks), 3)
+    return out

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import logging
 import math
+import time
+from collections.abc import Sequence
 from typing import Any
 
 import redis
 
 from shared.keys import PREFIX
+from shared.ports import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -53,3 +56,57 @@ def read_task_runs(client: redis.Redis) -> dict[str, dict[str, Any]]:
             "states": {k.split(":", 1)[1]: v for k, v in fields.items() if k.startswith("state:")},
         }
     return out
+
+
+_EMBEDDING_KEY = f"{PREFIX}:metrics:embedding"
+
+
+class MeteredEmbedder:
+    """An embedder that adds each call's time and texts to one Redis hash, so that `cuemem ingest`
+    can say which share of the workers' time went to the model (one pipelined round trip per
+    call: a call embeds a whole batch)."""
+
+    def __init__(self, inner: Embedder, client: redis.Redis) -> None:
+        self._inner = inner
+        self._client = client
+
+    @property
+    def model_name(self) -> str:
+        return self._inner.model_name
+
+    @property
+    def dim(self) -> int:
+        return self._inner.dim
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._inner.embed_query(text)
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        started = time.perf_counter()
+        vectors = self._inner.embed_passages(texts)
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            pipe.hincrbyfloat(_EMBEDDING_KEY, "seconds", time.perf_counter() - started)
+            pipe.hincrby(_EMBEDDING_KEY, "calls", 1)
+            pipe.hincrby(_EMBEDDING_KEY, "texts", len(texts))
+            pipe.execute()
+        except redis.RedisError as exc:  # a metric must never fail the work it measures
+            log.warning("could not record embedding time: %s", exc)
+        return vectors
+
+
+def read_work_seconds(client: redis.Redis) -> dict[str, float]:
+    """Totals so far: seconds in the embedding model (``embedding_s``, with ``texts``) and seconds
+    of pipeline tasks run (``tasks_s``). Read before and after a run, they give its share."""
+    raw = client.hgetall(_EMBEDDING_KEY)
+    fields = {(k.decode() if isinstance(k, bytes) else str(k)): float(v) for k, v in raw.items()}  # type: ignore[union-attr]
+    tasks = read_task_runs(client)
+    return {
+        "embedding_s": fields.get("seconds", 0.0),
+        "texts": fields.get("texts", 0.0),
+        "tasks_s": sum(t["sum"] for name, t in tasks.items() if name not in _NOT_PIPELINE),
+    }
+
+
+# Tasks that are no part of a turn's way through the pipeline (searches, beat's sweeps).
+_NOT_PIPELINE = frozenset({"memory.search", "memory.decay", "memory.consolidate", "memory.optimize_index"})

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from fastapi import APIRouter
 
+from producers.publisher import Published
 from service.http.deps import Metrics, Publishers, Tenant
 from service.http.errors import ApiError
 from service.http.metrics import ApiMetrics
@@ -18,28 +21,26 @@ log = logging.getLogger("cuemem.api")
 router = APIRouter()
 
 
-def _publish(publisher: Publishers, metrics: ApiMetrics, raw: dict[str, Any], endpoint: str) -> PublishedOut:
+@contextmanager
+def _broker_errors() -> Iterator[None]:
+    """An unreachable broker is a 503 the client may retry, whatever library raised it."""
     try:
-        published = publisher.get().publish_turn(raw)
-    except InvalidEvent:
-        metrics.invalid.labels(endpoint).inc()
-        raise
+        yield
     except (ConnectionError, OSError) as exc:
         raise ApiError(503, f"the broker is unreachable: {exc}", code="broker_unavailable") from exc
     except Exception as exc:  # redis/kombu errors that are not OSError subclasses
         if type(exc).__module__.split(".")[0] in ("redis", "kombu", "amqp"):
             raise ApiError(503, f"the broker is unreachable: {exc}", code="broker_unavailable") from exc
         raise
+
+
+def _logged(metrics: ApiMetrics, tenant: str, published: Published, endpoint: str) -> PublishedOut:
     metrics.published.labels(endpoint).inc()
     log.info(
         "published %s seq %d",
         published.event_id,
         published.seq,
-        extra={
-            "tenant_id": raw["tenant_id"],
-            "user_id": published.user_id,
-            "event_id": published.event_id,
-        },
+        extra={"tenant_id": tenant, "user_id": published.user_id, "event_id": published.event_id},
     )
     return PublishedOut(**published.__dict__)
 
@@ -47,28 +48,40 @@ def _publish(publisher: Publishers, metrics: ApiMetrics, raw: dict[str, Any], en
 @router.post("/v1/events", status_code=202, response_model=PublishedOut, tags=["events"])
 def publish_event(body: EventIn, tenant: Tenant, publisher: Publishers, metrics: Metrics) -> PublishedOut:
     """Publish one chat turn. It is recallable at once as working memory; workers do the rest."""
-    return _publish(publisher, metrics, {**body.model_dump(exclude_none=True), "tenant_id": tenant}, "single")
+    try:
+        with _broker_errors():
+            raw = {**body.model_dump(exclude_none=True), "tenant_id": tenant}
+            published = publisher.get().publish_turn(raw)
+    except InvalidEvent:
+        metrics.invalid.labels("single").inc()
+        raise
+    return _logged(metrics, tenant, published, "single")
 
 
 @router.post("/v1/events/batch", response_model=BatchOut, tags=["events"])
 def publish_events(body: BatchIn, tenant: Tenant, publisher: Publishers, metrics: Metrics) -> BatchOut:
-    """Publish many turns; an invalid one is reported by its index and the others still land."""
-    published: list[PublishedOut] = []
-    errors: list[dict[str, Any]] = []
+    """Publish many turns; an invalid one is reported by its index and the others still land.
+    The valid ones are sent as batches (``Publisher.publish_batch``): the workers record, embed
+    and index each batch in one go."""
+    errors: dict[int, InvalidEvent] = {}
+    positions: list[int] = []  # the request index of each turn handed to the publisher
+    raws: list[Any] = []
     for i, raw in enumerate(body.events):
-        try:
-            if isinstance(raw, dict) and "tenant_id" in raw:
-                raise InvalidEvent([FieldError("tenant_id", "is set by the API key's tenant")])
-            published.append(
-                _publish(
-                    publisher,
-                    metrics,
-                    {**raw, "tenant_id": tenant} if isinstance(raw, dict) else raw,
-                    "batch",
-                )
-            )
-        except InvalidEvent as exc:
-            errors.append(
-                {"index": i, "fields": [{"field": e.field, "problem": e.problem} for e in exc.errors]}
-            )
-    return BatchOut.model_validate({"published": published, "errors": errors})
+        if isinstance(raw, dict) and "tenant_id" in raw:
+            errors[i] = InvalidEvent([FieldError("tenant_id", "is set by the API key's tenant")])
+            continue
+        positions.append(i)
+        raws.append({**raw, "tenant_id": tenant} if isinstance(raw, dict) else raw)
+    with _broker_errors():
+        result = publisher.get().publish_batch(raws)
+    errors |= {positions[j]: exc for j, exc in result.errors}
+    metrics.invalid.labels("batch").inc(len(errors))
+    return BatchOut.model_validate(
+        {
+            "published": [_logged(metrics, tenant, p, "batch") for p in result.published],
+            "errors": [
+                {"index": i, "fields": [{"field": e.field, "problem": e.problem} for e in errors[i].errors]}
+                for i in sorted(errors)
+            ],
+        }
+    )
