@@ -54,9 +54,14 @@ def advance_events(
     that reached persisted (plus the next step of any event already past it: a redelivery).
 
     Conversations are taken in seq order, so that a turn's context window finds the turns before
-    it that the same batch recorded; the per-user locks of persist are taken in (tenant, user)
-    order, so two batches never wait on each other in a cycle."""
+    it that the same batch recorded."""
     events = _load_in_order(uow, event_ids)
+    # Every user of the unit is locked before anything is written, in (tenant, user) order: two
+    # units holding turns of one conversation would otherwise deadlock, each updating its own
+    # turns' stages while reading the other's as context (FOR SHARE) for its windows. (The tasks
+    # run one unit per user, so that units of different users never wait on each other.)
+    for tenant_id, user_id in sorted({(e.tenant_id, e.user_id) for e, _ in events}):
+        uow.memories.lock_user(tenant_id, user_id)
     stage = {event.event_id: s for event, s in events}
     for event, _ in events:
         if stage[event.event_id] is EventStage.RECORDED:

@@ -133,8 +133,9 @@ def test_a_batch_is_recorded_embedded_in_one_call_and_indexed_in_one_message(wor
     worker.run(TaskName.RECORD_BATCH.value, [turns])
 
     # One model call for every draft and context window of the batch; one index message for all.
-    # Three texts: a turn alone in its window is its own draft's text, embedded once.
-    assert worker.embedder.calls == [3]
+    # One call per user of the batch, with every draft and window of theirs: u1's two texts (a
+    # turn alone in its window is its own draft's text, embedded once), then u2's one.
+    assert worker.embedder.calls == [2, 1]
     [index] = worker.sent
     assert index.task == "memory.index" and sorted(index.args[0]) == ["e-u1-1", "e-u1-2", "e-u2-1"]
     assert worker.drain() == ["memory.index", "memory.resolve", "memory.resolve"]

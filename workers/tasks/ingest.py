@@ -4,6 +4,7 @@ sweep that re-drives events stuck between them (``shared/ingest/``, one module p
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -11,7 +12,7 @@ from celery import Task
 
 from shared import keys
 from shared.ingest import resume
-from shared.ingest.advance import FUSED_STAGES, advance_events
+from shared.ingest.advance import FUSED_STAGES, IngestSteps, advance_events
 from shared.ingest.embed import embed_event
 from shared.ingest.extract import extract_event
 from shared.ingest.index import index_events
@@ -37,13 +38,13 @@ def record(self: Task, message: dict[str, Any]) -> None:
         self.name, key, lambda uow: record_event(uow, message, c.limits, c.seq_counter), dispatch=False
     )
     settle_published(c, [message])
-    carry_on(self.name, c, followups)
+    carry_on(self.name, c, followups, [message])
 
 
 @app.task(name=TaskName.RECORD_BATCH.value, base=PipelineTask, bind=True)
 def record_batch(self: Task, messages: list[Any]) -> None:
     """Record many published turns in one unit of work (``Publisher.publish_batch`` sends them),
-    then carry them on together: one model call and one index message for the whole batch."""
+    then carry them on together: one model call per user of the batch, one index message."""
     c = container()
     if not isinstance(messages, list) or not messages:
         raise PermanentFailure(f"{self.name} takes a non-empty list of turn messages")
@@ -73,7 +74,7 @@ def record_batch(self: Task, messages: list[Any]) -> None:
     for message, reason in refused:
         dead_letter(c, TaskName.RECORD.value, self.request.id, [message], reason)
     settle_published(c, messages)
-    carry_on(self.name, c, followups)
+    carry_on(self.name, c, followups, messages)
 
 
 def settle_published(c: Any, messages: list[Any]) -> None:
@@ -88,25 +89,60 @@ def settle_published(c: Any, messages: list[Any]) -> None:
         ledger.settle(members)
 
 
-def carry_on(name: str, c: Container, followups: list[FollowUp]) -> None:
-    """Run the extract, embed and persist steps that ``followups`` name in this process, in one
-    unit of work for all of them (``shared/ingest/advance.py``), and send the rest. Should that
-    unit fail, the steps go out as messages after all: the per-stage tasks take each event on
-    alone, with their own retries and dead letters, and one bad turn holds up no other."""
+def carry_on(name: str, c: Container, followups: list[FollowUp], messages: list[Any]) -> None:
+    """Run the extract, embed and persist steps that ``followups`` name in this process and send
+    the rest: one unit of work (and one model call) per user of the batch, users in (tenant,
+    user) order, and one index message for all of them at the end (``shared/ingest/advance.py``).
+
+    A unit per user, not per batch: a unit holds its users' locks until it commits, so batches
+    sharing users (every batch of an interleaved backlog) would otherwise run one at a time. A
+    transient failure is retried as any task's (the record step hands the same steps back, and
+    users already done are past them); any other failure of a user's unit sends that user's steps
+    out as messages after all: the per-stage tasks take each event on alone, with their own
+    retries and dead letters, and one bad turn holds up no other."""
     inline = [f for f in followups if f.task in FUSED_STAGES]
     c.dispatch([f for f in followups if f.task not in FUSED_STAGES])
     if not inline:
         return
-    ids = [str(f.args[0]) for f in inline]
+    owner = {
+        m["event_id"]: (str(m.get("tenant_id") or "default"), str(m.get("user_id")))
+        for m in messages
+        if isinstance(m, dict) and isinstance(m.get("event_id"), str)
+    }
+    groups: dict[tuple[str, str], list[FollowUp]] = {}
+    for f in inline:
+        groups.setdefault(owner.get(str(f.args[0]), ("", "")), []).append(f)
     steps = c.ingest_steps()
-    try:
-        run_unit(name, batch_key(ids), lambda uow: advance_events(uow, ids, steps, c.clock()))
-    except Exception as exc:
-        log.warning(
-            "%s %s: extract, embed and persist failed together (%s: %s); each event goes on stage by stage",
-            name, batch_key(ids), type(exc).__name__, exc,
-        )  # fmt: skip
-        c.dispatch(inline)
+    onward: list[FollowUp] = []
+    for user in sorted(groups):
+        ids = [str(f.args[0]) for f in groups[user]]
+        try:
+            onward += run_unit(name, batch_key(ids), _advance(ids, steps, c), dispatch=False)
+        except TRANSIENT_ERRORS:
+            # An outage or a deadlock: Celery retries the record task with backoff; its record
+            # step finds the turns recorded and hands the steps still to do back here.
+            c.dispatch(merge_index(onward))
+            raise
+        except Exception as exc:
+            log.warning(
+                "%s %s: extract, embed and persist failed together (%s: %s); each goes on stage by stage",
+                name, batch_key(ids), type(exc).__name__, exc,
+            )  # fmt: skip
+            onward += groups[user]
+    c.dispatch(merge_index(onward))
+
+
+def _advance(ids: list[str], steps: IngestSteps, c: Container) -> Callable[[UnitOfWork], list[FollowUp]]:
+    return lambda uow: advance_events(uow, ids, steps, c.clock())
+
+
+def merge_index(followups: list[FollowUp]) -> list[FollowUp]:
+    """The ``memory.index`` messages of several units as one (the index owner pushes each user's
+    rows once per message); the other follow-ups as they are."""
+    batches = [f.args[0] for f in followups if f.task == TaskName.INDEX.value]
+    merged = [i for batch in batches for i in ([batch] if isinstance(batch, str) else batch)]
+    rest = [f for f in followups if f.task != TaskName.INDEX.value]
+    return rest + ([FollowUp(TaskName.INDEX.value, (merged,))] if merged else [])
 
 
 @app.task(name=TaskName.EXTRACT.value, base=PipelineTask, bind=True)
