@@ -181,6 +181,20 @@ def test_a_turn_that_fails_the_fused_stages_goes_on_alone_and_holds_up_no_other(
     assert stages == {"e-u1-1": "done", "e-u1-2": "done", "e-u1-3": "extracted"}
 
 
+def test_a_user_whose_unit_fails_costs_the_other_users_of_the_batch_nothing(worker: Worker) -> None:
+    batch = [published(1, "我住在杭州"), published(1, "BOOM 我的车是红色的", user="u2"), published(2, "我喜欢爬山")]
+
+    worker.run(TaskName.RECORD_BATCH.value, [batch])
+
+    # u1's unit committed and goes to the index; u2's failed and goes on stage by stage.
+    assert [(f.task, f.args[0]) for f in worker.sent] == [
+        ("memory.extract", "e-u2-1"),
+        ("memory.index", ["e-u1-1", "e-u1-2"]),
+    ]
+    assert worker.store.state.events["e-u1-2"]["stage"] == "persisted"
+    assert worker.store.state.events["e-u2-1"]["stage"] == "recorded"
+
+
 def test_a_redelivered_record_changes_nothing_and_sends_nothing(worker: Worker) -> None:
     worker.run(TaskName.RECORD.value, [published(1, "我不吃香菜")])
     worker.drain()
