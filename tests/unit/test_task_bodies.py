@@ -182,7 +182,11 @@ def test_a_turn_that_fails_the_fused_stages_goes_on_alone_and_holds_up_no_other(
 
 
 def test_a_user_whose_unit_fails_costs_the_other_users_of_the_batch_nothing(worker: Worker) -> None:
-    batch = [published(1, "我住在杭州"), published(1, "BOOM 我的车是红色的", user="u2"), published(2, "我喜欢爬山")]
+    batch = [
+        published(1, "我住在杭州"),
+        published(1, "BOOM 我的车是红色的", user="u2"),
+        published(2, "我喜欢爬山"),
+    ]
 
     worker.run(TaskName.RECORD_BATCH.value, [batch])
 
