@@ -170,7 +170,17 @@ class Container:
         s = self.settings
         client = self.redis_client()
         embedder = MeteredEmbedder(self.embedder, client) if client is not None else self.embedder
-        return IngestSteps(s.importance_threshold, self.extractor(), embedder, s.index_turns, s.turn_window)
+        # With an LLM the judge takes seconds a pair: resolve stays its own stage then.
+        judge = self.judge if self.llm is None else None
+        return IngestSteps(
+            s.importance_threshold,
+            self.extractor(),
+            embedder,
+            s.index_turns,
+            s.turn_window,
+            judge=judge,
+            strategies=self.strategies,
+        )
 
     def redis_client(self) -> redis.Redis | None:
         """This process's client to the Redis of ``CUEMEM_REDIS_URL`` (or the Redis broker), or None

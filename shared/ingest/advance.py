@@ -12,16 +12,18 @@ over event by event (``workers/tasks/ingest.py``), so one bad turn cannot hold u
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from shared.events import TurnPublished
 from shared.ingest.common import next_step
+from shared.ingest.conflicts import Judge, Strategy
 from shared.ingest.embed import embed_events
 from shared.ingest.extract import Extractor, extract_event
 from shared.ingest.persist import persist_event
-from shared.models import EventStage
+from shared.ingest.resolve import judge_new_memories
+from shared.models import EventStage, MemoryType
 from shared.ports import Embedder
 from shared.queues import TaskName
 from shared.storage import FollowUp, UnitOfWork
@@ -44,6 +46,11 @@ class IngestSteps:
     embedder: Embedder
     keep_turns: bool
     window: int
+    # The conflict judge when it is the rules: new memories are then judged right after persist,
+    # in the same unit, and the index is written once, after the verdicts. None (an LLM judges,
+    # seconds a pair) keeps resolve its own stage, so that one slow judgement holds up no batch.
+    judge: Judge | None = None
+    strategies: Mapping[MemoryType, Strategy] | None = None
 
 
 def advance_events(
@@ -72,20 +79,32 @@ def advance_events(
             stage[event.event_id] = EventStage.EXTRACTED if onward else EventStage.DONE
     to_embed = [event for event, _ in events if stage[event.event_id] is EventStage.EXTRACTED]
     stage.update(embed_events(uow, steps.embedder, to_embed, steps.keep_turns, steps.window))
+    persisted_here: list[TurnPublished] = []
     for event, _ in events:
         if stage[event.event_id] is EventStage.EMBEDDED:
             persist_event(uow, event.event_id, now)
             stage[event.event_id] = EventStage.PERSISTED
-    to_index = [event.event_id for event, _ in events if stage[event.event_id] is EventStage.PERSISTED]
-    followups = [FollowUp(TaskName.INDEX.value, (to_index,))] if to_index else []
+            persisted_here.append(event)
+    if steps.judge is not None:
+        for event in persisted_here:
+            judge_new_memories(uow, event, steps.judge, steps.embedder, now, steps.strategies)
+    # What this unit brought to persisted (judged, with the rules) goes to the index in one
+    # message, which may end them. An event it found persisted already (another worker's, on the
+    # slow path) is sent on alone, as the slow path would, and resolved after its index.
+    here = [
+        e.event_id
+        for e, was in events
+        if was is not EventStage.PERSISTED and stage[e.event_id] is EventStage.PERSISTED
+    ]
+    followups = [FollowUp(TaskName.INDEX.value, (here, steps.judge is not None))] if here else []
     for event, _ in events:
-        if stage[event.event_id] not in (EventStage.PERSISTED, EventStage.DONE):
+        if event.event_id not in here and stage[event.event_id] is not EventStage.DONE:
             followups += next_step(event.event_id, stage[event.event_id].value)
     log.info(
         "advanced %d events in one unit: %d embedded together, %d to index",
         len(events),
         len(to_embed),
-        len(to_index),
+        len(here),
     )
     return followups
 

@@ -24,13 +24,14 @@ def index_event(uow: UnitOfWork, indexes: Indexes, embedder: Embedder, event_id:
 
 
 def index_events(
-    uow: UnitOfWork, indexes: Indexes, embedder: Embedder, event_ids: Sequence[str]
+    uow: UnitOfWork, indexes: Indexes, embedder: Embedder, event_ids: Sequence[str], resolved: bool = False
 ) -> list[FollowUp]:
     """The index stage of a batch: each user's rows not yet in each index pushed once for all of
     the batch's events of that user (one upsert and flush per user and index, not per event).
     Events that made a memory go on to resolve (a message each: the judge may be an LLM, and one
-    slow judgement must not hold the others); the others are done here. An event past this stage
-    (a redelivery) re-sends its next step; one not yet here is left alone."""
+    slow judgement must not hold the others), unless ``resolved`` (the fused stages judged them
+    before the index); the others are done here. An event past this stage (a redelivery)
+    re-sends its next step; one not yet here is left alone."""
     persisted: list[TurnPublished] = []
     followups: list[FollowUp] = []
     for event_id in dict.fromkeys(event_ids):
@@ -47,7 +48,7 @@ def index_events(
     )
     for event in persisted:
         made_memories = bool(uow.memories.from_event(event.event_id))
-        new_stage = EventStage.INDEXED if made_memories else EventStage.DONE
+        new_stage = EventStage.INDEXED if made_memories and not resolved else EventStage.DONE
         uow.events.set_stage(event.event_id, new_stage.value)
         followups += next_step(event.event_id, new_stage.value)
     if persisted:

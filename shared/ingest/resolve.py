@@ -6,9 +6,10 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime
 
+from shared.events import TurnPublished
 from shared.ingest.common import CONFLICT_CANDIDATES, load_event
 from shared.ingest.conflicts import SIMILAR, Judge, Strategy, apply, cosine, order_key
-from shared.models import EventStage, Memory, MemoryStatus, MemoryType
+from shared.models import EventStage, MemoryStatus, MemoryType
 from shared.ports import Embedder
 from shared.queues import TaskName
 from shared.storage import FollowUp, UnitOfWork
@@ -32,23 +33,48 @@ def resolve_event(
     event, stage = load_event(uow, event_id)
     if stage is not EventStage.INDEXED:
         return []
+    touched = judge_new_memories(uow, event, judge, embedder, now, strategies)
+    uow.events.set_stage(event_id, EventStage.DONE.value)
+    return [FollowUp(TaskName.SYNC_INDEX.value, (event.tenant_id, event.user_id))] if touched else []
+
+
+def judge_new_memories(
+    uow: UnitOfWork,
+    event: TurnPublished,
+    judge: Judge,
+    embedder: Embedder,
+    now: datetime,
+    strategies: Mapping[MemoryType, Strategy] | None = None,
+) -> bool:
+    """Judge the memories made from ``event`` against the user's active ones and apply the
+    verdicts, under the user's lock; whether any memory changed. The resolve stage calls it, and
+    the fused stages call it right after persist when the judge is the rules (no LLM), so that the
+    index is written once, after the verdicts (``shared/ingest/advance.py``)."""
+    event_id = event.event_id
     uow.memories.lock_user(event.tenant_id, event.user_id)
     touched = False
     for fresh in uow.memories.from_event(event_id):
         candidates = uow.memories.candidates(
             event.tenant_id, event.user_id, fresh.slot, fresh.cues, [fresh.id], CONFLICT_CANDIDATES
         )
+        # Read once, then kept current from each verdict's changes (under the user's lock nothing
+        # else writes them): re-reading both memories and the history for every candidate cost
+        # three statements per candidate, up to 150 per memory.
+        known = {m.id: m for m in [fresh, *candidates]}
+        judged = {
+            (e.memory_id, e.related_id)
+            for e in uow.history.for_memories(event.tenant_id, event.user_id, list(known))
+        }
         for candidate in candidates:
-            current = uow.memories.get(event.tenant_id, event.user_id, fresh.id)
-            if current is None or current.status is not MemoryStatus.ACTIVE:
+            current, latest = known[fresh.id], known[candidate.id]
+            if current.status is not MemoryStatus.ACTIVE:
                 break
-            latest = uow.memories.get(event.tenant_id, event.user_id, candidate.id)
-            if latest is None or latest.status is not MemoryStatus.ACTIVE:
+            if latest.status is not MemoryStatus.ACTIVE:
                 continue
             if latest.slot != current.slot and cosine(latest.embedding, current.embedding) < SIMILAR:
                 continue
             older, newer = sorted([latest, current], key=order_key)
-            if _already_judged(uow, older, newer):
+            if (older.id, newer.id) in judged:
                 continue  # the pair was settled when the other statement resolved
             verdict = judge(older, newer)
             outcome = apply(older, newer, verdict, now, strategies)
@@ -60,16 +86,12 @@ def resolve_event(
                 uow.memories.add(memory)
             for memory in outcome.changed.values():
                 uow.memories.save(memory)
+                known[memory.id] = memory
             for entry in outcome.history:
                 uow.history.add(entry)
+                judged.add((entry.memory_id, entry.related_id))
             touched = True
             log.info(
                 "event %s: %s %s vs %s (%s)", event_id, verdict.relation, older.id, newer.id, verdict.reason
             )
-    uow.events.set_stage(event_id, EventStage.DONE.value)
-    return [FollowUp(TaskName.SYNC_INDEX.value, (event.tenant_id, event.user_id))] if touched else []
-
-
-def _already_judged(uow: UnitOfWork, older: Memory, newer: Memory) -> bool:
-    entries = uow.history.for_memories(older.tenant_id, older.user_id, [older.id])
-    return any(e.related_id == newer.id for e in entries)
+    return touched

@@ -19,6 +19,7 @@ import workers.tasks.index  # noqa: F401  (these register the tasks, as the work
 import workers.tasks.ingest  # noqa: F401
 import workers.tasks.lifecycle  # noqa: F401
 from shared.events import EventLimits, record_message, validate_turn
+from shared.llm import ExtractionAnswer, ImportanceAnswer
 from shared.models import MemoryStatus, turn_point_id
 from shared.ports import IndexPoint
 from shared.queues import ROUTES, IndexKind, SearchMode, TaskName
@@ -44,7 +45,7 @@ def over_the_wire(args: Sequence[Any]) -> list[Any]:
 class Worker:
     """One worker process's view: the real tasks, a container of fakes, follow-ups kept in order."""
 
-    def __init__(self, *, index_turns: bool = True, embedder: Any = None) -> None:
+    def __init__(self, *, index_turns: bool = True, embedder: Any = None, llm: Any = None) -> None:
         self.store = FakeStore()
         self.embedder = embedder or CountingEmbedder()
         self.index = FakeVectorIndex()
@@ -60,7 +61,7 @@ class Worker:
                 turn_index=self.turns,
                 dispatch=self.sent.extend,
                 clock=lambda: NOW,
-                llm=None,
+                llm=llm,
                 reranker=None,
             )
         )
@@ -116,9 +117,9 @@ def published(seq: int, content: str, *, user: str = "u1") -> dict[str, Any]:
 def test_a_memorable_turn_goes_from_record_to_the_index_through_the_real_tasks(worker: Worker) -> None:
     worker.run(TaskName.RECORD.value, [published(1, "生产环境部署端口是8443")])
 
-    # Extract, embed and persist ran inside memory.record (one unit of work); the index owner
-    # and the resolver are the only messages.
-    assert worker.drain() == ["memory.index", "memory.resolve"]
+    # Extract, embed, persist and (the rules judging) resolve ran inside memory.record, in one
+    # unit of work; the index owner's is the only message, and it ends the event.
+    assert worker.drain() == ["memory.index"]
     assert worker.store.state.events["e-u1-1"]["stage"] == "done"
     [memory] = worker.store.state.memories.values()
     assert "8443" in memory.content and memory.status is MemoryStatus.ACTIVE
@@ -138,7 +139,8 @@ def test_a_batch_is_recorded_embedded_in_one_call_and_indexed_in_one_message(wor
     assert worker.embedder.calls == [2, 1]
     [index] = worker.sent
     assert index.task == "memory.index" and sorted(index.args[0]) == ["e-u1-1", "e-u1-2", "e-u2-1"]
-    assert worker.drain() == ["memory.index", "memory.resolve", "memory.resolve"]
+    assert index.args[1] is True  # judged already: the index ends them
+    assert worker.drain() == ["memory.index"]
     assert {e["stage"] for e in worker.store.state.events.values()} == {"done"}
     assert len(worker.index.ids("default", "u1")) == 1 and len(worker.index.ids("default", "u2")) == 1
     # The second turn's window holds the first, recorded by the same batch.
@@ -197,6 +199,30 @@ def test_a_user_whose_unit_fails_costs_the_other_users_of_the_batch_nothing(work
     ]
     assert worker.store.state.events["e-u1-2"]["stage"] == "persisted"
     assert worker.store.state.events["e-u2-1"]["stage"] == "recorded"
+
+
+class ScriptedLLM:
+    """An LLM that scores every turn 8 and finds one preference in it; judges nothing (None)."""
+
+    def ask(self, operation: Any, instructions: str, data: Any, schema: Any) -> Any:
+        if schema is ImportanceAnswer:
+            return schema.model_validate({"importance": 8})
+        if schema is ExtractionAnswer:
+            memory = {"type": "preference", "content": data["turn"][:40], "importance": 8, "tags": []}
+            return schema.model_validate({"memories": [memory]})
+        return None
+
+
+def test_with_an_llm_judge_resolve_stays_its_own_stage_after_the_index() -> None:
+    worker = Worker(llm=ScriptedLLM())
+    try:
+        worker.run(TaskName.RECORD.value, [published(1, "我不吃香菜")])
+        [index] = worker.sent
+        assert index.args[1] is False  # not judged yet: one slow judgement must hold up no batch
+        assert worker.drain() == ["memory.index", "memory.resolve"]
+        assert worker.store.state.events["e-u1-1"]["stage"] == "done"
+    finally:
+        reset_container()
 
 
 def test_a_redelivered_record_changes_nothing_and_sends_nothing(worker: Worker) -> None:

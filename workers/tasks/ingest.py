@@ -137,12 +137,17 @@ def _advance(ids: list[str], steps: IngestSteps, c: Container) -> Callable[[Unit
 
 
 def merge_index(followups: list[FollowUp]) -> list[FollowUp]:
-    """The ``memory.index`` messages of several units as one (the index owner pushes each user's
-    rows once per message); the other follow-ups as they are."""
-    batches = [f.args[0] for f in followups if f.task == TaskName.INDEX.value]
-    merged = [i for batch in batches for i in ([batch] if isinstance(batch, str) else batch)]
-    rest = [f for f in followups if f.task != TaskName.INDEX.value]
-    return rest + ([FollowUp(TaskName.INDEX.value, (merged,))] if merged else [])
+    """The ``memory.index`` messages of several units as one for each ``resolved`` flag (the index
+    owner pushes each user's rows once per message); the other follow-ups as they are."""
+    merged: dict[bool, list[str]] = {}
+    rest: list[FollowUp] = []
+    for f in followups:
+        if f.task != TaskName.INDEX.value:
+            rest.append(f)
+            continue
+        ids, resolved = f.args[0], len(f.args) > 1 and f.args[1] is True
+        merged.setdefault(resolved, []).extend([ids] if isinstance(ids, str) else ids)
+    return rest + [FollowUp(TaskName.INDEX.value, (ids, resolved)) for resolved, ids in merged.items()]
 
 
 @app.task(name=TaskName.EXTRACT.value, base=PipelineTask, bind=True)
@@ -173,15 +178,16 @@ def persist(self: Task, event_id: str) -> None:
 
 
 @app.task(name=TaskName.INDEX.value, base=PipelineTask, bind=True)
-def index(self: Task, event_id: str | list[str]) -> None:
+def index(self: Task, event_id: str | list[str], resolved: bool = False) -> None:
     """One event, or a batch (the fused stages send one message for all they persisted): each
-    user's rows pushed once per message."""
+    user's rows pushed once per message. ``resolved``: the events' memories were judged before
+    the index (the fused stages with the rules judge), so they are done here."""
     c = container()
     ids = [event_id] if isinstance(event_id, str) else [str(i) for i in event_id]
     run_batch(
         self.name,
         ids,
-        lambda uow: index_events(uow, c.indexes(), c.embedder, ids),
+        lambda uow: index_events(uow, c.indexes(), c.embedder, ids, resolved is True),
         lambda: [FollowUp(TaskName.INDEX.value, (i,)) for i in ids],
     )
 
