@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bench.common import percentiles
+from bench.ingest_embedding import drafts_of, embedded_texts
 from bench.ingest_services import CpuAccount, RssSampler
 
 if TYPE_CHECKING:
@@ -48,55 +49,6 @@ def _turn_dict(turn: Turn) -> dict[str, Any]:
         "role": turn.role,
         "content": turn.content,
     }
-
-
-def _drafts(turns: Sequence[Turn]) -> list[list[str]]:
-    """What extraction makes of each turn (the passages the pipeline will embed)."""
-    from datetime import UTC, datetime
-
-    from shared.events import Role, TurnPublished
-    from shared.ingest.extraction import extract
-    from shared.settings import Settings
-
-    threshold = Settings().importance_threshold
-    out: list[list[str]] = []
-    for i, t in enumerate(turns):
-        event = TurnPublished(
-            event_id=f"probe{i}",
-            tenant_id="default",
-            user_id=t.user_id,
-            session_id=t.session_id,
-            seq=i + 1,
-            role=Role(t.role),
-            content=t.content,
-            at=datetime.now(UTC),
-            metadata={},
-        )
-        out.append([d.content for d in extract(event, threshold).drafts])
-    return out
-
-
-def _embedded_texts(turns: Sequence[Turn], drafts: Sequence[list[str]]) -> list[str]:
-    """Every text the pipeline embeds for these turns, in publish order: each turn's drafts and,
-    with the conversation log indexed (the default), its context window
-    (``shared/indexing/turn_windows.py``: the turn with the turns before it in its session). The
-    raw-embedding phase embeds exactly these, so the ratio compares like with like."""
-    from shared.indexing.turn_windows import window_text
-    from shared.settings import Settings
-
-    settings = Settings()
-    before: dict[tuple[str, str], list[str]] = defaultdict(list)
-    texts: list[str] = []
-    for turn, drafted in zip(turns, drafts, strict=True):
-        texts += list(dict.fromkeys(drafted))
-        if settings.index_turns:
-            history = before[(turn.user_id, turn.session_id)]
-            context = history[-(settings.turn_window - 1) :] if settings.turn_window > 1 else []
-            window = window_text(turn.content, context)
-            if window not in drafted:
-                texts.append(window)
-            history.append(turn.content)
-    return texts
 
 
 def _states(uow_factory: Callable[[], Any], ids: Sequence[str]) -> dict[str, str]:
@@ -239,7 +191,7 @@ def measure_pipeline(cfg: IngestConfig, settings: Settings, n: int, phase_seed: 
 
             # Throughput.
             turns = synthetic.make_turns(cfg.events, cfg.users, seed=phase_seed)
-            drafts = _drafts(turns)
+            drafts = drafts_of([_turn_dict(t) for t in turns])
             offsets = _log_offsets(workers)
             cpu = CpuAccount(workers)
             cpu.start()
@@ -263,7 +215,7 @@ def measure_pipeline(cfg: IngestConfig, settings: Settings, n: int, phase_seed: 
             ]
             with psycopg.connect(libpq_url(settings.database_url)) as conn:
                 row = conn.execute("SELECT count(*) FROM memories WHERE status = 'active'").fetchone()
-            passages = _embedded_texts(turns, drafts)
+            passages = embedded_texts([_turn_dict(t) for t in turns], drafts)
             out["throughput"] = {
                 "events": len(ids),
                 "memorable_events": sum(1 for d in drafts if d),
@@ -322,7 +274,7 @@ def _steady(
     from bench.scratch import libpq_url
 
     schedule = rate_schedule(rate, seconds)
-    drafts = _drafts(turns[: len(schedule)])
+    drafts = drafts_of([_turn_dict(t) for t in turns[: len(schedule)]])
     publish_ms: list[float] = []
     wm_after_return_ms: list[float] = []
     wm_after_start_ms: list[float] = []

@@ -162,7 +162,9 @@ def render_report(r: dict[str, Any]) -> str:
         "",
         "Events: a realistic mix (about 55% user statements worth keeping, the rest chit-chat and "
         "assistant replies, which stop after extraction). Passages are what the pipeline embeds (the "
-        "memorable turns' drafts); raw embedding embeds exactly those, in N processes of 1 thread.",
+        "memorable turns' drafts and every turn's context window); raw embedding embeds exactly "
+        "those, in N processes of 1 thread. The burst is published in batches of 64 "
+        "(`publish_batch`, as `cuemem ingest` does); the steady load one turn at a time.",
         "",
         "## Freshness at steady load (80% of the measured capacity)",
         "",
