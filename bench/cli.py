@@ -171,6 +171,10 @@ def ingest_command(
     steady_fraction: Annotated[
         float, typer.Option("--steady-fraction", min=0.05, max=1.0, help="Steady rate as a share of capacity")
     ] = 0.8,
+    steady_rate: Annotated[
+        float | None,
+        typer.Option("--steady-rate", min=0.1, help="Steady rate in turns/s (instead of --steady-fraction)"),
+    ] = None,
     noop_tasks: Annotated[
         int, typer.Option("--noop-tasks", min=100, help="No-op tasks per worker count")
     ] = 2000,
@@ -191,6 +195,7 @@ def ingest_command(
         workers=_csv_positive_ints(workers, "--workers"),
         steady_seconds=steady_seconds,
         steady_fraction=steady_fraction,
+        steady_rate=steady_rate,
         noop_tasks=noop_tasks,
         pg_admin=pg_admin,
         redis_url=redis_url,

@@ -38,6 +38,7 @@ class IngestConfig:
     workers: list[int] = field(default_factory=lambda: [1, 2, 4])
     steady_seconds: float = 30.0
     steady_fraction: float = 0.8
+    steady_rate: float | None = None  # turns/s; None: steady_fraction of the measured capacity
     noop_tasks: int = 2000
     users: int = 20
     pg_admin: str = DEFAULT_PG_ADMIN
@@ -53,7 +54,11 @@ def run(cfg: IngestConfig) -> dict[str, Any]:
     info = machine_info()
     cfg.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    results: dict[str, Any] = {"machine": info, "phases": {}}
+    results: dict[str, Any] = {
+        "machine": info,
+        "phases": {},
+        "steady": {"rate_per_s": cfg.steady_rate, "fraction_of_capacity": cfg.steady_fraction},
+    }
     for i, n in enumerate(tqdm(cfg.workers, desc="worker counts", unit="setting")):
         phase: dict[str, Any] = {}
         with phase_services(cfg, f"noop{n}") as settings:

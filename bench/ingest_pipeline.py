@@ -235,7 +235,7 @@ def measure_pipeline(cfg: IngestConfig, settings: Settings, n: int, phase_seed: 
             out["_passages"] = passages
 
             # Steady load at a fraction of the capacity just measured.
-            rate = cfg.steady_fraction * len(ids) / elapsed
+            rate = cfg.steady_rate or cfg.steady_fraction * len(ids) / elapsed
             client = redis.Redis.from_url(settings.redis_url)
             try:
                 out["steady"] = _steady(

@@ -72,9 +72,7 @@ def render_report(results: dict[str, Any], plots: Sequence[str]) -> str:
         f"{results['settings']['budget_rule']}\n"
         f"- ingest: {ingest['turns']} turns in {ingest['total_s']:.1f} s "
         f"({ingest['turns'] / ingest['total_s']:.2f} turns/s, real worker processes on the "
-        "embedded default, each conversation published in batches)"
-        + _embedding_only(ingest)
-        + "\n"
+        "embedded default, each conversation published in batches)" + _embedding_only(ingest) + "\n"
         f"- cuemem recall per question: p50 {results['timings']['recall_ms'].get('p50', 0):.1f} ms, "
         f"p95 {results['timings']['recall_ms'].get('p95', 0):.1f} ms (wall time of the "
         "CLI's recall function)\n"
