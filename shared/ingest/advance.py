@@ -63,12 +63,10 @@ def advance_events(
     Conversations are taken in seq order, so that a turn's context window finds the turns before
     it that the same batch recorded."""
     events = _load_in_order(uow, event_ids)
-    # Every user of the unit is locked before anything is written, in (tenant, user) order: two
-    # units holding turns of one conversation would otherwise deadlock, each updating its own
-    # turns' stages while reading the other's as context (FOR SHARE) for its windows. (The tasks
-    # run one unit per user, so that units of different users never wait on each other.)
-    for tenant_id, user_id in sorted({(e.tenant_id, e.user_id) for e, _ in events}):
-        uow.memories.lock_user(tenant_id, user_id)
+    # No user lock until persist: two units of one user extract and embed at once (the model
+    # call, most of the time, runs in parallel), and persist and resolve, which take the user's
+    # lock, follow one after the other. Window context is read FOR KEY SHARE, which no stage
+    # update waits for (``workers/db/events.py: context_before``).
     stage = {event.event_id: s for event, s in events}
     for event, _ in events:
         if stage[event.event_id] is EventStage.RECORDED:

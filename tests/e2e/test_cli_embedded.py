@@ -235,6 +235,9 @@ def test_ingest_reports_each_invalid_line_and_publishes_the_rest(ingested: Inges
     assert summary["invalid"] == len(jsonl.expected_errors)
     assert summary["done"] + summary["duplicate"] == summary["published"], summary
     assert summary["rejected"] == 0 and summary["failed"] == 0, summary
+    # Throughput, and the model's share of the workers' task time (it embedded every turn's window).
+    assert summary["turns_per_s"] > 0 and summary["seconds"] > 0, summary
+    assert summary["embedding_s"] > 0 and 0 < summary["embedder_share"] <= 1, summary
 
 
 # --- 3. recall ------------------------------------------------------------------------------------

@@ -140,6 +140,15 @@ class SqlEventRepository(SessionRepository):
     def redact(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[tuple[str, str]]:
         if not event_ids:
             return []
+        # FOR UPDATE first: it waits for every window being written that quotes these turns (their
+        # writers hold FOR KEY SHARE, ``context_before``), so ``unembed_windows`` then finds them.
+        # The UPDATE alone would not wait: it changes no key column.
+        self.session.execute(
+            select(EventRow.event_id)
+            .where(*EventRow.owned_by(tenant_id, user_id), EventRow.event_id.in_(list(event_ids)))
+            .order_by(EventRow.event_id)
+            .with_for_update()
+        )
         rows = self.session.execute(
             update(EventRow)
             .where(*EventRow.owned_by(tenant_id, user_id), EventRow.event_id.in_(list(event_ids)))
@@ -181,9 +190,12 @@ class SqlEventRepository(SessionRepository):
             EventRow.seq < seq,
             EventRow.content_hash != REDACTED_HASH,
         )  # uq_events_conversation_seq
-        # FOR SHARE: a privacy delete of one of these turns waits until this window is committed,
-        # and then finds it (``unembed_windows``), so no window can keep a blanked turn's words.
-        query = query.order_by(EventRow.seq.desc()).limit(limit).with_for_update(read=True)
+        # FOR KEY SHARE: a privacy delete of one of these turns (``redact`` locks them FOR UPDATE)
+        # waits until this window is committed, and then finds it (``unembed_windows``), so no
+        # window can keep a blanked turn's words. Not FOR SHARE: that conflicts with every update
+        # of the row, and two ingest units of one conversation, each updating its own turns' stage
+        # while reading the other's as context, deadlocked.
+        query = query.order_by(EventRow.seq.desc()).limit(limit).with_for_update(read=True, key_share=True)
         return self._read(query)[::-1]
 
     def unembed_windows(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[str]:
