@@ -1,12 +1,13 @@
-"""The fast path of a batch of turns: extract, embed and persist in one unit of work, with one
-model call for every text of the batch.
+"""The fast path of freshly recorded turns: extract, embed and persist (and, with the rules
+judging, resolve) in one unit of work, with one model call for every text of the unit.
 
 The stages stay what they are (each event's stage column moves recorded → extracted → embedded →
-persisted, each stage's function decides), but a batch of freshly recorded events goes through
-them here without a message and a transaction per stage and event. What ``record`` would have
-sent to ``memory.extract`` is carried on in the same process; what comes after (the index, on the
-index owner) is one message for the whole batch. Should this unit fail, the per-stage tasks take
-over event by event (``workers/tasks/ingest.py``), so one bad turn cannot hold up the others.
+persisted, each stage's function decides), but the turns go through them here without a message
+and a transaction per stage and event. What ``record`` would have sent to ``memory.extract`` is
+carried on in the same process, one unit per user of a batch (``workers/tasks/ingest.py:
+carry_on``); what comes after (the index, on the index owner) is one message for the batch.
+Should a unit fail, the per-stage tasks take over its events one by one, so one bad turn holds
+up no other.
 """
 
 from __future__ import annotations
