@@ -59,6 +59,8 @@ def read_task_runs(client: redis.Redis) -> dict[str, dict[str, Any]]:
 
 
 _EMBEDDING_KEY = f"{PREFIX}:metrics:embedding"
+# Tasks that are no part of a turn's way through the pipeline (searches, beat's sweeps).
+_NOT_PIPELINE = frozenset({"memory.search", "memory.decay", "memory.consolidate", "memory.optimize_index"})
 
 
 class MeteredEmbedder:
@@ -106,7 +108,3 @@ def read_work_seconds(client: redis.Redis) -> dict[str, float]:
         "texts": fields.get("texts", 0.0),
         "tasks_s": sum(t["sum"] for name, t in tasks.items() if name not in _NOT_PIPELINE),
     }
-
-
-# Tasks that are no part of a turn's way through the pipeline (searches, beat's sweeps).
-_NOT_PIPELINE = frozenset({"memory.search", "memory.decay", "memory.consolidate", "memory.optimize_index"})

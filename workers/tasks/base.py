@@ -111,17 +111,21 @@ def run_batch(
     ids: Sequence[str],
     work: Callable[[UnitOfWork], list[FollowUp]],
     one_by_one: Callable[[], list[FollowUp]],
-) -> list[FollowUp]:
-    """Run a batch in one unit of work. Transient failures go to Celery's retry like any task's.
-    Any other failure of a batch of several is not the batch's verdict but one member's: the
-    follow-ups of ``one_by_one`` (each member as its own message) are sent instead, so that the
-    bad one is retried and parked alone while the others go on."""
+    *,
+    dispatch: bool = True,
+    split_alone: bool = False,
+) -> list[FollowUp] | None:
+    """Run a batch in one unit of work (``run_unit``; ``dispatch`` as there) and return its
+    follow-ups. Transient failures go to Celery's retry like any task's. Any other failure of a
+    batch of several (or of one, with ``split_alone``) is not the batch's verdict but one
+    member's: the follow-ups of ``one_by_one`` (each member as its own message) are sent instead,
+    so that the bad one is retried and parked alone while the others go on; returns None then."""
     try:
-        return run_unit(name, batch_key(ids), work)
+        return run_unit(name, batch_key(ids), work, dispatch=dispatch)
     except TRANSIENT_ERRORS:
         raise
     except Exception as exc:
-        if len(ids) <= 1:
+        if len(ids) <= 1 and not split_alone:
             raise
         log.warning(
             "%s %s failed as a batch (%s: %s); each goes on alone",
@@ -130,9 +134,8 @@ def run_batch(
             type(exc).__name__,
             exc,
         )
-        followups = one_by_one()
-        container().dispatch(followups)
-        return followups
+        container().dispatch(one_by_one())
+        return None
 
 
 def sync_touched(c: Container, touched: Sequence[tuple[str, str]]) -> None:

@@ -55,21 +55,17 @@ def record_batch(self: Task, messages: list[Any]) -> None:
         followups, refused[:] = record_events(uow, messages, c.limits, c.seq_counter)
         return followups
 
-    try:
-        followups = run_unit(self.name, batch_key(ids), work, dispatch=False)
-    except TRANSIENT_ERRORS:
-        raise
-    except Exception as exc:
-        # Not the batch's verdict but one turn's: each goes on as its own memory.record, so the
-        # bad one is retried and parked alone (with its own dead letter) and the others land.
-        log.warning(
-            "%s %s failed (%s: %s); each turn goes on alone",
-            self.name,
-            batch_key(ids),
-            type(exc).__name__,
-            exc,
-        )
-        c.dispatch([FollowUp(TaskName.RECORD.value, (m,)) for m in messages])
+    # A failure of the record step is not the batch's verdict but one turn's: each goes on as its
+    # own memory.record, so the bad one is retried and parked alone (with its own dead letter).
+    followups = run_batch(
+        self.name,
+        ids,
+        work,
+        lambda: [FollowUp(TaskName.RECORD.value, (m,)) for m in messages],
+        dispatch=False,
+        split_alone=True,
+    )
+    if followups is None:
         return
     for message, reason in refused:
         dead_letter(c, TaskName.RECORD.value, self.request.id, [message], reason)
@@ -94,10 +90,11 @@ def carry_on(name: str, c: Container, followups: list[FollowUp], messages: list[
     the rest: one unit of work (and one model call) per user of the batch, users in (tenant,
     user) order, and one index message for all of them at the end (``shared/ingest/advance.py``).
 
-    A unit per user, not per batch: a unit holds its users' locks until it commits, so batches
-    sharing users (every batch of an interleaved backlog) would otherwise run one at a time. A
-    transient failure is retried as any task's (the record step hands the same steps back, and
-    users already done are past them); any other failure of a user's unit sends that user's steps
+    A unit per user, not per batch: persist and resolve hold the user's lock until the unit
+    commits, so units of many users would hold up every batch sharing one of them (every batch of
+    an interleaved backlog), and a failing unit costs only its own user's turns. A transient
+    failure is retried as any task's (the record step hands the same steps back, and users
+    already done are past them); any other failure of a user's unit sends that user's steps
     out as messages after all: the per-stage tasks take each event on alone, with their own
     retries and dead letters, and one bad turn holds up no other."""
     inline = [f for f in followups if f.task in FUSED_STAGES]
