@@ -18,7 +18,7 @@ from tests.support.databases import REDIS_URL, scratch_database
 
 TABLES = [
     "events", "event_receipts", "memories", "dead_letters", "cuemem_meta", "memory_history", "llm_calls",
-    "recall_claims", "api_keys",
+    "recall_claims", "api_keys", "memory_cue_counts",
 ]  # fmt: skip
 
 

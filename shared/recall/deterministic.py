@@ -35,6 +35,12 @@ from shared.text import keywords
 
 CONFIDENT = 3.0  # one rare entity, or a rare tag plus a keyword, or three rare keywords
 MAX_QUERY_CUES = 16
+# A cue held by more of the user's memories than this fetches none of them: the cue query keeps
+# the best-scored ``candidates`` of the memories it reads, and of that many holders of one word
+# those are no pick by the query but by score alone (the searches find the ones meant). It still
+# weighs in the score of every memory a rarer cue fetches. Bounds the rows the query reads, so
+# stage 1 stays milliseconds at 1M memories; users below it are untouched.
+MAX_CUE_MEMORIES = 2000
 TYPE_BOOST = 0.5  # the query hints at the memory's type ("忌口" -> preference)
 EXACT_KEY_SCORE = 100.0
 # The link hop: a memory reached through a link counts this much of what the same match would
@@ -90,7 +96,7 @@ def cue_matches(uow: UnitOfWork, request: RecallRequest, cues: QueryCues) -> tup
     base = cues.keys()
     total, df = uow.memories.cue_counts(request.tenant_id, request.user_id, list(base), request.statuses)
     weights = {c: w * rarity(df.get(c, 0), total) for c, w in base.items()}
-    present = sorted((c for c in base if df.get(c)), key=lambda c: (df[c], c))[:MAX_QUERY_CUES]
+    present = fetched(base, df)
     pool = Pool()
     for memory in uow.memories.by_cues(
         request.tenant_id, request.user_id, present, request.statuses, request.candidates
@@ -98,6 +104,13 @@ def cue_matches(uow: UnitOfWork, request: RecallRequest, cues: QueryCues) -> tup
         score, matched = cue_match(weights, memory.cues)
         pool[memory.id] = Candidate(memory_item(memory), score, matched, paths=["cue"], memory=memory)
     return weights, pool
+
+
+def fetched(cues: Iterable[str], df: dict[str, int]) -> list[str]:
+    """The cues whose memories the cue query reads: held by some memory but at most
+    ``MAX_CUE_MEMORIES``, the rarest ``MAX_QUERY_CUES`` of them."""
+    held = (c for c in cues if 0 < df.get(c, 0) <= MAX_CUE_MEMORIES)
+    return sorted(held, key=lambda c: (df[c], c))[:MAX_QUERY_CUES]
 
 
 def linked_sides(sources: Iterable[Memory], asked: Sequence[str]) -> dict[str, str]:
@@ -143,7 +156,7 @@ def link_hop(
     hop_weights = weights | {key: w * rarity(df.get(key, 0), total) for key, w in added.items()}
     source_ids = {m.id for m in sources}
     reached = 0
-    for memory in uow.memories.by_cues(tenant, user, sorted(added), statuses, MAX_HOP_CANDIDATES):
+    for memory in uow.memories.by_cues(tenant, user, fetched(added, df), statuses, MAX_HOP_CANDIDATES):
         if memory.id in source_ids:
             continue
         held = added.keys() & set(memory.cues)

@@ -191,6 +191,19 @@ class MemoryRow(UserOwned, Happened, Base):
     )
 
 
+class CueCountRow(Base):
+    """How many of a user's memories in a status hold a cue (``''``: all of them). Kept by a
+    trigger on ``memories`` (migration 0010), so recall weighs a query's cues without counting."""
+
+    __tablename__ = "memory_cue_counts"
+
+    tenant_id: Mapped[str] = mapped_column(String(512), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(512), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), primary_key=True)
+    cue: Mapped[str] = mapped_column(Text, primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger)
+
+
 class RecallClaimRow(UserOwned, Base):
     """Recalls whose reinforcement was applied: a redelivered memory.reinforce counts once."""
 

@@ -1,0 +1,178 @@
+"""memory_cue_counts (migration 0010) against a count over the rows themselves.
+
+Recall weighs each query cue by how many of the user's memories hold it, read from counts a
+trigger keeps. The oracle here is the per-query aggregate recall ran before (``unnest(cues)`` over
+the user's rows): after every kind of write the pipeline, curation, the lifecycle sweeps, a
+privacy delete or a bulk load makes, both must agree for every user, status and cue.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import text
+
+from shared.models import RECALLABLE_STATUSES, Memory, MemoryStatus, MemoryType
+from workers.bootstrap import build_container
+
+NOW = datetime(2026, 12, 1, 9, tzinfo=UTC)
+CUES = [f"k:word{i}" for i in range(8)] + ["e:Alice", "e:Bob", "t:preference"]
+USERS = [("default", "u1"), ("default", "u2"), ("other", "u1")]
+
+
+def _memory(i: int, tenant: str, user: str, cues: list[str], status=MemoryStatus.ACTIVE) -> Memory:
+    return Memory(
+        id=f"00000000-0000-4000-8000-{i:012d}",
+        tenant_id=tenant,
+        user_id=user,
+        type=MemoryType.FACT,
+        content=f"memory {i}",
+        importance=3.0,
+        status=status,
+        created_at=NOW,
+        updated_at=NOW,
+        last_accessed_at=NOW,
+        cues=cues,
+        sources=[{"event_id": f"e{i}", "session_id": "s", "seq": i, "at": NOW.isoformat()}],
+        content_hash=f"h{i}",
+    )
+
+
+def _oracle(
+    session, tenant: str, user: str, statuses: list[str], cues: list[str]
+) -> tuple[int, dict[str, int]]:
+    total = session.execute(
+        text("SELECT count(*) FROM memories WHERE tenant_id = :t AND user_id = :u AND status = ANY(:s)"),
+        {"t": tenant, "u": user, "s": statuses},
+    ).scalar_one()
+    rows = session.execute(
+        text(
+            "SELECT c, count(*) FROM memories, LATERAL (SELECT DISTINCT unnest(cues) AS c) k "
+            "WHERE tenant_id = :t AND user_id = :u AND status = ANY(:s) GROUP BY c"
+        ),
+        {"t": tenant, "u": user, "s": statuses},
+    ).all()
+    return int(total), {str(c): int(n) for c, n in rows if c in cues}
+
+
+def _agree(c) -> int:
+    """Every user and status set: the kept counts equal the oracle's. Returns the checks made."""
+    checks = 0
+    status_sets = [list(RECALLABLE_STATUSES), [MemoryStatus.ACTIVE], list(MemoryStatus)]
+    with c.uow() as uow:
+        for tenant, user in USERS:
+            for statuses in status_sets:
+                asked = [*CUES, "k:late", "k:never"]
+                kept = uow.memories.cue_counts(tenant, user, asked, statuses)
+                expected = _oracle(uow.session, tenant, user, [s.value for s in statuses], asked)
+                assert kept == expected, (tenant, user, statuses)
+                checks += 1
+    return checks
+
+
+def test_counts_follow_every_kind_of_write(clean_db, it_settings):
+    c = build_container(it_settings)
+    rng = random.Random(16)
+    memories: list[Memory] = []
+    with c.uow() as uow:
+        for i in range(60):
+            tenant, user = USERS[i % len(USERS)]
+            m = _memory(i, tenant, user, rng.sample(CUES, rng.randint(0, 4)))
+            uow.memories.add(m)
+            memories.append(m)
+        uow.commit()
+    assert _agree(c) == 9
+    with c.uow() as uow:
+        total, df = uow.memories.cue_counts("default", "u1", ["e:Alice"], [MemoryStatus.ACTIVE])
+    assert total == 20  # a third of the 60, all active
+    assert 0 < df["e:Alice"] < total
+
+    # The pipeline and curation save whole rows: a status change, new cues, an unchanged row.
+    with c.uow() as uow:
+        uow.memories.save(replace(memories[0], status=MemoryStatus.SUPERSEDED))
+        uow.memories.save(replace(memories[1], cues=["k:word0", "k:word0", "e:Bob"]))  # a repeat
+        uow.memories.save(replace(memories[2], importance=9.0))
+        uow.commit()
+    _agree(c)
+
+    # Set-based writes as the lifecycle sweeps make them, and a decay that moves scores only.
+    with c.uow() as uow:
+        uow.session.execute(text("UPDATE memories SET status = 'archived' WHERE id LIKE '%1'"))
+        uow.session.execute(text("UPDATE memories SET status = 'active' WHERE id LIKE '%11'"))
+        uow.session.execute(text("UPDATE memories SET score = score + 1"))
+        uow.commit()
+    _agree(c)
+
+    # A rolled-back write leaves the counts as they were.
+    with c.uow() as uow:
+        uow.session.execute(text("UPDATE memories SET cues = '{}'"))
+    _agree(c)
+
+    # Deletes: a pending draft dropped by the pipeline, rows removed by a privacy delete.
+    with c.uow() as uow:
+        draft = _memory(500, "default", "u1", ["k:word1"], status=MemoryStatus.PENDING)
+        uow.memories.add(draft)
+        uow.commit()
+    _agree(c)
+    with c.uow() as uow:
+        uow.memories.delete(draft.id)
+        uow.session.execute(text("DELETE FROM memories WHERE user_id = 'u2'"))
+        uow.commit()
+    _agree(c)
+    with c.uow() as uow:
+        assert uow.memories.cue_counts("default", "u2", CUES, RECALLABLE_STATUSES) == (0, {})
+    c.close()
+
+
+def test_a_recount_gives_what_the_trigger_kept_and_truncate_empties(clean_db, it_settings):
+    c = build_container(it_settings)
+    with c.uow() as uow:
+        for i in range(12):
+            uow.memories.add(_memory(i, "default", "u1", CUES[: i % 5]))
+        uow.commit()
+        kept = uow.session.execute(text("SELECT * FROM memory_cue_counts ORDER BY 1, 2, 3, 4")).all()
+    with c.uow() as uow:
+        # A bulk load with the trigger off, then the recount, as `cuemem bench latency` loads.
+        uow.session.execute(text("ALTER TABLE memories DISABLE TRIGGER USER"))
+        uow.session.execute(
+            text("UPDATE memories SET cues = array_append(cues, 'k:late') WHERE id LIKE '%0'")
+        )
+        uow.session.execute(text("ALTER TABLE memories ENABLE TRIGGER USER"))
+        uow.session.execute(text("SELECT memory_cue_counts_rebuild()"))
+        uow.commit()
+    _agree(c)
+    with c.uow() as uow:
+        uow.session.execute(text("UPDATE memories SET cues = array_remove(cues, 'k:late')"))
+        uow.commit()
+        again = uow.session.execute(text("SELECT * FROM memory_cue_counts WHERE n <> 0 ORDER BY 1, 2, 3, 4"))
+        assert again.all() == [r for r in kept if r.n != 0]
+        uow.session.execute(text("TRUNCATE memories"))
+        uow.commit()
+        assert uow.session.execute(text("SELECT count(*) FROM memory_cue_counts")).scalar_one() == 0
+    c.close()
+
+
+def test_stage_one_weighs_cues_by_the_kept_counts(clean_db, it_settings):
+    """The rarity recall gives a cue comes from the counts: a name on every memory weighs little."""
+    from shared.cues import ENTITY_WEIGHT, KEYWORD_WEIGHT, query_cues
+    from shared.recall import deterministic
+    from shared.recall.request import RecallRequest
+
+    c = build_container(it_settings)
+    with c.uow() as uow:
+        for i in range(30):
+            cues = ["e:alice", "k:alice"] + (["k:violin", "k:lessons"] if i == 7 else [])
+            uow.memories.add(_memory(i, "default", "u1", cues))
+        uow.commit()
+    request = RecallRequest("default", "u1", "Alice violin lessons", now=NOW + timedelta(days=1))
+    with c.uow() as uow:
+        weights, pool = deterministic.cue_matches(uow, request, query_cues(request.query))
+    # rarity: 1 for a cue one memory holds; log(2) / log(31) = 0.20 for one all 30 hold.
+    assert weights["k:violin"] == KEYWORD_WEIGHT
+    assert weights["e:alice"] == pytest.approx(ENTITY_WEIGHT * math.log(2) / math.log(31))
+    assert next(iter(sorted(pool.values(), key=lambda cand: -cand.cue_score))).item.content == "memory 7"
+    c.close()
