@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     embedding_dim: int = 384
     embedding_threads: int = Field(default=1, ge=1)
     embedding_timeout_s: float = 30.0
+    # Query vectors kept per process (an LRU keyed by model and text): an agent asks the same
+    # things again, and the model call is most of a recall's time. 0 turns it off.
+    query_embedding_cache: int = Field(default=1024, ge=0, le=1_000_000)
 
     # LLM path (optional): unset base URL = rule-based only. Never used on the recall path.
     llm_base_url: str | None = None

@@ -62,6 +62,8 @@ class Container:
     _reranker: Any = _UNSET
     _closers: list[Callable[[], None]] = field(default_factory=list)
     _redis_clients: RedisClients | None = None
+    # Until when (time.monotonic) this process trusts its last passed embedding-model check.
+    model_checked_until: float = 0.0
 
     @property
     def limits(self) -> EventLimits:

@@ -1,8 +1,8 @@
 """Recall as an operator runs it (``cuemem recall``, the demo, the LoCoMo benchmark).
 
-Unlike the in-process ``recall_for`` an app calls, it refuses to search an index of another
-embedding model (the operator is told to reindex rather than shown wrong neighbours), and it does
-not count as a use unless asked (``reinforce``): it is how operators inspect memory, and re-running
+Like ``recall_for`` it refuses to search an index of another embedding model (the operator is
+told to reindex rather than shown wrong neighbours); unlike it, it does not count as a use unless
+asked (``reinforce``): it is how operators inspect memory, and re-running
 the demo, a benchmark or a recall must leave the memories as they were.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from service.operations.recall import check_embedding_model, recall_for
+from service.operations.recall import recall_for
 from workers.bootstrap import Container
 
 
@@ -29,7 +29,6 @@ def operator_recall(
     include_history: bool = False,
 ) -> dict[str, Any]:
     """`cuemem recall --json` output (plus "prompt")."""
-    check_embedding_model(container)  # before anything else, as the command always did
     return recall_for(
         container,
         user,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 import uuid
 from datetime import datetime
 from typing import Any
@@ -37,13 +38,22 @@ log = logging.getLogger(__name__)
 WORKING = "working"
 
 
+# How long a process trusts a passed model check: the stored model changes only with a reindex,
+# and re-reading it on every recall was a Postgres round trip per query.
+MODEL_RECHECK_S = 30.0
+
+
 def check_embedding_model(container: Container) -> None:
-    """Refuse to search vectors of another model (the fix is `cuemem reindex`)."""
+    """Refuse to search vectors of another model (the fix is `cuemem reindex`). A passed check
+    holds for ``MODEL_RECHECK_S`` in this process; a failed one is never remembered."""
+    if time.monotonic() < container.model_checked_until:
+        return
     with container.uow() as uow:
         stored = uow.meta.get(EMBEDDING_MODEL_KEY)
     configured = container.embedder.model_name
     if stored is not None and stored != configured:
         raise EmbeddingModelMismatch(stored, configured)
+    container.model_checked_until = time.monotonic() + MODEL_RECHECK_S
 
 
 def recall_for(

@@ -275,6 +275,7 @@ def test_build_embedder_openai(stub: StubServer) -> None:
         embedding_api_key=SecretStr(SECRET),
         embedding_dim=DIM,
         embedding_timeout_s=3.0,
+        query_embedding_cache=0,  # the adapter itself (the cache: tests/unit/test_query_cache.py)
     )
     embedder = build_embedder(settings)
     assert isinstance(embedder, OpenAIEmbedder)

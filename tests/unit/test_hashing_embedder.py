@@ -13,6 +13,7 @@ from shared.ports import Embedder
 from shared.settings import Settings
 from workers.endpoints.embedders import build_embedder
 from workers.endpoints.embedders.hashing import HashingEmbedder, tokens
+from workers.endpoints.embedders.query_cache import QueryCache
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -103,7 +104,9 @@ def test_chinese_text_uses_character_bigrams() -> None:
 
 
 def test_build_embedder_hash_uses_configured_dim() -> None:
-    embedder = build_embedder(Settings(embedder="hash", embedding_dim=64))
+    built = build_embedder(Settings(embedder="hash", embedding_dim=64))
+    assert isinstance(built, QueryCache)
+    embedder = built.inner
     assert isinstance(embedder, HashingEmbedder)
     assert embedder.dim == 64
     assert embedder.model_name == "hash-v1-64"

@@ -35,11 +35,21 @@ class EmbeddingError(RuntimeError):
 
 
 def build_embedder(settings: Settings) -> Embedder:
-    """The embedder ``settings.embedder`` names, configured from ``settings``.
+    """The embedder ``settings.embedder`` names, configured from ``settings``, with an LRU of
+    query vectors in front (``CUEMEM_QUERY_EMBEDDING_CACHE``, 0: none).
 
     Nothing is loaded or connected here: models and HTTP clients are created on first use,
     so it is safe to call before worker processes fork.
     """
+    embedder = _build(settings)
+    if settings.query_embedding_cache <= 0:
+        return embedder
+    from workers.endpoints.embedders.query_cache import QueryCache
+
+    return QueryCache(embedder, settings.query_embedding_cache)
+
+
+def _build(settings: Settings) -> Embedder:
     kind = settings.embedder
     if kind == "e5":
         from workers.endpoints.embedders.e5 import E5_DIM, E5Embedder

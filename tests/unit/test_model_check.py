@@ -1,0 +1,62 @@
+"""Recall's embedding-model check (service/operations/recall.py): refused on another model,
+read from Postgres once per ``MODEL_RECHECK_S`` per process, not once per recall."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from service.operations.recall import MODEL_RECHECK_S, check_embedding_model
+from shared.ingest.embed import EMBEDDING_MODEL_KEY
+from shared.ports import EmbeddingModelMismatch
+from shared.settings import Settings
+from tests.support.fakes import FakeStore
+from workers.bootstrap import build_container
+from workers.endpoints.embedders.hashing import HashingEmbedder
+
+
+def _container(stored: str | None):
+    store = FakeStore()
+    opened: list[int] = []
+
+    def uow():
+        opened.append(1)
+        return store.uow()
+
+    embedder = HashingEmbedder(dim=16)
+    if stored is not None:
+        store.state.meta[EMBEDDING_MODEL_KEY] = stored if stored != "same" else embedder.model_name
+    return build_container(Settings(), uow=uow, embedder=embedder), store, opened
+
+
+def test_a_passed_check_holds_for_a_while_then_is_read_again() -> None:
+    c, store, opened = _container("same")
+    check_embedding_model(c)
+    assert len(opened) == 1
+    assert time.monotonic() < c.model_checked_until <= time.monotonic() + MODEL_RECHECK_S
+    store.state.meta[EMBEDDING_MODEL_KEY] = "another-model"  # a reindex under another model
+    for _ in range(5):
+        check_embedding_model(c)
+    assert len(opened) == 1  # no Postgres round trip per recall
+    c.model_checked_until = 0.0  # the window has passed
+    with pytest.raises(EmbeddingModelMismatch):
+        check_embedding_model(c)
+    assert len(opened) == 2
+
+
+def test_a_failed_check_is_never_remembered() -> None:
+    c, store, opened = _container("another-model")
+    for _ in range(2):
+        with pytest.raises(EmbeddingModelMismatch):
+            check_embedding_model(c)
+    assert len(opened) == 2 and c.model_checked_until == 0.0
+    store.state.meta[EMBEDDING_MODEL_KEY] = c.embedder.model_name  # reindexed with this model
+    check_embedding_model(c)
+    assert c.model_checked_until > time.monotonic()
+
+
+def test_nothing_stored_yet_passes() -> None:
+    c, _, opened = _container(None)
+    check_embedding_model(c)
+    assert len(opened) == 1
