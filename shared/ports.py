@@ -189,3 +189,28 @@ class VectorIndex(Protocol):
         """Build search structures (HNSW) where the engine does not do it by itself."""
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Search:
+    """One search of a batch: in the index ``kind`` (an ``IndexKind`` value), by ``vector`` or,
+    when it is None, by ``terms``."""
+
+    kind: str
+    vector: Sequence[float] | None
+    terms: SparseTerms | None
+    limit: int
+    statuses: tuple[str, ...] = ("active",)
+
+
+@runtime_checkable
+class BatchSearch(Protocol):
+    """An index searched through another process (the embedded index's owner): several searches of
+    one user, in any of the owner's indexes, cost one round trip together."""
+
+    def search_batch(
+        self, tenant_id: str, user_id: str, searches: Sequence[Search]
+    ) -> list[list[IndexHit] | IndexUnavailable] | None:
+        """The hits of each search in order, or the reason it could not run; None when the index
+        is searched in this process right now (nothing to batch: search one by one). Raises
+        IndexUnavailable when the owner could not be asked at all."""

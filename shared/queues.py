@@ -26,6 +26,7 @@ class TaskName(StrEnum):
     PERSIST = "memory.persist"
     INDEX = "memory.index"
     SEARCH = "memory.search"
+    SEARCH_BATCH = "memory.search_batch"  # every search of one recall in one round trip
     REINDEX = "memory.reindex"
     RESUME_STALLED = "memory.resume_stalled"
     DECAY = "memory.decay"
@@ -63,6 +64,7 @@ ROUTES: dict[TaskName, Queue] = {
     TaskName.PERSIST: Queue.PERSIST,
     TaskName.INDEX: Queue.INDEX,
     TaskName.SEARCH: Queue.SEARCH,
+    TaskName.SEARCH_BATCH: Queue.SEARCH,
     TaskName.REINDEX: Queue.INDEX,
     TaskName.RESUME_STALLED: Queue.MAINTENANCE,
     TaskName.DECAY: Queue.MAINTENANCE,

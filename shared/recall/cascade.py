@@ -81,10 +81,7 @@ def recall(
     # Stage 2: vector, keyword, conversation-log, time and recency paths, fused with the cue list.
     vector = embed_query(request, embedder, index or turn_index, trace)
     query = SearchQuery(vector, sparse_query(times.content))
-    found = {
-        **search(uow, request, MEMORIES, index, query, pool, trace),
-        **search(uow, request, CONVERSATION_LOG, turn_index, query, pool, trace),
-    }
+    found = search(uow, request, [(MEMORIES, index), (CONVERSATION_LOG, turn_index)], query, pool, trace)
     window_ranked = windows.window_ranked(in_window, vector, pool)
     trace.candidates["time"] = sum(1 for c in pool.values() if "time" in c.paths)
     follow_up = windows.is_follow_up(cues, times)

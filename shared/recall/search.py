@@ -1,22 +1,26 @@
 """Stage 2's searches: the query's vector and its keywords (BM25 over sparse vectors, IDF over the
 user's points) in the two indexes, the memories and the conversation log (every recorded turn).
 
-One search, two corpora. What differs is said by a :class:`Corpus`: the names of its paths,
-whether the request's memory statuses filter its points, how its searches are timed and reported,
-and how a hit becomes candidates. Every hit is re-read in Postgres, scoped to the user again:
-Postgres is the truth, and a point whose row is gone or no longer returnable is dropped.
+One search, two corpora. What differs is said by a :class:`Corpus`: its index, the names of its
+paths, whether the request's memory statuses filter its points, how its searches are timed and
+reported, and how a hit becomes candidates. When the indexes are searched through another process
+(the embedded index's owner, :class:`shared.ports.BatchSearch`) all the searches of a recall go in
+one round trip; in this process, or on a Qdrant server, they run one by one. Every hit is re-read
+in Postgres, scoped to the user again, once per corpus: Postgres is the truth, and a point whose
+row is gone or no longer returnable is dropped.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from shared.events import TurnPublished
 from shared.models import Memory, is_redacted
-from shared.ports import Embedder, IndexHit, IndexUnavailable, SparseTerms, VectorIndex
+from shared.ports import BatchSearch, Embedder, IndexHit, IndexUnavailable, Search, SparseTerms, VectorIndex
+from shared.queues import IndexKind
 from shared.recall.explain import Trace
 from shared.recall.request import EVERY_STATUS, Candidate, Pool, RecallRequest
 from shared.storage import UnitOfWork
@@ -46,6 +50,7 @@ class Step:
 
 @dataclass(frozen=True)
 class Corpus:
+    kind: IndexKind  # the index its points are in
     dense: str  # the path of its dense search (the key of its scores and its candidate count)
     keyword: str  # the path of its keyword search
     by_status: bool  # the request's memory statuses filter its points
@@ -70,25 +75,32 @@ def embed_query(
 def search(
     uow: UnitOfWork,
     request: RecallRequest,
-    corpus: Corpus,
-    index: VectorIndex | None,
+    corpora: Sequence[tuple[Corpus, VectorIndex | None]],
     query: SearchQuery,
     pool: Pool,
     trace: Trace,
 ) -> dict[str, list[Candidate]]:
-    """The candidates each of the corpus' two searches found, by path (order: the index's, as
-    re-read; fusion orders them). Each candidate gets the path and its score."""
-    out: dict[str, list[Candidate]] = {corpus.dense: [], corpus.keyword: []}
-    hits = _hits(request, corpus, index, query, trace) if index is not None else {}
-    if hits:
-        for path, pairs in corpus.found(uow, request, hits, pool, trace.notes).items():
-            for cand, score in pairs:
-                cand.scores[path] = score
-                if path not in cand.paths:
-                    cand.paths.append(path)
-                out[path].append(cand)
-    for path, cands in out.items():
-        trace.candidates[path] = len(cands)
+    """The candidates each corpus' two searches found, by path (order: the index's, as re-read;
+    fusion orders them). Each candidate gets the path and its score. A corpus without an index
+    finds nothing."""
+    batched = _batched_hits(request, corpora, query, trace)
+    out: dict[str, list[Candidate]] = {}
+    for corpus, index in corpora:
+        found: dict[str, list[Candidate]] = {corpus.dense: [], corpus.keyword: []}
+        if batched is not None:
+            hits = batched.get(corpus.kind, {})
+        else:
+            hits = _hits(request, corpus, index, query, trace) if index is not None else {}
+        if hits:
+            for path, pairs in corpus.found(uow, request, hits, pool, trace.notes).items():
+                for cand, score in pairs:
+                    cand.scores[path] = score
+                    if path not in cand.paths:
+                        cand.paths.append(path)
+                    found[path].append(cand)
+        for path, cands in found.items():
+            trace.candidates[path] = len(cands)
+        out.update(found)
     return out
 
 
@@ -112,6 +124,65 @@ def _hits(
     return hits
 
 
+def _batched_hits(
+    request: RecallRequest,
+    corpora: Sequence[tuple[Corpus, VectorIndex | None]],
+    query: SearchQuery,
+    trace: Trace,
+) -> dict[IndexKind, Hits] | None:
+    """Every search of the recall in one round trip, by corpus and path, when the first index is
+    searched through another process; None otherwise. A step any of whose searches failed counts
+    for nothing, as when searched one by one, and its note says why."""
+    first = next((index for _, index in corpora if index is not None), None)
+    if not isinstance(first, BatchSearch):
+        return None
+    plan = [
+        (corpus, step, path)
+        for corpus, index in corpora
+        if index is not None
+        for step in corpus.steps
+        for path in step.paths
+        if _has_query(corpus, path, query)
+    ]
+    hits: dict[IndexKind, Hits] = {corpus.kind: {} for corpus, _ in corpora}
+    if not plan:
+        return hits
+    t = time.perf_counter()
+    try:
+        answers = first.search_batch(
+            request.tenant_id, request.user_id, [_spec(request, c, p, query) for c, _, p in plan]
+        )
+    except IndexUnavailable as exc:
+        for label in dict.fromkeys(step.label for _, step, _ in plan):
+            trace.notes.append(f"{label} unavailable: {exc}")
+        return hits
+    if answers is None:
+        return None
+    trace.took("search_ms", t)
+    failed: dict[Step, IndexUnavailable] = {}
+    for (_, step, _), answer in zip(plan, answers, strict=True):
+        if isinstance(answer, IndexUnavailable):
+            failed.setdefault(step, answer)
+    for step, exc in failed.items():
+        trace.notes.append(f"{step.label} unavailable: {exc}")
+    for (corpus, step, path), answer in zip(plan, answers, strict=True):
+        if step not in failed and not isinstance(answer, IndexUnavailable):
+            hits[corpus.kind][path] = answer
+    return hits
+
+
+def _spec(request: RecallRequest, corpus: Corpus, path: str, query: SearchQuery) -> Search:
+    statuses = tuple(s.value for s in request.statuses) if corpus.by_status else ("active",)
+    dense = path == corpus.dense and query.vector is not None
+    return Search(
+        corpus.kind.value,
+        query.vector if dense else None,
+        None if dense else query.terms,
+        request.candidates,
+        statuses,
+    )
+
+
 def _has_query(corpus: Corpus, path: str, query: SearchQuery) -> bool:
     return query.vector is not None if path == corpus.dense else bool(query.terms.indices)
 
@@ -131,12 +202,15 @@ def _search(
 def _memories_found(
     uow: UnitOfWork, request: RecallRequest, hits: Hits, pool: Pool, notes: list[str]
 ) -> Found:
-    """A memory point stands for its memory, when the row is there and in a requested status."""
+    """A memory point stands for its memory, when the row is there and in a requested status.
+    The hits of both searches are re-read in one query."""
+    ids = sorted({h.id for path_hits in hits.values() for h in path_hits})
+    rows = {m.id: m for m in uow.memories.get_many(request.tenant_id, request.user_id, ids)}
     out: Found = {}
     for path, path_hits in hits.items():
         scores = {h.id: h.score for h in path_hits}
-        rows = uow.memories.get_many(request.tenant_id, request.user_id, list(scores))
-        out[path] = [(pool.of_memory(m), scores[m.id]) for m in rows if m.status in request.statuses]
+        found = [rows[i] for i in scores if i in rows]
+        out[path] = [(pool.of_memory(m), scores[m.id]) for m in found if m.status in request.statuses]
         dropped = len(path_hits) - len(out[path])
         # Said once, by the dense search: a stale point is in both searches' hits alike.
         if dropped and path == MEMORIES.dense:
@@ -246,6 +320,7 @@ def _pieces(statement: str) -> list[str]:
 
 
 MEMORIES = Corpus(
+    kind=IndexKind.MEMORIES,
     dense="vector",
     keyword="keyword",
     by_status=True,
@@ -257,6 +332,7 @@ MEMORIES = Corpus(
 )
 # Both log searches are one step: recall has always timed them together (``turns_ms``).
 CONVERSATION_LOG = Corpus(
+    kind=IndexKind.TURNS,
     dense="turn_vector",
     keyword="turn_keyword",
     by_status=False,

@@ -125,3 +125,58 @@ def test_searches_are_answered_ahead_of_the_index_backlog(it_settings: Settings)
         r.delete(Queue.INDEX.value, Queue.SEARCH.value)
         r.close()
         app.close()
+
+
+def test_a_recalls_searches_of_both_indexes_are_one_message_to_the_owner(it_settings: Settings) -> None:
+    """``memory.search_batch``: the dense and keyword searches of the memory index and the
+    conversation log in one round trip, each answered as the index owner's own search answers it."""
+    from shared.ports import Search
+    from shared.recall.sparse import sparse_document, sparse_query
+
+    settings = it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 64})
+    broker = settings.broker_url
+    assert broker is not None
+    vector, seeded = _seed(settings)
+    turn_ids = ["00000000-0000-0000-0000-0000000000a1", "00000000-0000-0000-0000-0000000000a2"]
+    texts = ["we saw a red fox by the old mill", "the deploy port is 8443"]
+    embedder = build_embedder(settings)
+    turns = EdgeVectorIndex(settings.resolved_data_dir / "qdrant-turns")
+    try:
+        turns.ensure(embedder.dim, embedder.model_name)
+        turns.upsert(
+            [
+                IndexPoint(pid, TENANT, USER, vec, {"status": "active"}, sparse_document(text))
+                for pid, vec, text in zip(turn_ids, embedder.embed_passages(texts), texts, strict=True)
+            ]
+        )
+    finally:
+        turns.close()
+    app = Celery("test-producer", broker=broker, backend=broker, set_as_current=False)
+    app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
+    remote = RemoteSearchIndex(app, timeout_s=TIMEOUT_S)
+    owner = start_index_owner(settings)
+    try:
+        fox = sparse_query("red fox")
+        answers = remote.search_batch(
+            TENANT,
+            USER,
+            [
+                Search("memories", vector, None, 2),
+                Search("memories", None, sparse_query("green tea"), 2),
+                Search("turns", embedder.embed_query("the deploy port is 8443"), None, 1),
+                Search("turns", None, fox, 2),
+                Search("turns", None, fox, 2, ("active",)),
+            ],
+        )
+        check_alive([owner])
+        assert [[h.id for h in a] for a in answers if isinstance(a, list)] == [
+            seeded,
+            [],  # the seeded memory points carry no keyword terms
+            [turn_ids[1]],
+            [turn_ids[0]],
+            [turn_ids[0]],
+        ]
+        assert _received(owner) == [TaskName.SEARCH_BATCH.value]  # one message for all five
+    finally:
+        owner.stop(timeout=20)
+        app.close()

@@ -20,7 +20,7 @@ SERVER = Settings(qdrant_url="http://qdrant:6333")
 
 def test_searches_have_their_own_queue_and_index_writes_stay_on_the_index_queue():
     assert ROUTES[TaskName.SEARCH] is Queue.SEARCH
-    assert [t for t, q in ROUTES.items() if q is Queue.SEARCH] == [TaskName.SEARCH]
+    assert [t for t, q in ROUTES.items() if q is Queue.SEARCH] == [TaskName.SEARCH, TaskName.SEARCH_BATCH]
     for task in (TaskName.INDEX, TaskName.SYNC_INDEX, TaskName.PUSH_SCORES, TaskName.REINDEX):
         assert ROUTES[task] is Queue.INDEX
     assert OWNER == ["cuemem.search", "cuemem.index"]  # searches first

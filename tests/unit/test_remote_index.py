@@ -93,3 +93,40 @@ def test_the_owners_own_unavailable_index_is_reported_as_it_said_not_as_a_timeou
     with pytest.raises(IndexUnavailable) as excinfo:
         RemoteSearchIndex(App([])).search("t1", "alice", [0.5, 1], 3)  # type: ignore[arg-type]
     assert str(excinfo.value) == "vector index /data/qdrant is incomplete: its files vanished"
+
+
+def test_a_batch_is_one_message_with_every_search_and_answers_each() -> None:
+    from shared.ports import IndexUnavailable, Search
+
+    app = _App([{"hits": [ROW]}, {"error": "turn index is being rebuilt"}, {"hits": []}])
+    searches = [
+        Search("memories", [0.5, 1], None, 7, ("active", "archived")),
+        Search("turns", [0.25, 0], None, 7),
+        Search("turns", None, SparseTerms((9, 2), (1.0, 0.5)), 7),
+    ]
+
+    answers = RemoteSearchIndex(app).search_batch("t1", "alice", searches)  # type: ignore[arg-type]
+
+    assert app.sent == [
+        (
+            TaskName.SEARCH_BATCH.value,
+            [
+                "t1",
+                "alice",
+                [
+                    {"kind": "memories", "mode": "vector", "query": [0.5, 1.0], "limit": 7,
+                     "statuses": ["active", "archived"]},
+                    {"kind": "turns", "mode": "vector", "query": [0.25, 0.0], "limit": 7,
+                     "statuses": ["active"]},
+                    {"kind": "turns", "mode": "keywords", "query": [[2, 9], [0.5, 1.0]], "limit": 7,
+                     "statuses": ["active"]},
+                ],
+            ],
+            Queue.SEARCH.value,
+        )
+    ]  # fmt: skip
+    assert answers[0] == [IndexHit(ROW["id"], 1.5, {"status": "active"})]  # type: ignore[arg-type]
+    assert isinstance(answers[1], IndexUnavailable) and str(answers[1]) == "turn index is being rebuilt"
+    assert answers[2] == []
+    with pytest.raises(ValueError, match="user_id"):
+        RemoteSearchIndex(app).search_batch("t1", "", searches)  # type: ignore[arg-type]

@@ -13,6 +13,10 @@ the ``IndexKind``, names the index (absent: the memory index; ``"turns"``: the c
 A vector search of the memory index sends neither, so its arguments suit an owner of any version;
 an owner older than the search queue, though, reads only ``cuemem.index`` and never sees it (see
 ARCHITECTURE, "Upgrading to the search queue").
+
+``memory.search_batch`` carries all the searches of one recall (``[tenant_id, user_id, searches]``,
+each search a ``{"kind", "mode", "query", "limit", "statuses"}`` in the terms above) and answers
+each with ``{"hits": [...]}`` or ``{"error": "..."}``: one round trip instead of up to four.
 """
 
 from __future__ import annotations
@@ -23,7 +27,15 @@ from typing import Any
 
 from celery import Celery
 
-from shared.ports import IndexHit, IndexOwnedElsewhere, IndexPoint, IndexUnavailable, SparseTerms, VectorIndex
+from shared.ports import (
+    IndexHit,
+    IndexOwnedElsewhere,
+    IndexPoint,
+    IndexUnavailable,
+    Search,
+    SparseTerms,
+    VectorIndex,
+)
 from shared.queues import ROUTES, IndexKind, SearchMode, TaskName
 from workers.index import check_sparse, require_scope
 
@@ -75,15 +87,29 @@ class RemoteSearchIndex:
             args.append(self._kind.value)
         return self._call(args)
 
+    def search_batch(
+        self, tenant_id: str, user_id: str, searches: Sequence[Search]
+    ) -> list[list[IndexHit] | IndexUnavailable]:
+        """All of them in one ``memory.search_batch`` round trip (see the module doc)."""
+        require_scope(tenant_id, user_id)
+        wire = [_wire(s) for s in searches]
+        answers: list[dict[str, Any]] = self._ask(TaskName.SEARCH_BATCH, [tenant_id, user_id, wire])
+        return [
+            IndexUnavailable(str(a["error"])) if "error" in a else _hits(a.get("hits") or []) for a in answers
+        ]
+
     def _call(self, args: list[Any]) -> list[IndexHit]:
+        return _hits(self._ask(TaskName.SEARCH, args))
+
+    def _ask(self, task: TaskName, args: list[Any]) -> Any:
         result = self._app.send_task(
-            TaskName.SEARCH.value,
+            task.value,
             args=args,
-            queue=ROUTES[TaskName.SEARCH].value,
+            queue=ROUTES[task].value,
             expires=self._timeout,
         )
         try:
-            rows: list[dict[str, Any]] = result.get(timeout=self._timeout, propagate=True)
+            return result.get(timeout=self._timeout, propagate=True)
         except IndexUnavailable:
             raise  # the owner answered: its index cannot serve searches now, and its reason says why
         except Exception as exc:
@@ -92,7 +118,6 @@ class RemoteSearchIndex:
             ) from exc
         finally:
             result.forget()
-        return [IndexHit(r["id"], float(r["score"]), r.get("payload") or {}) for r in rows]
 
     def _read_only(self, *_: Any) -> Any:
         raise IndexUnavailable(
@@ -139,6 +164,15 @@ class LocalOrRemoteIndex:
             lambda index: index.search_keywords(tenant_id, user_id, terms, limit, statuses)
         )
 
+    def search_batch(
+        self, tenant_id: str, user_id: str, searches: Sequence[Search]
+    ) -> list[list[IndexHit] | IndexUnavailable] | None:
+        """Through the owner once a search here was refused; before that None (search here, one
+        by one: in this process there is no round trip to save)."""
+        if self._remote is None:
+            return None
+        return self._remote.search_batch(tenant_id, user_id, searches)
+
     def _searching(self, search: Callable[[Any], list[IndexHit]]) -> list[IndexHit]:
         """Search here while the lock is free; from the first refusal on, through the owner."""
         if self._remote is None:
@@ -179,3 +213,25 @@ class LocalOrRemoteIndex:
 
     def close(self) -> None:
         self._local.close()
+
+
+def _hits(rows: list[dict[str, Any]]) -> list[IndexHit]:
+    return [IndexHit(r["id"], float(r["score"]), r.get("payload") or {}) for r in rows]
+
+
+def _wire(search: Search) -> dict[str, Any]:
+    """A search as ``memory.search_batch`` takes it (JSON: the terms as ``[indices, values]``)."""
+    query: list[Any]
+    if search.vector is not None:
+        mode, query = SearchMode.VECTOR, list(map(float, search.vector))
+    else:
+        sparse = check_sparse(search.terms) if search.terms is not None else None
+        indices, values = sparse if sparse is not None else ([], [])
+        mode, query = SearchMode.KEYWORDS, [indices, values]
+    return {
+        "kind": search.kind,
+        "mode": mode.value,
+        "query": query,
+        "limit": search.limit,
+        "statuses": list(search.statuses),
+    }

@@ -14,7 +14,7 @@ from shared.indexing.reconcile import reconcile_indexes
 from shared.indexing.reindex import rebuild_indexes
 from shared.indexing.sync import push_unindexed
 from shared.lifecycle import sweeps as lifecycle
-from shared.ports import SparseTerms
+from shared.ports import IndexUnavailable, SparseTerms
 from shared.queues import IndexKind, SearchMode, TaskName
 from shared.storage import FollowUp, UnitOfWork
 from workers.bootstrap import container
@@ -98,6 +98,30 @@ def search(
 
     Not late-acked: a search nobody waits for any more must not be redelivered.
     """
+    return _search(tenant_id, user_id, query, limit, statuses, mode, kind)
+
+
+@app.task(name=TaskName.SEARCH_BATCH.value, bind=True, ignore_result=False, acks_late=False)
+def search_batch(
+    self: Task, tenant_id: str, user_id: str, searches: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Every search of one recall in one round trip (``workers.index.remote``): each answered with
+    ``{"hits": [...]}``, or ``{"error": ...}`` when its index cannot serve it now (the others still
+    run). Not late-acked, as ``memory.search``."""
+    out: list[dict[str, Any]] = []
+    for s in searches:
+        try:
+            hits = _search(tenant_id, user_id, s["query"], s["limit"], s["statuses"], s["mode"], s["kind"])
+        except IndexUnavailable as exc:
+            out.append({"error": str(exc)})
+            continue
+        out.append({"hits": hits})
+    return out
+
+
+def _search(
+    tenant_id: str, user_id: str, query: Any, limit: int, statuses: list[str], mode: str, kind: str
+) -> list[dict[str, Any]]:
     c = container()
     index = c.index(IndexKind(kind)) if kind in {k.value for k in IndexKind} else None
     if index is None:
