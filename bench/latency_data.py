@@ -178,6 +178,12 @@ def load_user(
         copy_columns = [c for c in (*_COPY_COLUMNS, *_OPTIONAL_COPY_COLUMNS) if c[0] in present]
         names = [c for c, _ in copy_columns]
         copy_sql = f"COPY memories ({', '.join(names)}) FROM STDIN (FORMAT BINARY)"
+        # A bulk load: the per-row cue-count trigger (migration 0010) is off during the COPY and
+        # the counts are recounted once at the end, as an operator's bulk load would do it.
+        counted = conn.execute("SELECT to_regproc('memory_cue_counts_rebuild') IS NOT NULL").fetchone()
+        if counted and counted[0]:
+            conn.execute("ALTER TABLE memories DISABLE TRIGGER USER")
+            conn.commit()
         done = 0
         while done < count:
             n = min(_COPY_BATCH, count - done)
@@ -228,6 +234,10 @@ def load_user(
                         reservoir[j] = m
                 done += 1
             bar.update(n)
+        if counted and counted[0]:
+            conn.execute("ALTER TABLE memories ENABLE TRIGGER USER")
+            conn.execute("SELECT memory_cue_counts_rebuild()")
+            conn.commit()
     return reservoir
 
 

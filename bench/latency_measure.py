@@ -320,8 +320,6 @@ def deterministic_at_scale(
     from tqdm import tqdm
 
     from bench import synthetic
-    from shared.cues import query_cues
-    from shared.models import RECALLABLE_STATUSES
 
     big_user = "user-1m" if cfg.big_rows == 1_000_000 else f"user-big-{cfg.big_rows}"
     t = time.perf_counter()
@@ -346,16 +344,11 @@ def deterministic_at_scale(
     for user_id, memories in targets:
         queries = synthetic.make_queries(memories, cfg.queries, seed=cfg.seed + 99)
         for _, q in queries[:10]:  # warm up
-            with uow_factory() as uow:
-                uow.memories.by_cues(TENANT, user_id, list(query_cues(q).keys()), RECALLABLE_STATUSES, 50)
+            _timed_recall(uow_factory, {}, user_id, q, now, working_memory)
         records: list[dict[str, Any]] = []
-        for kind, q in tqdm(queries, desc=f"by_cues at {table['rows']} rows, {user_id}", unit="q"):
-            keys_ = list(query_cues(q).keys())
-            with uow_factory() as uow:
-                started = time.perf_counter()
-                found = uow.memories.by_cues(TENANT, user_id, keys_, RECALLABLE_STATUSES, 50)
-                by_cues_ms = (time.perf_counter() - started) * 1e3
-            # The whole stage 1 as recall runs it (no embedder/index: the vector stage is skipped).
+        for kind, q in tqdm(queries, desc=f"stage 1 at {table['rows']} rows, {user_id}", unit="q"):
+            # The whole stage 1 as recall runs it (no embedder/index: the vector stage is skipped);
+            # by_cues and cue_counts are the calls recall made, with the cues it chose to fetch.
             sink: dict[str, float] = {}
             wm = _Timed(working_memory, sink, {"recent": "working_memory_ms"})
             result = _timed_recall(uow_factory, sink, user_id, q, now, wm)
@@ -364,10 +357,9 @@ def deterministic_at_scale(
                     "kind": kind,
                     "query": q,
                     "stage": result.stage,
-                    "rows": len(found),
+                    "rows": result.trace["candidates"].get("cue", 0),
                     "timings": {
-                        **{k: v for k, v in sink.items() if k != "by_cues_ms"},
-                        "by_cues_ms": by_cues_ms,  # the cue query alone, timed on its own
+                        **sink,
                         "deterministic_ms": result.trace["timings_ms"]["deterministic_ms"],
                         "cues_ms": result.trace["timings_ms"]["cues_ms"],
                     },
@@ -375,9 +367,14 @@ def deterministic_at_scale(
             )
         summary = summarize_records(records)
         summary.pop("vector_path", None)
-        slowest = sorted(records, key=lambda r: -r["timings"]["by_cues_ms"])[:5]
+        slowest = sorted(records, key=lambda r: -r["timings"]["deterministic_ms"])[:5]
         summary["slowest"] = [
-            {"query": r["query"], "by_cues_ms": round(r["timings"]["by_cues_ms"], 2)} for r in slowest
+            {
+                "query": r["query"],
+                "deterministic_ms": round(r["timings"]["deterministic_ms"], 2),
+                "by_cues_ms": round(r["timings"].get("by_cues_ms", 0.0), 2),
+            }
+            for r in slowest
         ]
         out[user_id] = summary
         out.setdefault("explain", {})[user_id] = _explain(
@@ -478,22 +475,36 @@ def events_stats(db_url: str) -> dict[str, Any]:
 
 
 def _explain(db_url: str, user_id: str, queries: Sequence[str]) -> list[dict[str, Any]]:
-    """EXPLAIN ANALYZE of SQL equivalent to by_cues, to show which plan Postgres picks."""
+    """EXPLAIN ANALYZE of the cue query recall makes (``workers.db.memories.cue_query`` with the
+    cues ``shared.recall.deterministic.fetched`` picks), to show which plan Postgres takes."""
     import psycopg
+    from sqlalchemy.dialects import postgresql
 
     from bench.scratch import libpq_url
     from shared.cues import query_cues
+    from shared.models import RECALLABLE_STATUSES
+    from shared.recall.deterministic import fetched
+    from workers.bootstrap import sql_uow_factory
+    from workers.db.memories import cue_query
 
     out: list[dict[str, Any]] = []
-    with psycopg.connect(libpq_url(db_url)) as conn:
-        for q in queries:
-            keys_ = list(query_cues(q).keys())
-            if not keys_:
-                continue
-            rows = conn.execute(
-                "EXPLAIN (ANALYZE, BUFFERS) SELECT * FROM memories WHERE tenant_id = %s AND user_id = %s"
-                " AND status IN ('active') AND cues && %s::text[] ORDER BY score DESC, id LIMIT 50",
-                (TENANT, user_id, keys_),
-            ).fetchall()
-            out.append({"query": q, "cue_keys": keys_, "plan": [r[0] for r in rows]})
+    uow_factory, dispose = sql_uow_factory(db_url)
+    try:
+        with psycopg.connect(libpq_url(db_url)) as conn:
+            for q in queries:
+                keys_ = list(query_cues(q).keys())
+                with uow_factory() as uow:
+                    _, df = uow.memories.cue_counts(TENANT, user_id, keys_, RECALLABLE_STATUSES)
+                chosen = fetched(keys_, df)
+                if not chosen:
+                    out.append({"query": q, "cue_keys": keys_, "fetched": [], "plan": ["(no cue fetches)"]})
+                    continue
+                statement = cue_query(TENANT, user_id, chosen, RECALLABLE_STATUSES, 50)
+                sql = str(
+                    statement.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True})
+                )
+                rows = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS) {sql}").fetchall()  # type: ignore[call-overload]
+                out.append({"query": q, "cue_keys": keys_, "fetched": chosen, "plan": [r[0] for r in rows]})
+    finally:
+        dispose()
     return out

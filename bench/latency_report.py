@@ -32,8 +32,9 @@ STAGE_NOTES = {
     "total_ms": "recall() as a whole (its own trace)",
     "wall_ms": "around recall(), including opening the unit of work",
 }
-TARGET_RECALL_P95_MS = 25.0
-TARGET_DETERMINISTIC_P95_MS = 2.0
+TARGET_RECALL_P95_MS = 40.0  # issue 16: including the query embedding
+TARGET_PRECOMPUTED_P95_MS = 25.0  # issue 16: with a precomputed query vector
+TARGET_DETERMINISTIC_P95_MS = 5.0  # issue 16: the whole stage 1 at 1M memories
 
 
 def verdict(value: float | None, limit: float) -> str:
@@ -50,41 +51,42 @@ def _p95(summary: dict[str, Any] | None, part: str, key: str) -> float | None:
 
 
 def evaluate_targets(results: dict[str, Any], sizes: Sequence[int]) -> list[dict[str, Any]]:
+    """Issue 16's goals. Recall is judged with both HNSW graphs built when the run built them (as
+    ``memory.optimize_index`` keeps them in production), else on the unoptimized shards."""
     out: list[dict[str, Any]] = []
     largest = str(max(sizes)) if sizes else None
-    recall = results.get("recall", {})
-    e5 = recall.get(largest, {}).get("single/e5") if largest else None
-    overall = _p95(e5, "all", "total_ms")
-    vector_path = _p95(e5, "vector_path", "total_ms")
-    hnsw = results.get("recall_hnsw", {}).get(largest, {}).get("single/e5") if largest else None
     log = results.get("conversation_log")
     at = f"{largest} memories" if largest else "-"
     if log and largest:
         at += f" and {log['turns'].get(f'user-{largest}', 0)} turns in the conversation log"
-    out.append(
-        {
-            "target": "recall p95 <= 25 ms at 100k memories per user, including query embedding",
-            "measured": f"{overall} ms (all queries), {vector_path} ms (queries that reached the vector "
-            f"stage), at {at}"
-            + (
-                f"; with HNSW built: {_p95(hnsw, 'all', 'total_ms')} / "
-                f"{_p95(hnsw, 'vector_path', 'total_ms')} ms"
-                if hnsw
-                else ""
-            ),
-            "verdict": verdict(overall, TARGET_RECALL_P95_MS)
-            + ("" if largest == "100000" else f" (measured at {largest} memories, not 100k)"),
-        }
-    )
+    note = "" if largest == "100000" else f" (measured at {largest} memories, not 100k)"
+    for mode, limit, what in (
+        ("single/e5", TARGET_RECALL_P95_MS, "including the query embedding"),
+        ("single/precomputed", TARGET_PRECOMPUTED_P95_MS, "with a precomputed query vector"),
+    ):
+        plain = results.get("recall", {}).get(largest, {}).get(mode) if largest else None
+        built = results.get("recall_hnsw_log") or results.get("recall_hnsw") or {}
+        hnsw = built.get(largest, {}).get(mode) if largest else None
+        judged = hnsw or plain
+        p95 = _p95(judged, "all", "total_ms")
+        out.append(
+            {
+                "target": f"recall p95 <= {limit:g} ms at 100k memories per user, {what}",
+                "measured": f"{p95} ms (all queries), {_p95(judged, 'vector_path', 'total_ms')} ms (queries "
+                f"that reached the vector stage), at {at}, {'HNSW built' if hnsw else 'no HNSW'}"
+                + (f"; before HNSW: {_p95(plain, 'all', 'total_ms')} ms" if hnsw and plain else ""),
+                "verdict": verdict(p95, limit) + note,
+            }
+        )
     det = results.get("deterministic_1m")
-    det_p95 = _p95(det.get(det["user"]) if det else None, "all", "by_cues_ms")
+    det_p95 = _p95(det.get(det["user"]) if det else None, "all", "deterministic_ms")
     out.append(
         {
-            "target": "deterministic stage p95 <= 2 ms at 1M memories",
+            "target": f"deterministic stage p95 <= {TARGET_DETERMINISTIC_P95_MS:g} ms at 1M memories",
             "measured": (
-                f"by_cues p95 {det_p95} ms for a user with {det['rows_for_user']} memories "
-                f"({det['table']['rows']} rows in the table); whole stage 1 p95 "
-                f"{_p95(det.get(det['user']), 'all', 'deterministic_ms')} ms"
+                f"whole stage 1 p95 {det_p95} ms for a user with {det['rows_for_user']} memories "
+                f"({det['table']['rows']} rows in the table); of which the cue query p95 "
+                f"{_p95(det.get(det['user']), 'all', 'by_cues_ms')} ms"
             )
             if det
             else "-",
@@ -220,6 +222,27 @@ def render_report(r: dict[str, Any]) -> str:
         ]
         for key in ("by_cues", "by_cues_no_embedding", "get_many_50", "get_many_50_no_embedding"):
             lines.append(f"| {key} | {_fmt(rc.get(key))} |")
+    tail = r.get("unoptimized_tail")
+    if tail:
+        lines += [
+            "",
+            f"## New points before the next HNSW build ({tail['user']})",
+            "",
+            "The dense search alone (precomputed query vectors, limit "
+            f"{tail['limit']}) over the optimized shard, then with new points of the same user upserted "
+            "on top and not optimized (they sit in a plain segment every search scans until "
+            "`memory.optimize_index` runs); each new point is searched for by its own vector right "
+            "after the upsert.",
+            "",
+            "| points added | dense search p50 / p95 / p99 ms | upsert s | found by own vector at rank 1 |",
+            "|---:|---|---:|---|",
+            f"| 0 (optimized) | {_fmt(tail['optimized'])} | – | – |",
+        ]
+        for key, row in tail.items():
+            if key.startswith("tail_"):
+                lines.append(
+                    f"| {int(key[5:]):,} | {_fmt(row)} | {row['upsert_s']} | {row['found_by_own_vector']} |"
+                )
     det = r.get("deterministic_1m")
     if det:
         t = det["table"]
@@ -249,6 +272,11 @@ def render_report(r: dict[str, Any]) -> str:
                     )
         for user, plans in det.get("explain", {}).items():
             for p in plans[-1:]:
-                lines += ["", f"Plan of the slowest query for `{user}` ({p['query']!r}):", ""]
+                lines += [
+                    "",
+                    f"Plan of the cue query for the slowest stage 1 of `{user}` ({p['query']!r}; cues "
+                    f"fetched: {', '.join(p.get('fetched', [])) or 'none'}):",
+                    "",
+                ]
                 lines += ["```", *p["plan"], "```"]
     return "\n".join(lines) + "\n"
