@@ -333,7 +333,16 @@ def sql_uow_factory(database_url: str) -> tuple[Callable[[], UnitOfWork], Callab
 
     from workers.db.uow import SqlUnitOfWork
 
-    engine = create_engine(database_url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+    # JIT off: every statement here is small, but Postgres's cost estimates for a GIN overlap or a
+    # page of ids can pass jit_above_cost, and compiling took 20 ms of a 1 ms query
+    # (`cuemem bench latency`: the tail of recall's re-reads).
+    engine = create_engine(
+        database_url,
+        pool_pre_ping=True,
+        pool_size=5,
+        max_overflow=5,
+        connect_args={"options": "-c jit=off"},
+    )
     sessions = sessionmaker(engine, expire_on_commit=False)
 
     def new_uow() -> UnitOfWork:

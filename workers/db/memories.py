@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Select, delete, func, or_, select, true, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import ColumnElement, Select, Text, delete, func, or_, select, true, update
+from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.orm import Session, defer
 
 from shared.models import Memory, MemoryStatus, MemoryType
@@ -143,7 +143,9 @@ class SqlMemoryRepository(SessionRepository):
         """The user's memories that cite any of these events among their sources."""
         if not event_ids:
             return []
-        cites = or_(*(MemoryRow.sources.contains([{"event_id": e}]) for e in event_ids))
+        # ix_memories_source_events (migration 0012): one GIN overlap for the whole page.
+        cited = func.memory_source_event_ids(MemoryRow.sources, type_=ARRAY(Text))
+        cites = cited.overlap(sorted(set(event_ids)))
         query = user_memories(tenant_id, user_id, in_statuses(statuses), cites)
         query = query.order_by(MemoryRow.valid_from, MemoryRow.id)
         return read_memories(self.session, query, with_embedding=with_embedding)

@@ -21,6 +21,7 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, REAL
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -180,14 +181,12 @@ class MemoryRow(UserOwned, Happened, Base):
         Index("ix_memories_user_hash", "tenant_id", "user_id", "content_hash"),
         Index("ix_memories_origin", "origin_event_id"),
         Index("ix_memories_cues", "cues", postgresql_using="gin"),
-        # "Which memories cite these turns?" on every recall (by_sources); migration 0007.
-        Index(
-            "ix_memories_sources",
-            "sources",
-            postgresql_using="gin",
-            postgresql_ops={"sources": "jsonb_path_ops"},
-        ),
+        # "Which memories cite these turns?" on every recall (by_sources): the cited event ids
+        # as an array, one overlap per page of turns; migration 0012 (0007 had one lookup per turn).
+        Index("ix_memories_source_events", text("memory_source_event_ids(sources)"), postgresql_using="gin"),
         Index("ix_memories_unindexed", "tenant_id", "user_id", postgresql_where="indexed_version < version"),
+        # Room on each page for decay's score updates to stay there (HOT): migration 0011.
+        {"postgresql_with": {"fillfactor": "80"}},
     )
 
 
