@@ -154,7 +154,7 @@ def load_user(
 
     from bench import synthetic
     from bench.latency_log import turn_seq
-    from bench.scratch import libpq_url
+    from bench.scratch import bulk_load, libpq_url
     from shared.events import content_hash
     from shared.ports import IndexPoint
     from shared.recall.sparse import sparse_document
@@ -165,6 +165,7 @@ def load_user(
     memories = synthetic.generate_memories(user_id, count, pool, analyses, seed=cfg.seed, now=now)
     with (
         psycopg.connect(libpq_url(db_url)) as conn,
+        bulk_load(conn),  # the cue-count trigger off, one recount at the end
         tqdm(total=count, desc=f"load {user_id}", unit="row", unit_scale=True) as bar,
     ):
         _register_float4_array_dumper(conn)
@@ -178,12 +179,6 @@ def load_user(
         copy_columns = [c for c in (*_COPY_COLUMNS, *_OPTIONAL_COPY_COLUMNS) if c[0] in present]
         names = [c for c, _ in copy_columns]
         copy_sql = f"COPY memories ({', '.join(names)}) FROM STDIN (FORMAT BINARY)"
-        # A bulk load: the per-row cue-count trigger (migration 0010) is off during the COPY and
-        # the counts are recounted once at the end, as an operator's bulk load would do it.
-        counted = conn.execute("SELECT to_regproc('memory_cue_counts_rebuild') IS NOT NULL").fetchone()
-        if counted and counted[0]:
-            conn.execute("ALTER TABLE memories DISABLE TRIGGER USER")
-            conn.commit()
         done = 0
         while done < count:
             n = min(_COPY_BATCH, count - done)
@@ -234,10 +229,6 @@ def load_user(
                         reservoir[j] = m
                 done += 1
             bar.update(n)
-        if counted and counted[0]:
-            conn.execute("ALTER TABLE memories ENABLE TRIGGER USER")
-            conn.execute("SELECT memory_cue_counts_rebuild()")
-            conn.commit()
     return reservoir
 
 

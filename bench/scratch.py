@@ -11,6 +11,7 @@ import logging
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -74,3 +75,22 @@ def scratch_redis(url: str) -> Iterator[str]:
             client.flushdb()
         finally:
             client.close()
+
+
+@contextmanager
+def bulk_load(conn: Any) -> Iterator[None]:
+    """A bulk load into ``memories`` as an operator would make it, on a psycopg connection: the
+    per-row cue-count trigger (migration 0010) off during the COPY, then one recount of
+    ``memory_cue_counts`` from the rows (a schema before 0010 has neither)."""
+    row = conn.execute("SELECT to_regproc('memory_cue_counts_rebuild') IS NOT NULL").fetchone()
+    counted = bool(row and row[0])
+    if counted:
+        conn.execute("ALTER TABLE memories DISABLE TRIGGER USER")
+        conn.commit()
+    try:
+        yield
+    finally:
+        if counted:
+            conn.execute("ALTER TABLE memories ENABLE TRIGGER USER")
+            conn.execute("SELECT memory_cue_counts_rebuild()")
+            conn.commit()

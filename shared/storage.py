@@ -329,9 +329,10 @@ class LifecycleRepository(Protocol):
         stayed under ever since) become archived, version + 1."""
 
     def recompute_scores(
-        self, now: datetime, policy: DecayPolicy, after_id: str, limit: int
+        self, now: datetime, policy: DecayPolicy, after_id: str, limit: int, tolerance: float = 0.0
     ) -> tuple[int, str | None]:
-        """Recompute the score of the next ``limit`` memories by id after ``after_id``, set-based.
+        """Recompute the score of the next ``limit`` memories by id after ``after_id``, set-based,
+        writing only those that moved by more than ``tolerance``.
 
         Returns how many rows changed and the last id covered (None when none were left).
         """

@@ -24,18 +24,25 @@ log = logging.getLogger(__name__)
 
 
 def recompute_scores(
-    uow_factory: Callable[[], UnitOfWork], now: datetime, policy: DecayPolicy, batch_size: int = 50_000
+    uow_factory: Callable[[], UnitOfWork],
+    now: datetime,
+    policy: DecayPolicy,
+    batch_size: int = 50_000,
+    tolerance: float = 0.0,
 ) -> dict[str, int]:
     """Recompute every memory's half-life score in Postgres, one key range per transaction.
 
     Set-based (one UPDATE per range, no per-row Python), so it scales with the table; safe to
     run twice (the same ``now`` yields the same scores, and unchanged rows are not written).
+    A row is written only when its score moved by more than ``tolerance`` (the lifecycle's
+    ``score_tolerance`` on beat, the same by which the index payload may lag Postgres): an hourly
+    run then rewrites only the memories whose score changes enough to matter, not every row.
     """
     stats = {"changed": 0, "batches": 0}
     after = ""
     while True:
         with uow_factory() as uow:
-            changed, last = uow.lifecycle.recompute_scores(now, policy, after, batch_size)
+            changed, last = uow.lifecycle.recompute_scores(now, policy, after, batch_size, tolerance)
             uow.commit()
         if last is None:
             break

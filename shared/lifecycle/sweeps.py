@@ -265,7 +265,7 @@ def maintain_store(
 ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     """The Postgres half of a maintenance run, in order: decay, TTL, archive, consolidation.
     Returns the counts and the users whose index needs a sync."""
-    decay = recompute_scores(uow_factory, now, policy.decay)
+    decay = recompute_scores(uow_factory, now, policy.decay, tolerance=policy.score_tolerance)
     ttl, expired_users = expire_tasks(uow_factory, now, policy)
     archive, archived_users = archive_stale(uow_factory, now, policy)
     consolidation, consolidated_users = consolidate(uow_factory, embedder, now, summarize=summarize)

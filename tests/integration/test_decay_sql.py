@@ -69,3 +69,37 @@ def test_sql_recompute_agrees_with_python_and_is_idempotent(clean_db, it_setting
     later = maintenance.recompute_scores(c.uow, NOW + timedelta(days=365), policy, batch_size=1000)
     assert later["changed"] > 100
     c.close()
+
+
+def test_a_later_run_writes_only_the_scores_that_moved_more_than_the_tolerance(clean_db, it_settings):
+    c = build_container(it_settings)
+    types = list(MemoryType)
+    memories = [_memory(i, types[i % len(types)], days=i * 1.7, accesses=i % 5) for i in range(1, 121)]
+    with c.uow() as uow:
+        for m in memories:
+            uow.memories.add(m)
+        uow.commit()
+    policy = DecayPolicy(base=1.5, unit_hours=24.0)
+    maintenance.recompute_scores(c.uow, NOW, policy, batch_size=25)  # exact, as the first test checks
+    later, tolerance = NOW + timedelta(hours=12), 0.01
+    moved = {
+        m.id
+        for m in memories
+        if abs(
+            score(m.importance, m.type, m.last_accessed_at, m.access_count, later, policy)
+            - score(m.importance, m.type, m.last_accessed_at, m.access_count, NOW, policy)
+        )
+        > tolerance
+    }
+    assert 0 < len(moved) < len(memories)  # half a day moves some scores past it, not all
+    stats = maintenance.recompute_scores(c.uow, later, policy, batch_size=25, tolerance=tolerance)
+    assert stats["changed"] == len(moved)
+    with c.uow() as uow:
+        rows = dict(uow.session.execute(text("SELECT id, score FROM memories")).all())
+    for m in memories:
+        truth = score(m.importance, m.type, m.last_accessed_at, m.access_count, later, policy)
+        if m.id in moved:
+            assert rows[m.id] == pytest.approx(truth, rel=1e-9, abs=1e-12), m.id
+        else:  # left as it was, within the tolerance of the truth
+            assert abs(rows[m.id] - truth) <= tolerance, m.id
+    c.close()

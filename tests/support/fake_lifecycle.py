@@ -71,7 +71,9 @@ class FakeLifecycleRepository(FakeRepository):
 
         return self._move(stale, MemoryStatus.ARCHIVED, lambda m: reason, now, after_id, limit)
 
-    def recompute_scores(self, now, policy, after_id: str, limit: int) -> tuple[int, str | None]:
+    def recompute_scores(
+        self, now, policy, after_id: str, limit: int, tolerance: float = 0.0
+    ) -> tuple[int, str | None]:
         from shared.scoring import score
 
         page = sorted((m for m in self.s.memories.values() if m.id > after_id), key=lambda m: m.id)[:limit]
@@ -82,7 +84,7 @@ class FakeLifecycleRepository(FakeRepository):
             if m.status is MemoryStatus.PENDING:
                 continue
             new = score(m.importance, m.type, m.last_accessed_at, m.access_count, now, policy)
-            if abs(new - m.score) > 1e-9:
+            if abs(new - m.score) > max(tolerance, 1e-9):
                 m.score = new
                 changed += 1
         return changed, page[-1].id

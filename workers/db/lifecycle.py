@@ -117,7 +117,7 @@ class SqlLifecycleRepository(SessionRepository):
         return self._set_status(candidates, MemoryStatus.ARCHIVED.value, ":reason", params, limit)
 
     def recompute_scores(
-        self, now: datetime, policy: DecayPolicy, after_id: str, limit: int
+        self, now: datetime, policy: DecayPolicy, after_id: str, limit: int, tolerance: float = 0.0
     ) -> tuple[int, str | None]:
         upper = self.session.execute(
             text(
@@ -129,13 +129,14 @@ class SqlLifecycleRepository(SessionRepository):
         if upper is None:
             return 0, None
         expr = score_sql(policy)
-        # Only rows whose score moved are written: an unchanged row costs no dead tuple and no WAL.
+        # Only rows whose score moved by more than the tolerance are written: an unchanged row
+        # costs no dead tuple and no WAL.
         result = self.session.execute(
             text(
                 f"UPDATE memories SET score = {expr} "
                 "WHERE id > :after AND id <= :upper AND status <> 'pending' "
-                f"AND abs(score - ({expr})) > 1e-9"
+                f"AND abs(score - ({expr})) > GREATEST(:tolerance, 1e-9)"
             ),
-            {"after": after_id, "upper": upper, "now": now},
+            {"after": after_id, "upper": upper, "now": now, "tolerance": tolerance},
         )
         return int(getattr(result, "rowcount", 0) or 0), str(upper)

@@ -26,7 +26,9 @@ def decay(self: Task) -> None:
     """Recompute every half-life score in Postgres (set-based, batched by key range)."""
     c = container()
     started = time.perf_counter()
-    stats = maintenance.recompute_scores(c.uow, c.clock(), c.lifecycle.decay)
+    stats = maintenance.recompute_scores(
+        c.uow, c.clock(), c.lifecycle.decay, tolerance=c.lifecycle.score_tolerance
+    )
     # The index owner brings the payload scores up to date (only those that moved).
     c.dispatch([FollowUp(TaskName.PUSH_SCORES.value, ())])
     log.info("%s done in %.1f s: %s", self.name, time.perf_counter() - started, stats)
