@@ -164,8 +164,8 @@ class Settings(BaseSettings):
 
     # Lifecycle (shared/lifecycle/sweeps.py). A memory whose score has stayed under the threshold for
     # archive_after_days is archived; a task expires once its due time passed, or, without one,
-    # task_ttl_days after it was stated. Index payload scores are refreshed when they drift by
-    # more than score_push_tolerance.
+    # task_ttl_days after it was stated. Decay rewrites a score in Postgres, and the index payload
+    # is refreshed, only when it moved by more than score_push_tolerance.
     archive_threshold: float = Field(default=1.0, ge=0)
     archive_after_days: float = Field(default=30.0, ge=0)
     task_ttl_days: float = Field(default=7.0, gt=0)
