@@ -160,6 +160,21 @@ def latency_command(
     _echo_verdicts(run(cfg), out)
 
 
+@bench_app.command("serve")
+def serve_command(
+    out: Annotated[Path, typer.Option("--out", help="Directory for results.json and report.md")],
+    workers: Annotated[str, typer.Option("--workers", help="API process counts to try")] = "1,2",
+    clients: Annotated[int, typer.Option("--clients", min=1, help="Concurrent client threads")] = 4,
+    seconds: Annotated[float, typer.Option("--seconds", min=5, help="Length of each run")] = 30.0,
+    turns: Annotated[int, typer.Option("--turns", min=50, help="Synthetic turns ingested first")] = 600,
+) -> None:
+    """Recall throughput of `cuemem serve --workers N` on the embedded default."""
+    from bench.serve import ServeConfig, run
+
+    run(ServeConfig(out=out, workers=_csv_positive_ints(workers, "--workers"), clients=clients,
+                    seconds=seconds, turns=turns))  # fmt: skip
+
+
 @bench_app.command("ingest")
 def ingest_command(
     out: Annotated[Path, typer.Option("--out", help="Directory for results.json and report.md")],

@@ -112,6 +112,15 @@ def serve(
         ),
     ] = False,
     log_format: Annotated[str, typer.Option("--log-format", help="json or text")] = "json",
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            min=1,
+            max=64,
+            help="API processes on the one port (recall is CPU-bound: one per core)",
+        ),
+    ] = 1,
     data_dir: DataDir = None,
 ) -> None:
     """Run the HTTP API (OpenAPI at /docs). On the embedded default it runs the workers too."""
@@ -129,6 +138,7 @@ def serve(
             auth=not no_auth,
             echo=lambda line: typer.echo(line, err=True),
             log_json=log_format == "json",
+            workers=workers,
         )
     except ServeRefused as exc:
         raise CliError(str(exc)) from None

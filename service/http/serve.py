@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 from shared.settings import Settings
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +40,11 @@ def check_options(host: str, auth: bool) -> None:
         )
 
 
+# What the parent of `cuemem serve --workers N` tells its API processes beyond the settings.
+_AUTH_ENV = "CUEMEM_SERVE_AUTH"
+_LOG_JSON_ENV = "CUEMEM_SERVE_LOG_JSON"
+
+
 def serve(
     settings: Settings,
     host: str,
@@ -42,22 +53,30 @@ def serve(
     auth: bool,
     echo: Callable[[str], None],
     log_json: bool = True,
+    workers: int = 1,
 ) -> None:
+    """The API under uvicorn. ``workers`` > 1 runs that many API processes on the one socket
+    (uvicorn's supervisor): recall is CPU-bound Python, and one process serves one recall at a
+    time (the GIL). Each process builds its own container from the settings this one exports
+    (``settings_env``: on the embedded default, the URLs of the services started here); on the
+    embedded index every process searches through the index worker, with a Qdrant server each
+    searches it directly."""
     import uvicorn
 
     from service.http import logs
     from service.http.app import create_app
     from service.operations.curation import api_container
+    from workers.runtime.embedded import settings_env
     from workers.runtime.local import open_runtime
 
     check_options(host, auth)
+    if workers < 1:
+        raise ServeRefused(f"--workers: must be at least 1, got {workers}")
     embedded = not settings.broker_url
     # On the embedded default nothing else consumes the queues: run the workers (and beat, for
     # the periodic sweeps) for as long as the server runs, as `cuemem worker` does.
     with open_runtime(settings, start_workers=embedded, beat=embedded) as rt:
         logs.configure(rt.settings.log_level, as_json=log_json)
-        container = api_container(rt.settings)
-        app = create_app(container, auth=auth)
         if not auth:
             echo(
                 f"WARNING: auth is OFF: every request acts as tenant {rt.settings.tenant_id!r} "
@@ -66,9 +85,58 @@ def serve(
         where = (
             f"embedded default under {rt.settings.resolved_data_dir}" if embedded else "configured services"
         )
-        echo(f"cuemem API on http://{host}:{port} ({where}); docs at /docs, inspector at /inspector/")
+        processes = f", {workers} API processes" if workers > 1 else ""
+        echo(
+            f"cuemem API on http://{host}:{port} ({where}{processes}); "
+            "docs at /docs, inspector at /inspector/"
+        )
+        if workers > 1:
+            # The API processes are spawned: they read everything from the environment.
+            os.environ.update(settings_env(rt.settings))
+            os.environ[_AUTH_ENV] = "1" if auth else "0"
+            os.environ[_LOG_JSON_ENV] = "1" if log_json else "0"
+            uvicorn.run(
+                f"{__name__}:api_process_app",
+                factory=True,
+                workers=workers,
+                host=host,
+                port=port,
+                log_config=None,
+                access_log=False,
+            )
+            return
+        container = api_container(rt.settings)
+        app = create_app(container, auth=auth)
         try:
             uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
         finally:
             app.state.close()
             container.close()
+
+
+def api_process_app() -> FastAPI:
+    """One API process of `cuemem serve --workers N` (uvicorn calls this in each): the settings
+    and options its parent exported, its own container, closed when the process stops."""
+    from service.http import logs
+    from service.http.app import create_app
+    from service.operations.curation import api_container
+
+    settings = Settings()
+    logs.configure(settings.log_level, as_json=os.environ.get(_LOG_JSON_ENV, "1") == "1")
+    container = api_container(settings)
+    app = create_app(container, auth=os.environ.get(_AUTH_ENV, "1") == "1")
+
+    opened = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(served: Any) -> AsyncIterator[Any]:
+        try:
+            async with opened(served) as state:
+                yield state
+        finally:  # the process is stopping: its publisher and its database pool go with it
+            app.state.close()
+            container.close()
+
+    app.router.lifespan_context = lifespan
+    log.info("API process %d ready", os.getpid())
+    return app

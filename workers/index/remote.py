@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 class RemoteSearchIndex:
     """Search-only proxy to the index owner. Writes go through the pipeline, never through here."""
 
+    backend = "qdrant-edge (via the index worker)"  # what a recall's trace says it searched
+
     def __init__(self, app: Celery, timeout_s: float = 10.0, kind: IndexKind = IndexKind.MEMORIES):
         self._app = app
         self._timeout = timeout_s
@@ -181,7 +183,7 @@ class LocalOrRemoteIndex:
             except IndexOwnedElsewhere:
                 log.info("embedded index is owned by a worker; searching through it")
                 self._remote = self._remote_factory()
-                self.backend = "qdrant-edge (via the index worker)"
+                self.backend = RemoteSearchIndex.backend
         return search(self._remote)
 
     def ensure(self, dim: int, model_name: str) -> None:
