@@ -176,3 +176,50 @@ def test_stage_one_weighs_cues_by_the_kept_counts(clean_db, it_settings):
     assert weights["e:alice"] == pytest.approx(ENTITY_WEIGHT * math.log(2) / math.log(31))
     assert next(iter(sorted(pool.values(), key=lambda cand: -cand.cue_score))).item.content == "memory 7"
     c.close()
+
+
+def test_the_cue_query_reads_only_the_users_postings_and_answers_as_before(clean_db, it_settings):
+    """by_cues and conflict candidates over the user-scoped cue index (migration 0013), against a
+    Python oracle: the user's memories in the statuses holding any of the cues, best score first;
+    other users holding the same keys (in this tenant and another) never come back."""
+    c = build_container(it_settings)
+    rng = random.Random(13)
+    memories: list[Memory] = []
+    with c.uow() as uow:
+        for i in range(240):
+            tenant, user = USERS[i % len(USERS)]
+            status = rng.choice([MemoryStatus.ACTIVE, MemoryStatus.ACTIVE, MemoryStatus.ARCHIVED])
+            m = replace(
+                _memory(i, tenant, user, rng.sample(CUES, rng.randint(0, 4)), status),
+                score=rng.choice([1.0, 2.5, 2.5, 7.0]),
+                slot=rng.choice([None, "diet", "port"]),
+            )
+            uow.memories.add(m)
+            memories.append(m)
+        uow.commit()
+    answered = 0
+    for _ in range(40):
+        asked = rng.sample(CUES, rng.randint(1, 4))
+        limit = rng.choice([3, 10, 100])
+        for tenant, user in USERS:
+            for statuses in ([MemoryStatus.ACTIVE], [MemoryStatus.ACTIVE, MemoryStatus.ARCHIVED]):
+                mine = [m for m in memories if (m.tenant_id, m.user_id) == (tenant, user)]
+                expected = sorted(
+                    (m for m in mine if m.status in statuses and set(m.cues) & set(asked)),
+                    key=lambda m: (-m.score, m.id),
+                )[:limit]
+                with c.uow() as uow:
+                    found = uow.memories.by_cues(tenant, user, asked, statuses, limit)
+                assert [m.id for m in found] == [m.id for m in expected]
+                answered += bool(expected)
+            slot = rng.choice([None, "diet"])
+            expected_ids = {
+                m.id
+                for m in mine
+                if m.status is MemoryStatus.ACTIVE and (set(m.cues) & set(asked) or (slot and m.slot == slot))
+            }
+            with c.uow() as uow:
+                candidates = uow.memories.candidates(tenant, user, slot, asked, [], 1000)
+            assert {m.id for m in candidates} == expected_ids
+    assert answered > 100  # the oracle compared real answers, not empty lists
+    c.close()

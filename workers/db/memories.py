@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Select, Text, delete, func, or_, select, true, update
+from sqlalchemy import ColumnElement, Select, Text, cast, delete, func, or_, select, true, update
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.orm import Session, defer
 
@@ -32,9 +32,26 @@ def cue_query(
     tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus], limit: int
 ) -> Select[MemoryRow]:
     """The user's memories holding any of ``cues``, best half-life score first (``by_cues``; the
-    latency benchmark shows this statement's plan)."""
-    query = user_memories(tenant_id, user_id, in_statuses(statuses), MemoryRow.cues.overlap(list(cues)))
+    latency benchmark shows this statement's plan). The user's postings of those cues are read
+    first, on their own (``ix_memories_user_cues``, MATERIALIZED: Postgres cannot estimate an
+    overlap over an expression and would AND it with the user's other index), then scoped and
+    ordered."""
+    holding = (
+        select(MemoryRow.id)
+        .where(holds_any(tenant_id, user_id, cues))
+        .cte("holding")
+        .prefix_with("MATERIALIZED")
+    )
+    query = user_memories(tenant_id, user_id, in_statuses(statuses), MemoryRow.id.in_(select(holding.c.id)))
     return query.order_by(MemoryRow.score.desc(), MemoryRow.id).limit(limit)
+
+
+def holds_any(tenant_id: str, user_id: str, cues: Sequence[str]) -> ColumnElement[bool]:
+    """The row is this user's and holds any of ``cues``, in the terms of ``ix_memories_user_cues``
+    (migration 0013): the same function on the row's columns and on the asked keys."""
+    scoped = func.memory_user_cues(MemoryRow.tenant_id, MemoryRow.user_id, MemoryRow.cues, type_=ARRAY(Text))
+    asked = func.memory_user_cues(tenant_id, user_id, cast(list(cues), ARRAY(Text)), type_=ARRAY(Text))
+    return scoped.overlap(asked)
 
 
 def read_memories(session: Session, query: Select[MemoryRow], with_embedding: bool = True) -> list[Memory]:
@@ -218,7 +235,7 @@ class SqlMemoryRepository(SessionRepository):
         exclude: Sequence[str],
         limit: int,
     ) -> list[Memory]:
-        match = [MemoryRow.cues.overlap(list(cues))] if cues else []
+        match = [holds_any(tenant_id, user_id, cues)] if cues else []
         if slot:
             match.append(MemoryRow.slot == slot)
         if not match:

@@ -180,7 +180,13 @@ class MemoryRow(UserOwned, Happened, Base):
         Index("ix_memories_user_valid_from", "tenant_id", "user_id", "valid_from"),
         Index("ix_memories_user_hash", "tenant_id", "user_id", "content_hash"),
         Index("ix_memories_origin", "origin_event_id"),
-        Index("ix_memories_cues", "cues", postgresql_using="gin"),
+        # The cue keys scoped to their user (a digest of tenant and user before each key), so a
+        # user's cue query reads that user's postings only; migration 0013.
+        Index(
+            "ix_memories_user_cues",
+            text("memory_user_cues(tenant_id, user_id, cues)"),
+            postgresql_using="gin",
+        ),
         # "Which memories cite these turns?" on every recall (by_sources): the cited event ids
         # as an array, one overlap per page of turns; migration 0012 (0007 had one lookup per turn).
         Index("ix_memories_source_events", text("memory_source_event_ids(sources)"), postgresql_using="gin"),
