@@ -445,7 +445,9 @@ def table_stats(db_url: str) -> dict[str, Any]:
         rows = conn.execute("SELECT count(*) FROM memories").fetchone()
         sizes = conn.execute(
             "SELECT pg_size_pretty(pg_table_size('memories')),"
-            " pg_size_pretty(pg_relation_size('ix_memories_cues')),"
+            # The cue index: keyed by user since migration 0013, global before.
+            " pg_size_pretty(pg_relation_size(coalesce(to_regclass('ix_memories_user_cues'),"
+            " to_regclass('ix_memories_cues')))),"
             " current_setting('shared_buffers'), current_setting('work_mem'), version()"
         ).fetchone()
     assert rows is not None and sizes is not None
