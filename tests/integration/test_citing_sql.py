@@ -10,30 +10,12 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime
 
-from shared.models import Memory, MemoryStatus, MemoryType
+from shared.models import MemoryStatus
+from tests.support.rows import memory_row
 from workers.bootstrap import build_container
 
 NOW = datetime(2026, 12, 1, 9, tzinfo=UTC)
 USERS = [("default", "u1"), ("default", "u2"), ("other", "u1")]
-
-
-def _memory(i: int, tenant: str, user: str, cited: list[str], status: MemoryStatus) -> Memory:
-    return Memory(
-        id=f"00000000-0000-4000-8000-{i:012d}",
-        tenant_id=tenant,
-        user_id=user,
-        type=MemoryType.FACT,
-        content=f"memory {i}",
-        importance=3.0,
-        status=status,
-        created_at=NOW,
-        updated_at=NOW,
-        last_accessed_at=NOW,
-        sources=[
-            {"event_id": e, "session_id": "s", "seq": n, "at": NOW.isoformat()} for n, e in enumerate(cited)
-        ],
-        content_hash=f"h{i}",
-    )
 
 
 def test_by_sources_finds_exactly_the_memories_citing_any_of_the_turns(clean_db, it_settings):
@@ -44,7 +26,9 @@ def test_by_sources_finds_exactly_the_memories_citing_any_of_the_turns(clean_db,
     for i in range(150):
         tenant, user = USERS[i % len(USERS)]
         status = rng.choice([MemoryStatus.ACTIVE, MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED])
-        memories.append(_memory(i, tenant, user, rng.sample(events, rng.randint(0, 3)), status))
+        memories.append(
+            memory_row(i, tenant, user, NOW, cited=rng.sample(events, rng.randint(0, 3)), status=status)
+        )
     with c.uow() as uow:
         for m in memories:
             uow.memories.add(m)

@@ -16,30 +16,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
-from shared.models import RECALLABLE_STATUSES, Memory, MemoryStatus, MemoryType
+from shared.models import RECALLABLE_STATUSES, Memory, MemoryStatus
+from tests.support.rows import memory_row
 from workers.bootstrap import build_container
 
 NOW = datetime(2026, 12, 1, 9, tzinfo=UTC)
 CUES = [f"k:word{i}" for i in range(8)] + ["e:Alice", "e:Bob", "t:preference"]
 USERS = [("default", "u1"), ("default", "u2"), ("other", "u1")]
-
-
-def _memory(i: int, tenant: str, user: str, cues: list[str], status=MemoryStatus.ACTIVE) -> Memory:
-    return Memory(
-        id=f"00000000-0000-4000-8000-{i:012d}",
-        tenant_id=tenant,
-        user_id=user,
-        type=MemoryType.FACT,
-        content=f"memory {i}",
-        importance=3.0,
-        status=status,
-        created_at=NOW,
-        updated_at=NOW,
-        last_accessed_at=NOW,
-        cues=cues,
-        sources=[{"event_id": f"e{i}", "session_id": "s", "seq": i, "at": NOW.isoformat()}],
-        content_hash=f"h{i}",
-    )
 
 
 def _oracle(
@@ -81,7 +64,7 @@ def test_counts_follow_every_kind_of_write(clean_db, it_settings):
     with c.uow() as uow:
         for i in range(60):
             tenant, user = USERS[i % len(USERS)]
-            m = _memory(i, tenant, user, rng.sample(CUES, rng.randint(0, 4)))
+            m = memory_row(i, tenant, user, NOW, cues=rng.sample(CUES, rng.randint(0, 4)))
             uow.memories.add(m)
             memories.append(m)
         uow.commit()
@@ -114,7 +97,7 @@ def test_counts_follow_every_kind_of_write(clean_db, it_settings):
 
     # Deletes: a pending draft dropped by the pipeline, rows removed by a privacy delete.
     with c.uow() as uow:
-        draft = _memory(500, "default", "u1", ["k:word1"], status=MemoryStatus.PENDING)
+        draft = memory_row(500, "default", "u1", NOW, cues=["k:word1"], status=MemoryStatus.PENDING)
         uow.memories.add(draft)
         uow.commit()
     _agree(c)
@@ -132,7 +115,7 @@ def test_a_recount_gives_what_the_trigger_kept_and_truncate_empties(clean_db, it
     c = build_container(it_settings)
     with c.uow() as uow:
         for i in range(12):
-            uow.memories.add(_memory(i, "default", "u1", CUES[: i % 5]))
+            uow.memories.add(memory_row(i, "default", "u1", NOW, cues=CUES[: i % 5]))
         uow.commit()
         kept = uow.session.execute(text("SELECT * FROM memory_cue_counts ORDER BY 1, 2, 3, 4")).all()
     with c.uow() as uow:
@@ -166,7 +149,7 @@ def test_stage_one_weighs_cues_by_the_kept_counts(clean_db, it_settings):
     with c.uow() as uow:
         for i in range(30):
             cues = ["e:alice", "k:alice"] + (["k:violin", "k:lessons"] if i == 7 else [])
-            uow.memories.add(_memory(i, "default", "u1", cues))
+            uow.memories.add(memory_row(i, "default", "u1", NOW, cues=cues))
         uow.commit()
     request = RecallRequest("default", "u1", "Alice violin lessons", now=NOW + timedelta(days=1))
     with c.uow() as uow:
@@ -190,7 +173,7 @@ def test_the_cue_query_reads_only_the_users_postings_and_answers_as_before(clean
             tenant, user = USERS[i % len(USERS)]
             status = rng.choice([MemoryStatus.ACTIVE, MemoryStatus.ACTIVE, MemoryStatus.ARCHIVED])
             m = replace(
-                _memory(i, tenant, user, rng.sample(CUES, rng.randint(0, 4)), status),
+                memory_row(i, tenant, user, NOW, cues=rng.sample(CUES, rng.randint(0, 4)), status=status),
                 score=rng.choice([1.0, 2.5, 2.5, 7.0]),
                 slot=rng.choice([None, "diet", "port"]),
             )
