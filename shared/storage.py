@@ -208,7 +208,9 @@ class MemoryRepository(Protocol):
     def cue_counts(
         self, tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus]
     ) -> tuple[int, dict[str, int]]:
-        """How many memories the user has in those statuses, and how many of them hold each cue."""
+        """How many memories the user has in those statuses, and how many of them hold each cue.
+        Pending drafts (extracted, not yet persisted) are never counted: recall never reads them,
+        and counting them would lock the user's counts for the whole of an ingest unit."""
 
     def in_window(
         self,

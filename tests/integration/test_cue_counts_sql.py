@@ -3,7 +3,8 @@
 Recall weighs each query cue by how many of the user's memories hold it, read from counts a
 trigger keeps. The oracle here is the per-query aggregate recall ran before (``unnest(cues)`` over
 the user's rows): after every kind of write the pipeline, curation, the lifecycle sweeps, a
-privacy delete or a bulk load makes, both must agree for every user, status and cue.
+privacy delete or a bulk load makes, both must agree for every user, status and cue. Pending
+drafts are never counted (migration 0015), so the oracle leaves them out too.
 """
 
 from __future__ import annotations
@@ -29,13 +30,17 @@ def _oracle(
     session, tenant: str, user: str, statuses: list[str], cues: list[str]
 ) -> tuple[int, dict[str, int]]:
     total = session.execute(
-        text("SELECT count(*) FROM memories WHERE tenant_id = :t AND user_id = :u AND status = ANY(:s)"),
+        text(
+            "SELECT count(*) FROM memories "
+            "WHERE tenant_id = :t AND user_id = :u AND status = ANY(:s) AND status <> 'pending'"
+        ),
         {"t": tenant, "u": user, "s": statuses},
     ).scalar_one()
     rows = session.execute(
         text(
             "SELECT c, count(*) FROM memories, LATERAL (SELECT DISTINCT unnest(cues) AS c) k "
-            "WHERE tenant_id = :t AND user_id = :u AND status = ANY(:s) GROUP BY c"
+            "WHERE tenant_id = :t AND user_id = :u AND status = ANY(:s) AND status <> 'pending' "
+            "GROUP BY c"
         ),
         {"t": tenant, "u": user, "s": statuses},
     ).all()
@@ -109,6 +114,32 @@ def test_counts_follow_every_kind_of_write(clean_db, it_settings):
     with c.uow() as uow:
         assert uow.memories.cue_counts("default", "u2", CUES, RECALLABLE_STATUSES) == (0, {})
     c.close()
+
+
+def test_a_pending_draft_takes_no_lock_on_the_users_counts(clean_db, it_settings):
+    """Two ingest units of one user run extraction and embedding in parallel, each in one open
+    transaction (``shared/ingest/advance.py``). A draft's insert must not lock the user's counts,
+    or the second unit waits for the first to commit (migration 0015). With 0010's trigger, the
+    second insert below waited on the first's count row ``''`` and hit the lock timeout."""
+    a, b = build_container(it_settings), build_container(it_settings)
+    with a.uow() as first:
+        first.memories.add(memory_row(1, "default", "u1", NOW, cues=["k:word1"], status=MemoryStatus.PENDING))
+        first.session.flush()
+        seen = first.session.execute(text("SELECT count(*) FROM memory_cue_counts")).scalar_one()
+        assert seen == 0  # not even this transaction's own draft is counted
+        with b.uow() as second:
+            second.session.execute(text("SET LOCAL lock_timeout = '5s'"))
+            draft = memory_row(2, "default", "u1", NOW, cues=["k:word1"], status=MemoryStatus.PENDING)
+            second.memories.add(draft)
+            second.memories.save(replace(draft, status=MemoryStatus.ACTIVE))  # persist counts it
+            second.commit()
+        first.commit()
+    with a.uow() as uow:
+        counted = uow.memories.cue_counts("default", "u1", ["k:word1"], list(MemoryStatus))
+    assert counted == (1, {"k:word1": 1})
+    _agree(a)
+    a.close()
+    b.close()
 
 
 def test_a_recount_gives_what_the_trigger_kept_and_truncate_empties(clean_db, it_settings):

@@ -98,7 +98,7 @@ class FakeMemoryRepository(FakeRepository):
         return [copy.deepcopy(m) for m in sorted(found, key=lambda m: ((m.valid_from or m.created_at), m.id))]
 
     def cue_counts(self, tenant_id, user_id, cues, statuses) -> tuple[int, dict[str, int]]:
-        allowed = set(statuses)
+        allowed = set(statuses) - {MemoryStatus.PENDING}
         mine = [m for m in memories_of(self.s, tenant_id, user_id) if m.status in allowed]
         counts = {c: sum(1 for m in mine if c in m.cues) for c in cues}
         return len(mine), {c: n for c, n in counts.items() if n}
