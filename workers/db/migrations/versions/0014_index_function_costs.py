@@ -3,9 +3,9 @@
 ``memory_user_cues`` (an md5 and an array per row) and ``memory_source_event_ids`` (a JSON walk per
 row) were declared with the default cost of a SQL function, so on a small table Postgres chose to
 evaluate them on every row instead of reading their GIN index: the conflict candidates of every
-persist took 21.5 ms against 2.8 ms before 0013 (300 memories per user), and LoCoMo's ingest slowed
-by about 45 % (conv-26: 72.6 s on 453bbd2, 105.0 s with 0013). At cost 10,000 the index is used
-(5.9 ms in the same measurement).
+persist took 21.5 ms against 2.8 ms before 0013 (300 memories per user). At cost 10,000 the index
+is used (5.9 ms in the same measurement). (Most of LoCoMo's slower ingest on 0010–0014 was another
+cause, the cue-count locks its pending drafts took: migration 0015.)
 
 Revision ID: 0014
 Revises: 0013
