@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import CliError, DataDir, check_user, parse_now, settings_for, setup_logging
+from cli.common import CliError, DataDir, check_user, echo_json, parse_now, settings_for, setup_logging
 from service.operations.recall import check_embedding_model
 from workers.runtime.local import open_runtime
 
@@ -79,6 +79,33 @@ def restore(
     # The command's JSON says true when indexed here (a stable contract), the API's word otherwise.
     reindexed: bool | str = True if outcome == INDEXED else outcome
     typer.echo(json.dumps({"restored": memory.id, "status": memory.status.value, "indexed": reindexed}))
+
+
+def delete_user(
+    user: Annotated[str, typer.Option("--user", help="The user to delete everywhere (required)")],
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="The user's tenant [default: CUEMEM_TENANT_ID]")
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm: this cannot be undone")] = False,
+    data_dir: DataDir = None,
+) -> None:
+    """Delete a user everywhere (a privacy request) and verify it: prints each store's count of
+    deleted, left (0) and everyone else's items before and after; exits 1 unless verified."""
+    from service.operations.erasure import erase_user
+    from shared.lifecycle.erasure import ErasureFailed
+
+    setup_logging(False)
+    check_user(user)
+    if not yes:
+        raise CliError("--yes: required; deleting a user everywhere cannot be undone")
+    with open_runtime(settings_for(data_dir)) as rt:
+        try:
+            report = erase_user(rt.container, tenant or rt.settings.tenant_id, user)
+        except ErasureFailed as exc:
+            raise CliError(f"{exc}; nothing of it was committed: try again") from None
+    echo_json(report.to_public())
+    if not report.verified:
+        raise typer.Exit(1)
 
 
 def migrate(data_dir: DataDir = None) -> None:

@@ -40,6 +40,7 @@ class TaskName(StrEnum):
     PUSH_SCORES = "memory.push_scores"  # payload scores after a recompute (the index owner)
     RECONCILE = "memory.reconcile"  # Postgres vs index drift repair (beat, the index owner)
     DELETE_POINTS = "memory.delete_points"  # privacy delete: drop named points (the index owner)
+    ERASE_POINTS = "memory.erase_points"  # delete a user everywhere: every point, counted (owner)
 
 
 class SearchMode(StrEnum):
@@ -78,6 +79,7 @@ ROUTES: dict[TaskName, Queue] = {
     TaskName.PUSH_SCORES: Queue.INDEX,
     TaskName.RECONCILE: Queue.INDEX,
     TaskName.DELETE_POINTS: Queue.INDEX,
+    TaskName.ERASE_POINTS: Queue.INDEX,
 }
 
 # Queues that a general worker consumes; the index owner consumes INDEX_OWNER_QUEUES (see ARCHITECTURE).

@@ -13,6 +13,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 from shared.api_keys import ApiKey
 from shared.events import TurnPublished
+from shared.lifecycle.erasure import RowData
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.scoring import DecayPolicy
 from shared.timeexpr import Span
@@ -484,6 +485,7 @@ class UnitOfWork(Protocol):
     llm_calls: LlmCallRepository
     api_keys: ApiKeyRepository
     curation: CurationRepository
+    erasure: RowData
 
     def __enter__(self) -> UnitOfWork: ...
 

@@ -20,6 +20,7 @@ from shared.ingest.advance import IngestSteps
 from shared.ingest.conflicts import DEFAULT_STRATEGIES, Judge, Strategy
 from shared.ingest.extract import Extractor
 from shared.ingest.llm_paths import extract_with_llm, llm_judge
+from shared.lifecycle.erasure import UserData
 from shared.lifecycle.sweeps import LifecyclePolicy, policy_from
 from shared.llm import LLM
 from shared.models import Extraction, MemoryType
@@ -62,6 +63,7 @@ class Container:
     _reranker: Any = _UNSET
     _closers: list[Callable[[], None]] = field(default_factory=list)
     _redis_clients: RedisClients | None = None
+    _owner: Any = None
     # Until when (time.monotonic) this process trusts its last passed embedding-model check.
     model_checked_until: float = 0.0
 
@@ -223,6 +225,12 @@ class Container:
             self._ledger = self._on_redis(lambda client: RedisPublishLedger(client, broker))
         return self._ledger
 
+    def user_keys(self) -> UserData | None:
+        """A user's data in Redis, for a privacy delete (None when no Redis is configured)."""
+        from workers.redis.user_keys import RedisUserKeys
+
+        return self._on_redis(RedisUserKeys)
+
     @property
     def seq_counter(self) -> SeqCounter | None:
         """The producer's per-conversation seq counters in Redis, or None when no Redis is set."""
@@ -248,24 +256,35 @@ class Container:
         return self._indexes[kind]
 
     def _local_or_remote(self, kind: IndexKind) -> VectorIndex:
-        from producers.broker import send_only_app
         from workers.index.edge import EdgeVectorIndex
         from workers.index.remote import LocalOrRemoteIndex, RemoteSearchIndex
 
-        broker = self.settings.broker_url
-
         def remote() -> RemoteSearchIndex:
-            if not broker:
-                raise RuntimeError("CUEMEM_BROKER_URL is not set; cannot reach the index worker")
-            app = send_only_app(broker, with_results=True)
-            self._closers.append(app.close)
-            return RemoteSearchIndex(app, kind=kind)
+            return RemoteSearchIndex(self._owner_app(), kind=kind)
 
         local = LocalOrRemoteIndex(
             EdgeVectorIndex(self.settings.resolved_data_dir / _EDGE_DIRS[kind]), remote
         )
         self._closers.append(local.close)
         return local
+
+    def _owner_app(self) -> Any:
+        """A send-only Celery app with results, to ask the index owner (one per process)."""
+        if self._owner is None:
+            from producers.broker import send_only_app
+
+            broker = self.settings.broker_url
+            if not broker:
+                raise RuntimeError("CUEMEM_BROKER_URL is not set; cannot reach the index worker")
+            self._owner = send_only_app(broker, with_results=True)
+            self._closers.append(self._owner.close)
+        return self._owner
+
+    def ask_owner(self, task: TaskName, args: list[Any], timeout_s: float, expire: bool = True) -> Any:
+        """The index owner's answer to ``task`` (``workers.index.remote.ask_owner``)."""
+        from workers.index.remote import ask_owner
+
+        return ask_owner(self._owner_app(), task, args, timeout_s, expire)
 
     def dispatch(self, followups: Sequence[FollowUp]) -> None:
         """Enqueue follow-up tasks. Called only after the unit of work committed."""

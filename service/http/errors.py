@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shared.events import FieldError, InvalidEvent
 from shared.lifecycle.curation import InvalidInput, MemoryNotFound, Refused
+from shared.lifecycle.erasure import ErasureFailed
 from shared.ports import EmbeddingModelMismatch, IndexUnavailable
 
 log = logging.getLogger(__name__)
@@ -127,6 +128,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Refused)
     async def refused(_: Request, exc: Refused) -> JSONResponse:
         return error_response(409, "conflict", str(exc))
+
+    @app.exception_handler(ErasureFailed)
+    async def erasure_failed(_: Request, exc: ErasureFailed) -> JSONResponse:
+        return error_response(409, "erasure_failed", f"{exc}; nothing of it was committed: try again")
 
     @app.exception_handler(IndexUnavailable)
     async def index_down(_: Request, exc: IndexUnavailable) -> JSONResponse:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from shared.lifecycle.erasure import RowData
 from shared.storage import (
     ApiKeyRepository,
     CurationRepository,
@@ -18,6 +19,7 @@ from shared.storage import (
     ReceiptRepository,
 )
 from workers.db.curation import SqlApiKeyRepository, SqlCurationRepository
+from workers.db.erasure import SqlUserData
 from workers.db.events import SqlEventRepository, SqlReceiptRepository
 from workers.db.lifecycle import SqlLifecycleRepository
 from workers.db.memories import SqlMemoryRepository
@@ -48,6 +50,7 @@ class SqlUnitOfWork:
         self.llm_calls: LlmCallRepository = SqlLlmCallRepository(self.session)
         self.api_keys: ApiKeyRepository = SqlApiKeyRepository(self.session)
         self.curation: CurationRepository = SqlCurationRepository(self.session)
+        self.erasure: RowData = SqlUserData(self.session)
         return self
 
     def __exit__(self, *exc: object) -> None:

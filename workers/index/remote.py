@@ -104,22 +104,7 @@ class RemoteSearchIndex:
         return _hits(self._ask(TaskName.SEARCH, args))
 
     def _ask(self, task: TaskName, args: list[Any]) -> Any:
-        result = self._app.send_task(
-            task.value,
-            args=args,
-            queue=ROUTES[task].value,
-            expires=self._timeout,
-        )
-        try:
-            return result.get(timeout=self._timeout, propagate=True)
-        except IndexUnavailable:
-            raise  # the owner answered: its index cannot serve searches now, and its reason says why
-        except Exception as exc:
-            raise IndexUnavailable(
-                f"the index worker did not answer a search in {self._timeout:.0f} s ({exc})"
-            ) from exc
-        finally:
-            result.forget()
+        return ask_owner(self._app, task, args, self._timeout)
 
     def _read_only(self, *_: Any) -> Any:
         raise IndexUnavailable(
@@ -133,6 +118,25 @@ class RemoteSearchIndex:
 
     def close(self) -> None:
         return None
+
+
+def ask_owner(app: Celery, task: TaskName, args: list[Any], timeout_s: float, expire: bool = True) -> Any:
+    """Send ``task`` to the index owner and wait for its answer. Raises IndexUnavailable when the
+    owner answered so, or did not answer within ``timeout_s``; the message then expires unrun
+    (a search nobody waits for), or, with ``expire=False``, still runs when the owner gets to it
+    (a write that must happen)."""
+    expires = timeout_s if expire else None
+    result = app.send_task(task.value, args=args, queue=ROUTES[task].value, expires=expires)
+    try:
+        return result.get(timeout=timeout_s, propagate=True)
+    except IndexUnavailable:
+        raise  # the owner answered: its index cannot serve this now, and its reason says why
+    except Exception as exc:
+        raise IndexUnavailable(
+            f"the index worker did not answer {task.value} in {timeout_s:.0f} s ({exc})"
+        ) from exc
+    finally:
+        result.forget()
 
 
 class LocalOrRemoteIndex:

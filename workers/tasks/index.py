@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import asdict
 from typing import Any
 
 from celery import Task
@@ -13,6 +14,7 @@ from celery import Task
 from shared.indexing.reconcile import reconcile_indexes
 from shared.indexing.reindex import rebuild_indexes
 from shared.indexing.sync import push_unindexed
+from shared.lifecycle import erasure
 from shared.lifecycle import sweeps as lifecycle
 from shared.ports import IndexUnavailable, SparseTerms
 from shared.queues import IndexKind, SearchMode, TaskName
@@ -51,6 +53,18 @@ def delete_points(
         return
     index.delete(tenant_id, user_id, list(memory_ids))
     log.info("%s %s/%s: %d points", self.name, tenant_id, user_id, len(memory_ids))
+
+
+@app.task(name=TaskName.ERASE_POINTS.value, bind=True, ignore_result=False)
+def erase_points(self: Task, tenant_id: str, user_id: str) -> list[dict[str, Any]]:
+    """Every point of one user in every index, deleted and counted (a user deleted everywhere,
+    ``service/operations/erasure.py``, waits for this answer). Deleting again deletes nothing."""
+    c = container()
+    parts = erasure.erase_points(
+        {col.kind.value: index for col, index in c.indexes().items()}, tenant_id, user_id
+    )
+    log.info("%s %s/%s: %s", self.name, tenant_id, user_id, {p.store: p.deleted for p in parts})
+    return [asdict(p) for p in parts]
 
 
 @app.task(name=TaskName.PUSH_SCORES.value, base=PipelineTask, bind=True)

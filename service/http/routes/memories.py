@@ -1,15 +1,18 @@
 """``/v1/users`` and ``/v1/users/{user_id}/memories``: list, read and curate one user's memories
-(edit, invalidate, restore, forget or purge, history), within the key's tenant."""
+(edit, invalidate, restore, forget or purge, history), and delete a user everywhere, within the
+key's tenant."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
 
 from service.http.deps import AppContainer, MemoryId, Tenant, User
 from service.http.schemas import DeletedOut, EditIn, InvalidateIn, MemoryOut, MemoryPage, UserPage
 from service.operations import curation as api
+from service.operations import erasure
 from shared.lifecycle import curation
 
 router = APIRouter()
@@ -26,6 +29,18 @@ def list_users(
 ) -> dict[str, Any]:
     """The key's tenant's users that have memories, by user id, with their memory counts."""
     return api.list_users(container, tenant, limit, offset)
+
+
+@router.delete("/v1/users/{user_id}", tags=["memories"])
+def delete_user(tenant: Tenant, user_id: User, container: AppContainer) -> JSONResponse:
+    """Delete the user everywhere (a privacy request): events, memories, history, vectors in both
+    indexes, working memory, the publish ledger and counters; then each store is counted again.
+    200 with the report when every store is empty for the user and unchanged for everyone else;
+    202 when not (yet): a store could not be checked (`unverified` says which and why: the index
+    owner deletes the points when it gets to them), or still holds some of the user's items (a
+    turn published meanwhile: delete again). 409 when Postgres refused, with nothing deleted there."""
+    report = erasure.erase_user(container, tenant, user_id)
+    return JSONResponse(report.to_public(), status_code=200 if report.verified else 202)
 
 
 @router.get(BASE, response_model=MemoryPage, tags=["memories"])
