@@ -8,13 +8,9 @@ secrets only from the environment) must hold.
 
 from __future__ import annotations
 
-import ast
 import fnmatch
-import importlib.metadata
-import importlib.util
 import re
 import shlex
-import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,6 +21,7 @@ import pytest
 import yaml
 
 from shared.settings import Settings
+from tests.support.deploy import check_command
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -121,14 +118,6 @@ def _env_example() -> list[tuple[int, bool, str, str]]:
     return rows
 
 
-def _cli_group() -> Any:
-    import typer
-
-    from cli.main import app
-
-    return typer.main.get_command(app)
-
-
 # --- services ---------------------------------------------------------------------------------
 
 
@@ -211,51 +200,7 @@ def test_console_script_is_the_typer_app() -> None:
 
 @pytest.mark.parametrize("name", CUEMEM_SERVICES)
 def test_service_command_exists_in_the_package(services: dict[str, Any], name: str) -> None:
-    argv = _command(services[name])
-    if argv[0] == "cuemem":
-        group = _cli_group()
-        assert len(argv) > 1 and argv[1] in group.commands, f"{name}: no `cuemem {argv[1:2]}` command"
-        command = group.commands[argv[1]]
-        declared = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
-        for token in argv[2:]:
-            if token.startswith("-"):
-                assert token.split("=", 1)[0] in declared, f"{name}: `cuemem {argv[1]}` has no {token}"
-        # Click parses the whole line (types, ranges, required arguments) without running it.
-        command.make_context(f"cuemem {argv[1]}", argv[2:])
-    elif argv[0] == "celery":
-        assert argv[1] in ("-A", "--app"), f"{name}: name the app with -A"
-        module, subcommand = argv[2], argv[3]
-        was_imported = module in sys.modules
-        spec = importlib.util.find_spec(module)
-        assert spec is not None and spec.origin, f"{name}: module {module} does not exist"
-        assert (module in sys.modules) == was_imported, "the app module must not be imported here"
-        tree = ast.parse(Path(spec.origin).read_text())
-        assigned = {
-            target.id
-            for node in tree.body
-            if isinstance(node, ast.Assign)
-            for target in node.targets
-            if isinstance(target, ast.Name)
-        }
-        assert "app" in assigned, f"{module} defines no module-level `app`"
-        assert subcommand in ("worker", "beat", "flower"), subcommand
-        if subcommand == "flower":
-            _check_flower(argv[4:])
-    else:
-        pytest.fail(f"{name}: unknown program {argv[0]!r}")
-
-
-def _check_flower(options: list[str]) -> None:
-    assert importlib.util.find_spec("flower") is not None, "flower is not installed"
-    importlib.metadata.version("flower")
-    dependencies = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
-    assert any(re.match(r"flower\b", dep) for dep in dependencies), "the image would lack flower"
-    import flower.options  # noqa: F401  (defines flower's command-line options)
-    from tornado.options import options as defined
-
-    for token in options:
-        assert token.startswith("--")
-        assert token[2:].split("=", 1)[0] in defined, f"flower has no option {token}"
+    check_command(name, _command(services[name]))
 
 
 def test_flower_requires_basic_auth(services: dict[str, Any]) -> None:
