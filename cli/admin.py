@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -106,6 +108,60 @@ def delete_user(
     echo_json(report.to_public())
     if not report.verified:
         raise typer.Exit(1)
+
+
+def export(
+    user: Annotated[
+        str | None, typer.Option("--user", help="Export this user (else the whole tenant)")
+    ] = None,
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="The tenant [default: CUEMEM_TENANT_ID]")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write to this file [default: standard output]")
+    ] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Export a user (--user) or a whole tenant as JSON Lines, format cuemem-export version 1:
+    events, memories with status, history, sources and scores (README, "Export and import")."""
+    from service.operations.transfer import export_lines
+
+    setup_logging(False)
+    if user is not None:
+        check_user(user)
+    with open_runtime(settings_for(data_dir)) as rt:
+        lines = export_lines(rt.container, tenant or rt.settings.tenant_id, user)
+        if out is None:
+            for line in lines:
+                sys.stdout.write(line + "\n")
+        else:
+            with out.open("w", encoding="utf-8") as f:
+                for line in lines:
+                    f.write(line + "\n")
+
+
+def import_(
+    file: Annotated[Path, typer.Argument(help="A cuemem-export file ('-': standard input)", metavar="FILE")],
+    data_dir: DataDir = None,
+) -> None:
+    """Import an export: idempotent (ids kept, rows present already stay), seqs kept, no LLM call,
+    re-embedded only when the file's embedding model is not this deployment's."""
+    from service.operations.transfer import import_lines
+    from shared.transfer import ImportRefused
+
+    setup_logging(False)
+    if str(file) == "-":
+        lines = sys.stdin.read().splitlines()
+    else:
+        if not file.is_file():
+            raise CliError(f"FILE: {file} is not a file")
+        lines = file.read_text(encoding="utf-8").splitlines()
+    with open_runtime(settings_for(data_dir)) as rt:
+        try:
+            report = import_lines(rt.container, lines)
+        except ImportRefused as exc:
+            raise CliError(f"FILE: {exc}; nothing was imported") from None
+    echo_json(report)
 
 
 def migrate(data_dir: DataDir = None) -> None:

@@ -17,6 +17,7 @@ from shared.lifecycle.erasure import RowData
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.scoring import DecayPolicy
 from shared.timeexpr import Span
+from shared.transfer import TransferRepository
 
 Outcome = Literal["accepted", "duplicate", "rejected"]
 
@@ -486,6 +487,7 @@ class UnitOfWork(Protocol):
     api_keys: ApiKeyRepository
     curation: CurationRepository
     erasure: RowData
+    transfer: TransferRepository
 
     def __enter__(self) -> UnitOfWork: ...
 

@@ -28,7 +28,7 @@ from service.http import logs
 from service.http.deps import LazyPublisher
 from service.http.errors import install
 from service.http.metrics import ApiMetrics
-from service.http.routes import events, health, inspector, memories, metrics, recall
+from service.http.routes import events, health, inspector, memories, metrics, recall, transfer
 from service.operations import curation as api
 from shared.events import SAFE_ID
 from workers.bootstrap import Container
@@ -43,7 +43,15 @@ ASGIApp = Callable[
 
 
 # In the order of the OpenAPI document. The inspector's routes are not in it (include_in_schema=False).
-ROUTERS = (events.router, recall.router, memories.router, health.router, metrics.router, inspector.router)
+ROUTERS = (
+    events.router,
+    recall.router,
+    memories.router,
+    transfer.router,
+    health.router,
+    metrics.router,
+    inspector.router,
+)
 
 
 def _version() -> str:

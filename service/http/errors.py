@@ -19,6 +19,7 @@ from shared.events import FieldError, InvalidEvent
 from shared.lifecycle.curation import InvalidInput, MemoryNotFound, Refused
 from shared.lifecycle.erasure import ErasureFailed
 from shared.ports import EmbeddingModelMismatch, IndexUnavailable
+from shared.transfer import ImportRefused
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,13 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Refused)
     async def refused(_: Request, exc: Refused) -> JSONResponse:
         return error_response(409, "conflict", str(exc))
+
+    @app.exception_handler(ImportRefused)
+    async def import_refused(_: Request, exc: ImportRefused) -> JSONResponse:
+        field = f"line {exc.line}" if exc.line else "body"
+        return error_response(
+            422, "invalid_input", f"{exc}; nothing was imported", [FieldError(field, exc.problem)]
+        )
 
     @app.exception_handler(ErasureFailed)
     async def erasure_failed(_: Request, exc: ErasureFailed) -> JSONResponse:

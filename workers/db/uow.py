@@ -18,6 +18,7 @@ from shared.storage import (
     MetaRepository,
     ReceiptRepository,
 )
+from shared.transfer import TransferRepository
 from workers.db.curation import SqlApiKeyRepository, SqlCurationRepository
 from workers.db.erasure import SqlUserData
 from workers.db.events import SqlEventRepository, SqlReceiptRepository
@@ -30,6 +31,7 @@ from workers.db.records import (
     SqlLlmCallRepository,
     SqlMetaRepository,
 )
+from workers.db.transfer import SqlTransfer
 
 
 class SqlUnitOfWork:
@@ -51,6 +53,7 @@ class SqlUnitOfWork:
         self.api_keys: ApiKeyRepository = SqlApiKeyRepository(self.session)
         self.curation: CurationRepository = SqlCurationRepository(self.session)
         self.erasure: RowData = SqlUserData(self.session)
+        self.transfer: TransferRepository = SqlTransfer(self.session)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,0 +1,53 @@
+"""``GET /v1/export`` and ``POST /v1/import``: a tenant's (or one user's) memory as JSON Lines, in the
+key's tenant (the format: ``shared/transfer.py``; the work: ``service/operations/transfer.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from service.http.deps import AppContainer, Tenant
+from service.operations import transfer
+from shared.events import FieldError
+from shared.lifecycle import curation
+from shared.lifecycle.curation import InvalidInput
+
+router = APIRouter()
+
+NDJSON = "application/x-ndjson"
+
+
+@router.get("/v1/export", tags=["transfer"], response_class=StreamingResponse)
+def export(
+    tenant: Tenant,
+    container: AppContainer,
+    user_id: Annotated[str | None, Query(description="one user; without it, the whole tenant")] = None,
+) -> StreamingResponse:
+    """The key's tenant (or one of its users) as JSON Lines, format cuemem-export version 1."""
+    if user_id is not None:
+        curation.check_ids({"user_id": user_id}, container.settings.max_id_chars)
+
+    def lines() -> Iterator[str]:
+        for line in transfer.export_lines(container, tenant, user_id):
+            yield line + "\n"
+
+    name = f"cuemem-{tenant}{'-' + user_id if user_id else ''}.jsonl"
+    return StreamingResponse(
+        lines(), media_type=NDJSON, headers={"Content-Disposition": f'attachment; filename="{name}"'}
+    )
+
+
+@router.post("/v1/import", tags=["transfer"])
+async def import_(tenant: Tenant, container: AppContainer, request: Request) -> dict[str, Any]:
+    """Import an export of the key's tenant (the body: the file's lines). Idempotent; 422 naming
+    the line when the file is refused, with nothing imported."""
+    body = await request.body()
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput([FieldError("body", f"not UTF-8 (byte {exc.start})")]) from None
+    return await run_in_threadpool(transfer.import_lines, container, text.splitlines(), tenant)

@@ -1,0 +1,161 @@
+"""Rows of one tenant (or one user) read for an export and written by an import, column for column
+(the format: ``shared/transfer.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import DateTime, Table, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+
+from shared.transfer import ImportRefused
+from workers.db.tables import EventRow, HistoryRow, MemoryRow, ReceiptRow
+
+_TABLES: dict[str, Any] = {
+    "events": EventRow,
+    "event_receipts": ReceiptRow,
+    "memories": MemoryRow,
+    "memory_history": HistoryRow,
+}
+# The key of a row, for idempotent inserts (history rows have none: they follow their memory).
+_KEYS = {"events": "event_id", "event_receipts": "event_id", "memories": "id"}
+_ORDER = {
+    "events": ("session_id", "seq"),
+    "event_receipts": ("event_id",),
+    "memories": ("id",),
+    "memory_history": ("id",),
+}
+_SKIPPED = {"memory_history": {"id"}}  # a serial id means nothing in another database
+
+
+def _table(name: str) -> Table:
+    return _TABLES[name].__table__  # type: ignore[no-any-return]
+
+
+def _columns(name: str) -> list[Any]:
+    return [c for c in _table(name).columns if c.name not in _SKIPPED.get(name, set())]
+
+
+def _export_rows(
+    session: Session, name: str, tenant_id: str, user_id: str | None
+) -> Iterator[dict[str, Any]]:
+    table = _table(name)
+    query = select(*_columns(name)).where(table.c.tenant_id == tenant_id)
+    if user_id is not None:
+        query = query.where(table.c.user_id == user_id)
+    query = query.order_by(table.c.user_id, *(table.c[c] for c in _ORDER[name]))
+    for row in session.execute(query.execution_options(yield_per=500)).mappings():
+        yield {k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()}
+
+
+def _typed(name: str, number: int, row: dict[str, Any]) -> dict[str, Any]:
+    columns = {c.name: c for c in _columns(name)}
+    unknown = sorted(set(row) - set(columns))
+    if unknown:
+        raise ImportRefused(number, f"{name} has no column {unknown[0]!r}")
+    for column in columns.values():
+        required = not column.nullable and column.default is None and column.server_default is None
+        if required and row.get(column.name) is None:
+            raise ImportRefused(number, f"{name}.{column.name} is required")
+    out = dict(row)
+    for key, value in row.items():
+        if isinstance(columns[key].type, DateTime) and value is not None:
+            try:
+                out[key] = datetime.fromisoformat(value)
+            except (TypeError, ValueError):
+                raise ImportRefused(number, f"{name}.{key}: {value!r} is not an ISO 8601 time") from None
+    return out
+
+
+def _import_rows(session: Session, name: str, rows: Sequence[tuple[int, dict[str, Any]]]) -> set[str]:
+    """Insert the rows a table does not hold yet; returns the keys inserted. A key held by another
+    tenant or user refuses the file (the caller's unit of work then writes nothing)."""
+    if not rows:
+        return set()
+    typed = [_typed(name, number, row) for number, row in rows]
+    key = _KEYS.get(name)
+    table = _table(name)
+    try:
+        if key is None:
+            session.execute(insert(table), typed)
+            return set()
+        inserted = set(
+            session.scalars(
+                insert(table).values(typed).on_conflict_do_nothing().returning(table.c[key])
+            ).all()
+        )
+    except DBAPIError as exc:
+        problem = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc)
+        raise ImportRefused(0, f"{name}: {problem}") from None
+    kept = [(number, row) for number, row in rows if row[key] not in inserted]
+    if kept:
+        owners = dict(
+            session.execute(
+                select(table.c[key], table.c.tenant_id + "\x1f" + table.c.user_id).where(
+                    table.c[key].in_([row[key] for _, row in kept])
+                )
+            ).all()
+        )
+        for number, row in kept:
+            if owners.get(row[key]) != f"{row['tenant_id']}\x1f{row['user_id']}":
+                raise ImportRefused(number, f"{name} {key} {row[key]!r} exists for another tenant or user")
+    return inserted
+
+
+def _drop_vectors(session: Session, memory_ids: Sequence[str]) -> list[tuple[str, str]]:
+    """The imported memories' (id, content), their vectors cleared (another model made them)."""
+    if not memory_ids:
+        return []
+    session.execute(
+        update(MemoryRow)
+        .where(MemoryRow.id.in_(list(memory_ids)))
+        .values(embedding=None, embedding_model=None)
+    )
+    rows = session.execute(select(MemoryRow.id, MemoryRow.content).where(MemoryRow.id.in_(list(memory_ids))))
+    return [(str(i), str(c)) for i, c in rows]
+
+
+def _set_memory_vectors(session: Session, vectors: dict[str, list[float]], model: str) -> None:
+    for memory_id, vector in vectors.items():
+        session.execute(
+            update(MemoryRow).where(MemoryRow.id == memory_id).values(embedding=vector, embedding_model=model)
+        )
+
+
+def _mark_unindexed(session: Session, memory_ids: Sequence[str], event_ids: Sequence[str]) -> None:
+    """Imported rows get their points at the next push, whatever the exporting index held."""
+    if memory_ids:
+        session.execute(update(MemoryRow).where(MemoryRow.id.in_(list(memory_ids))).values(indexed_version=0))
+    if event_ids:
+        session.execute(
+            update(EventRow).where(EventRow.event_id.in_(list(event_ids))).values(turn_indexed=False)
+        )
+
+
+class SqlTransfer:
+    """``shared.transfer.TransferRepository`` over one session (``uow.transfer``)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def pin_snapshot(self) -> None:
+        self.session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+
+    def export_rows(self, table: str, tenant_id: str, user_id: str | None) -> Iterator[dict[str, Any]]:
+        return _export_rows(self.session, table, tenant_id, user_id)
+
+    def import_rows(self, table: str, rows: Sequence[tuple[int, dict[str, Any]]]) -> set[str]:
+        return _import_rows(self.session, table, rows)
+
+    def drop_vectors(self, memory_ids: Sequence[str]) -> list[tuple[str, str]]:
+        return _drop_vectors(self.session, memory_ids)
+
+    def set_memory_vectors(self, vectors: dict[str, list[float]], model: str) -> None:
+        _set_memory_vectors(self.session, vectors, model)
+
+    def mark_unindexed(self, memory_ids: Sequence[str], event_ids: Sequence[str]) -> None:
+        _mark_unindexed(self.session, memory_ids, event_ids)
