@@ -147,15 +147,15 @@ def import_(
     """Import an export: idempotent (ids kept, rows present already stay), seqs kept, no LLM call,
     re-embedded only when the file's embedding model is not this deployment's."""
     from service.operations.transfer import import_lines
-    from shared.transfer import ImportRefused
+    from shared.transfer import ImportRefused, file_lines
 
     setup_logging(False)
     if str(file) == "-":
-        lines = sys.stdin.read().splitlines()
+        lines = file_lines(sys.stdin.read())
     else:
         if not file.is_file():
             raise CliError(f"FILE: {file} is not a file")
-        lines = file.read_text(encoding="utf-8").splitlines()
+        lines = file_lines(file.read_text(encoding="utf-8"))
     with open_runtime(settings_for(data_dir)) as rt:
         try:
             report = import_lines(rt.container, lines)

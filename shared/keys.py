@@ -13,6 +13,12 @@ def _tag(tenant_id: str, user_id: str) -> str:
     return f"{{{tenant_id}:{user_id}}}"
 
 
+def tag_is_ambiguous(tenant_id: str, user_id: str) -> bool:
+    """Ids may hold ``:``, so ``{a:b:c}`` is both tenant ``a`` user ``b:c`` and tenant ``a:b`` user
+    ``c``: such a user's keys cannot be told from the other's (deleting a user leaves them)."""
+    return ":" in tenant_id or ":" in user_id
+
+
 def seq_key(tenant_id: str, user_id: str, session_id: str) -> str:
     return f"{PREFIX}:seq:{_tag(tenant_id, user_id)}:{session_id}"
 

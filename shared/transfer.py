@@ -10,6 +10,10 @@ Every other line is one row of one table, in this order (what a row names comes 
 
     {"table": "events" | "event_receipts" | "memories" | "memory_history", "row": {column: value}}
 
+The last line closes the file, so that a file cut short is refused rather than half imported::
+
+    {"end": true, "rows": {"events": 12, "event_receipts": 12, "memories": 5, "memory_history": 7}}
+
 A row holds every column of its table as Postgres has it (times in ISO 8601 with offset, vectors as
 lists of floats, ``memory_history`` without its serial id): events keep their seq, stage and
 vector, memories their status, history, sources, scores and versions. Derived state is not
@@ -28,6 +32,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from shared.events import id_problem
+
+# Ids are checked as the API checks them (``shared.events.id_problem``; the importing deployment
+# passes its own limit): an id no command could name again is refused.
+MAX_ID_CHARS = 512
 FORMAT = "cuemem-export"
 VERSION = 1
 TABLES = ("events", "event_receipts", "memories", "memory_history")
@@ -68,6 +77,10 @@ def row_line(table: str, row: dict[str, Any]) -> str:
     return json.dumps({"table": table, "row": row}, ensure_ascii=False, separators=(",", ":"))
 
 
+def end_line(counts: dict[str, int]) -> str:
+    return json.dumps({"end": True, "rows": counts})
+
+
 def _load(number: int, line: str) -> dict[str, Any]:
     try:
         value = json.loads(line)
@@ -96,15 +109,19 @@ def parse_header(line: str | None) -> Header:
     return Header(tenant, user, model, dim)
 
 
-def parse_rows(lines: list[tuple[int, str]], header: Header) -> dict[str, list[tuple[int, dict[str, Any]]]]:
+def parse_rows(
+    lines: list[tuple[int, str]], header: Header, max_id_chars: int = MAX_ID_CHARS
+) -> dict[str, list[tuple[int, dict[str, Any]]]]:
     """Every row line, checked (table known, in order, in the header's tenant and user), by table
-    with its line number."""
+    with its line number; the end line last, its counts those of the rows."""
     by_table: dict[str, list[tuple[int, dict[str, Any]]]] = {t: [] for t in TABLES}
     last = 0
-    for number, line in lines:
-        if not line.strip():
-            continue
-        item = _load(number, line)
+    items = [(number, _load(number, line)) for number, line in lines if line.strip()]
+    if not items or items[-1][1].get("end") is not True:
+        at = items[-1][0] if items else 1
+        raise ImportRefused(at, "the file ends without its end line: it was cut short")
+    end_at, end = items.pop()
+    for number, item in items:
         table, row = item.get("table"), item.get("row")
         if table not in by_table or not isinstance(row, dict):
             raise ImportRefused(number, f"expected {{'table': one of {list(TABLES)}, 'row': {{...}}}}")
@@ -120,8 +137,25 @@ def parse_rows(lines: list[tuple[int, str]], header: Header) -> dict[str, list[t
             raise ImportRefused(
                 number, f"row of {row.get('tenant_id')!r}/{row.get('user_id')!r} outside the header's scope"
             )
+        for column in ("tenant_id", "user_id", "session_id", "event_id"):
+            value = row.get(column)
+            if column in row or column in ("tenant_id", "user_id"):
+                problem = id_problem(value, max_id_chars) if isinstance(value, str) else "must be a string"
+                if problem is not None and not (
+                    column == "event_id" and table == "memory_history" and value is None
+                ):
+                    raise ImportRefused(number, f"{table}.{column} {problem}")
         by_table[table].append((number, row))
+    found = {t: len(rows) for t, rows in by_table.items()}
+    if end.get("rows") != found:
+        raise ImportRefused(end_at, f"the end line counts {end.get('rows')}, the file holds {found}")
     return by_table
+
+
+def file_lines(text: str) -> list[str]:
+    """A file's lines: split at newlines only (a JSON string may hold U+2028 and other
+    separators that ``str.splitlines`` would split at)."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
 
 
 class TransferRepository(Protocol):

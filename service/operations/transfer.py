@@ -17,7 +17,7 @@ from typing import Any
 
 from service.operations.index_followups import sync_index
 from shared.ingest.embed import check_embedding_model, embed_windows
-from shared.transfer import TABLES, Header, ImportRefused, parse_header, parse_rows, row_line
+from shared.transfer import TABLES, Header, ImportRefused, end_line, parse_header, parse_rows, row_line
 from workers.bootstrap import Container
 
 log = logging.getLogger(__name__)
@@ -28,11 +28,14 @@ def export_lines(container: Container, tenant_id: str, user_id: str | None) -> I
     embedder = container.embedder
     header = Header(tenant_id, user_id, embedder.model_name, embedder.dim)
     yield header.to_line(datetime.now(UTC).isoformat())
+    counts = dict.fromkeys(TABLES, 0)
     with container.uow() as uow:
         uow.transfer.pin_snapshot()
         for table in TABLES:
             for row in uow.transfer.export_rows(table, tenant_id, user_id):
+                counts[table] += 1
                 yield row_line(table, row)
+    yield end_line(counts)
 
 
 def import_lines(container: Container, lines: Iterable[str], tenant_id: str | None = None) -> dict[str, Any]:
@@ -45,7 +48,7 @@ def import_lines(container: Container, lines: Iterable[str], tenant_id: str | No
         raise ImportRefused(
             1, f"the file holds tenant {header.tenant_id!r}; this key's tenant is {tenant_id!r}"
         )
-    rows = parse_rows(numbered[1:], header)
+    rows = parse_rows(numbered[1:], header, container.settings.max_id_chars)
     embedder = container.embedder
     same_model = (header.embedding_model, header.dim) == (embedder.model_name, embedder.dim)
     with container.uow() as uow:

@@ -91,9 +91,20 @@ def test_a_user_deleted_everywhere_leaves_everyone_else_untouched(
         other_event = next(e for e in published if _owner(container, e) == ("acme", "u2"))
         # What the stores hold beyond the pipeline's rows: dead letters naming each user's event,
         # and turns of both users still unrecorded in the publish ledger.
+        victim_turn = {"event_id": "x1", "tenant_id": "acme", "user_id": "u1", "content": "victim's words"}
+        other_turn = {"event_id": "x2", "tenant_id": "acme", "user_id": "u2", "content": "other words"}
+        letters = [  # (task, args, what stays of it)
+            ("memory.extract", [victim_event], None),
+            ("memory.extract", [other_event], [other_event]),
+            ("memory.record_batch", [[victim_turn, other_turn]], [[other_turn]]),
+            ("memory.sync_index", ["acme", "u2"], ["acme", "u2"]),
+            ("memory.sync_index", ["acme", "u1"], None),
+            ("memory.sync_index", ["globex", "u1"], ["globex", "u1"]),
+        ]
         with container.uow() as uow:
-            for event_id in (victim_event, other_event):
-                uow.dead_letters.add(DeadLetter("memory.extract", None, event_id, [event_id], "test", 1))
+            for task, args, _ in letters:
+                event_id = args[0] if isinstance(args[0], str) else None
+                uow.dead_letters.add(DeadLetter(task, None, event_id, args, "test", 1))
             uow.commit()
         client_redis = redis.Redis.from_url(settings.redis_url or "")
         for tenant, user, event_id in (("acme", "u1", "late-1"), ("acme", "u2", "late-2")):
@@ -115,7 +126,14 @@ def test_a_user_deleted_everywhere_leaves_everyone_else_untouched(
         assert report["verified"] is True and report["unverified"] == []
         stores = report["stores"]
         assert stores["postgres.events"]["deleted"] == 2 and stores["postgres.events"]["left"] == 0
-        assert stores["postgres.dead_letters"]["deleted"] == 1
+        # Touched: the three letters holding the victim's data; everyone else's four stay.
+        assert stores["postgres.dead_letters"] == {
+            "deleted": 3,
+            "left": 0,
+            "others_before": 4,
+            "others_after": 4,
+            "compared": True,
+        }
         assert stores["redis.ledger"]["deleted"] == 1 and stores["redis.ledger"]["others_after"] == 1
         assert stores["index.memories"]["deleted"] >= 1 and stores["index.turns"]["deleted"] == 2
         assert all(s["left"] == 0 and s["others_before"] == s["others_after"] for s in stores.values())
@@ -126,7 +144,10 @@ def test_a_user_deleted_everywhere_leaves_everyone_else_untouched(
             k: n for k, n in rows_before.items() if k[1:] != ("acme", "u1") and k[0] not in {"dead_letters"}
         }
         assert {k: n for k, n in rows_after.items() if k[0] != "dead_letters"} == expected
-        assert rows_after[("dead_letters", "*", "*")] == rows_before[("dead_letters", "*", "*")] - 1
+        assert rows_after[("dead_letters", "*", "*")] == rows_before[("dead_letters", "*", "*")] - 2
+        with container.uow() as uow:
+            kept = uow.session.execute(text("SELECT task_name, args FROM dead_letters ORDER BY id")).all()
+        assert [(t, a) for t, a in kept] == [(t, a) for t, _, a in letters if a is not None]
         redis_after = _redis_keys(settings.redis_url or "")
         assert redis_after == {
             k for k in redis_before if victim_tag not in k and k != "ledger/acme\x1flate-1"

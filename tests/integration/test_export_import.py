@@ -21,7 +21,7 @@ from service.http.app import create_app
 from service.operations.curation import api_container, create_key
 from shared.settings import Settings
 from tests.support.databases import scratch_database
-from tests.support.services import run_cuemem, wait_processed, wait_until
+from tests.support.services import run_cuemem, wait_processed
 from workers.db.migrate import upgrade
 
 TURNS = {
@@ -116,9 +116,16 @@ def test_a_round_trip_answers_the_same_recalls(
         lines = exported.read_text().splitlines()
         header = json.loads(lines[0])
         assert header["format"] == "cuemem-export" and header["version"] == 1 and header["user_id"] == "u1"
-        tables = [json.loads(line)["table"] for line in lines[1:]]
+        tables = [json.loads(line)["table"] for line in lines[1:-1]]
         assert tables.count("events") == 4 and "memories" in tables and "memory_history" in tables
-        assert all(json.loads(line)["row"]["user_id"] == "u1" for line in lines[1:])
+        assert all(json.loads(line)["row"]["user_id"] == "u1" for line in lines[1:-1])
+        assert json.loads(lines[-1]) == {
+            "end": True,
+            "rows": {
+                t: tables.count(t)
+                for t in dict.fromkeys(["events", "event_receipts", "memories", "memory_history"])
+            },
+        }
 
         # Refused files: nothing imported, the line named.
         bad_version = tmp_path / "v2.jsonl"
@@ -136,8 +143,14 @@ def test_a_round_trip_answers_the_same_recalls(
         report = json.loads(imported.stdout)
         assert report["imported"]["events"] == 4 and report["reembedded"] == 0
         assert report["indexed"] == {"u1": "indexed"}
-        again = json.loads(run_cuemem(target, "import", str(exported)).stdout)
+        second = run_cuemem(target, "import", str(exported))
+        assert second.returncode == 0, second.stderr
+        again = json.loads(second.stdout)
         assert again["imported"] == {"events": 0, "event_receipts": 0, "memories": 0, "memory_history": 0}
+        truncated = tmp_path / "cut.jsonl"
+        truncated.write_text("\n".join(lines[:-1]) + "\n")
+        refused = run_cuemem(target, "import", str(truncated))
+        assert refused.returncode != 0 and "the file ends without its end line" in refused.stderr
         assert again["already_present"]["events"] == 4
 
         # The target's own workers (its index owner serves the API's searches), started after the
@@ -180,20 +193,27 @@ def test_a_file_of_another_model_is_embedded_again(
     """No worker needed: rows written straight, exported with the hash embedder's name, imported
     where the model is e5 (the suite's default): the memories get e5 vectors, and recall finds them."""
     from service.operations.transfer import export_lines, import_lines
+    from shared.transfer import ImportRefused, file_lines
     from tests.support.rows import memory_row
     from workers.bootstrap import build_container
 
     hashed = build_container(target)
     now = datetime.now(UTC)
     with hashed.uow() as uow:
-        uow.memories.add(replace(memory_row(1, "acme", "u1", now), content="I keep bees in the garden"))
+        # U+2028 and U+0085 stay unescaped in the file: lines are split at newlines only.
+        content = "I keep bees in the garden\u2028and\u0085hives"
+        uow.memories.add(replace(memory_row(1, "acme", "u1", now), content=content))
         uow.commit()
     lines = list(export_lines(hashed, "acme", "u1"))
     hashed.close()
     e5 = build_container(it_settings)
-    report = import_lines(e5, lines)
+    text_ = "\n".join(lines) + "\n"
+    with pytest.raises(ImportRefused, match=r"^line 2: the file ends without its end line"):
+        import_lines(e5, file_lines(text_)[:-2])  # cut before the end line
+    report = import_lines(e5, file_lines(text_))
     assert report["reembedded"] == 1 and report["embedding_model"]["here"] == e5.embedder.model_name
     with e5.uow() as uow:
         (memory,) = uow.memories.for_user("acme", "u1", None)
     assert memory.embedding_model == e5.embedder.model_name and len(memory.embedding or []) == e5.embedder.dim
+    assert memory.content == content
     e5.close()

@@ -129,6 +129,12 @@ def test_settings_are_real_with_composes_defaults() -> None:
         if default is not None:
             assert value == default["d"], f"{name}: {value!r} here, {default['d']!r} in compose"
     assert {"CUEMEM_BROKER_URL", "CUEMEM_QDRANT_URL"} <= set(config)
+    # And the other way: every setting compose passes is here, in the Secret, or unset by default.
+    (api,) = _containers(_by("Deployment", "cuemem-api"))
+    secret = {e["name"] for e in api["env"]}
+    for name, value in compose.items():
+        unset = re.fullmatch(r"\$\{\w+:-\}", str(value)) is not None
+        assert name in config or name in secret or unset, f"{name} is set in compose but not here"
 
 
 def test_secrets_come_only_from_the_secret() -> None:

@@ -1,18 +1,19 @@
 """A user's rows in every Postgres table, counted and deleted (``shared.lifecycle.erasure``).
 
-The tables keyed by tenant and user are scoped by those columns. Two are not: ``dead_letters``
-(a message the pipeline gave up on) and ``llm_calls`` (token usage): theirs are the rows naming one
-of the user's events, or (dead letters) carrying the user's tenant and user in their arguments, as
-a dead record message carries its turn and an index task its (tenant, user).
+The tables keyed by tenant and user are scoped by those columns. Two are not: ``llm_calls`` (token
+usage), whose rows of the user name one of its stored events, and ``dead_letters``, judged letter
+by letter by their task and arguments (``shared.lifecycle.erasure.dead_letter_share``): a letter
+that is only the user's goes, a batch letter of several users keeps the others' part.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, func, or_, select, union
+from sqlalchemy import ColumnElement, and_, delete, func, select, union, update
 from sqlalchemy.orm import Session
 
+from shared.lifecycle.erasure import Share, dead_letter_share
 from workers.db.tables import (
     CueCountRow,
     DeadLetterRow,
@@ -53,15 +54,6 @@ class SqlUserData:
             select(EventRow.event_id).where(*EventRow.owned_by(tenant_id, user_id)),
             select(ReceiptRow.event_id).where(*ReceiptRow.owned_by(tenant_id, user_id)),
         )
-        turn = func.jsonb_build_object("tenant_id", tenant_id, "user_id", user_id)
-        dead = or_(
-            DeadLetterRow.event_id.in_(events),
-            DeadLetterRow.args.contains(func.jsonb_build_array(turn)),  # memory.record
-            DeadLetterRow.args.contains(func.jsonb_build_array(func.jsonb_build_array(turn))),  # a batch
-            and_(  # index and sync tasks: (tenant, user, ...)
-                DeadLetterRow.args.op("->>")(0) == tenant_id, DeadLetterRow.args.op("->>")(1) == user_id
-            ),
-        )
         owned = {
             "memory_history": (HistoryRow, and_(*HistoryRow.owned_by(tenant_id, user_id))),
             "recall_claims": (RecallClaimRow, and_(*RecallClaimRow.owned_by(tenant_id, user_id))),
@@ -73,18 +65,41 @@ class SqlUserData:
             "event_receipts": (ReceiptRow, and_(*ReceiptRow.owned_by(tenant_id, user_id))),
             "events": (EventRow, and_(*EventRow.owned_by(tenant_id, user_id))),
         }
-        return {
-            "dead_letters": (DeadLetterRow, dead),
-            "llm_calls": (LlmCallRow, LlmCallRow.event_id.in_(events)),
-            **owned,
-        }
+        return {"llm_calls": (LlmCallRow, LlmCallRow.event_id.in_(events)), **owned}
+
+    def _user_events(self, tenant_id: str, user_id: str) -> set[str]:
+        rows = self.session.scalars(
+            union(
+                select(EventRow.event_id).where(*EventRow.owned_by(tenant_id, user_id)),
+                select(ReceiptRow.event_id).where(*ReceiptRow.owned_by(tenant_id, user_id)),
+            )
+        )
+        return set(rows)
+
+    def _letters(self, tenant_id: str, user_id: str) -> list[tuple[int, Share, list[Any] | None]]:
+        """Every dead letter with its share of the user (``dead_letter_share``): letters are few
+        and their arguments' shape depends on the task, so they are judged here, not in SQL."""
+        events = self._user_events(tenant_id, user_id)
+        rows = self.session.execute(select(DeadLetterRow.id, DeadLetterRow.task_name, DeadLetterRow.args))
+        out = []
+        for letter_id, task, args in rows:
+            share, rest = dead_letter_share(task, list(args or []), tenant_id, user_id, events)
+            out.append((int(letter_id), share, rest))
+        return out
 
     def count(self, tenant_id: str, user_id: str) -> dict[str, tuple[int, int]]:
         scopes = self._scopes(tenant_id, user_id)
-        counts: dict[str, tuple[int, int]] = {}
-        for part in PARTS:
+        letters = self._letters(tenant_id, user_id)
+        # The user's: letters holding any of its data; everyone else's: letters not only its own.
+        counts = {
+            "dead_letters": (
+                sum(share != "none" for _, share, _ in letters),
+                sum(share != "all" for _, share, _ in letters),
+            )
+        }
+        for part in PARTS[1:]:
             table, mine = scopes[part]
-            # IS NOT TRUE, not NOT: a dead letter with no event id is someone else's, not unknown.
+            # IS NOT TRUE, not NOT: an LLM call with no event id is someone else's, not unknown.
             query = select(func.count().filter(mine), func.count().filter(mine.is_not(True))).select_from(
                 table
             )
@@ -93,8 +108,17 @@ class SqlUserData:
         return counts
 
     def erase(self, tenant_id: str, user_id: str) -> dict[str, int]:
-        deleted: dict[str, int] = {}
-        for part in PARTS:
+        letters = self._letters(tenant_id, user_id)
+        gone = [letter_id for letter_id, share, _ in letters if share == "all"]
+        if gone:
+            self.session.execute(delete(DeadLetterRow).where(DeadLetterRow.id.in_(gone)))
+        for letter_id, share, rest in letters:
+            if share == "some":  # a batch of several users: the others' part stays replayable
+                self.session.execute(
+                    update(DeadLetterRow).where(DeadLetterRow.id == letter_id).values(args=rest)
+                )
+        deleted: dict[str, int] = {"dead_letters": sum(share != "none" for _, share, _ in letters)}
+        for part in PARTS[1:]:
             # Scopes are rebuilt per statement: the user's event ids are read before the events go.
             table, mine = self._scopes(tenant_id, user_id)[part]
             result = self.session.execute(delete(table).where(mine))

@@ -221,7 +221,8 @@ class RecallClaimRow(UserOwned, Base):
 
 
 class HistoryRow(UserOwned, Base):
-    """What happened to a memory and why: never deleted, so a supersession can be traced back."""
+    """What happened to a memory and why: kept (deleted only by a privacy delete), so a supersession
+    can be traced back."""
 
     __tablename__ = "memory_history"
 

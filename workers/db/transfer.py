@@ -29,7 +29,8 @@ _ORDER = {
     "memories": ("id",),
     "memory_history": ("id",),
 }
-_SKIPPED = {"memory_history": {"id"}}  # a serial id means nothing in another database
+_SKIPPED = {"memory_history": {"id"}}
+CHUNK = 1000  # a serial id means nothing in another database
 
 
 def _table(name: str) -> Table:
@@ -79,44 +80,53 @@ def _import_rows(session: Session, name: str, rows: Sequence[tuple[int, dict[str
     typed = [_typed(name, number, row) for number, row in rows]
     key = _KEYS.get(name)
     table = _table(name)
+    inserted: set[str] = set()
     try:
-        if key is None:
-            session.execute(insert(table), typed)
-            return set()
-        inserted = set(
-            session.scalars(
-                insert(table).values(typed).on_conflict_do_nothing().returning(table.c[key])
-            ).all()
-        )
+        # In chunks: one statement's parameters are limited (65,535), a row has up to 30 columns.
+        for start in range(0, len(typed), CHUNK):
+            chunk = typed[start : start + CHUNK]
+            if key is None:
+                session.execute(insert(table), chunk)
+                continue
+            # Only a row whose key exists is skipped; any other clash (a conversation's seq taken
+            # by another event) is an error that refuses the file.
+            statement = insert(table).values(chunk).on_conflict_do_nothing(index_elements=[key])
+            inserted |= set(session.scalars(statement.returning(table.c[key])).all())
     except DBAPIError as exc:
         problem = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc)
         raise ImportRefused(0, f"{name}: {problem}") from None
+    if key is None:
+        return set()
     kept = [(number, row) for number, row in rows if row[key] not in inserted]
+    owners: dict[str, str] = {}
+    for start in range(0, len(kept), CHUNK):
+        wanted = [row[key] for _, row in kept[start : start + CHUNK]]
+        owner = table.c.tenant_id + "\x1f" + table.c.user_id
+        found = session.execute(select(table.c[key], owner).where(table.c[key].in_(wanted))).all()
+        owners.update({str(k): str(v) for k, v in found})
     if kept:
-        owners = dict(
-            session.execute(
-                select(table.c[key], table.c.tenant_id + "\x1f" + table.c.user_id).where(
-                    table.c[key].in_([row[key] for _, row in kept])
-                )
-            ).all()
-        )
         for number, row in kept:
             if owners.get(row[key]) != f"{row['tenant_id']}\x1f{row['user_id']}":
                 raise ImportRefused(number, f"{name} {key} {row[key]!r} exists for another tenant or user")
     return inserted
 
 
+def _chunks(ids: Sequence[str]) -> Iterator[list[str]]:
+    items = list(ids)
+    for start in range(0, len(items), CHUNK):
+        yield items[start : start + CHUNK]
+
+
 def _drop_vectors(session: Session, memory_ids: Sequence[str]) -> list[tuple[str, str]]:
     """The imported memories' (id, content), their vectors cleared (another model made them)."""
-    if not memory_ids:
-        return []
-    session.execute(
-        update(MemoryRow)
-        .where(MemoryRow.id.in_(list(memory_ids)))
-        .values(embedding=None, embedding_model=None)
-    )
-    rows = session.execute(select(MemoryRow.id, MemoryRow.content).where(MemoryRow.id.in_(list(memory_ids))))
-    return [(str(i), str(c)) for i, c in rows]
+    out: list[tuple[str, str]] = []
+    for ids in _chunks(memory_ids):
+        where = MemoryRow.id.in_(ids)
+        session.execute(update(MemoryRow).where(where).values(embedding=None, embedding_model=None))
+        out += [
+            (str(i), str(c)) for i, c in session.execute(select(MemoryRow.id, MemoryRow.content).where(where))
+        ]
+    return out
 
 
 def _set_memory_vectors(session: Session, vectors: dict[str, list[float]], model: str) -> None:
@@ -128,12 +138,10 @@ def _set_memory_vectors(session: Session, vectors: dict[str, list[float]], model
 
 def _mark_unindexed(session: Session, memory_ids: Sequence[str], event_ids: Sequence[str]) -> None:
     """Imported rows get their points at the next push, whatever the exporting index held."""
-    if memory_ids:
-        session.execute(update(MemoryRow).where(MemoryRow.id.in_(list(memory_ids))).values(indexed_version=0))
-    if event_ids:
-        session.execute(
-            update(EventRow).where(EventRow.event_id.in_(list(event_ids))).values(turn_indexed=False)
-        )
+    for ids in _chunks(memory_ids):
+        session.execute(update(MemoryRow).where(MemoryRow.id.in_(ids)).values(indexed_version=0))
+    for ids in _chunks(event_ids):
+        session.execute(update(EventRow).where(EventRow.event_id.in_(ids)).values(turn_indexed=False))
 
 
 class SqlTransfer:

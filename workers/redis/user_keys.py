@@ -54,9 +54,10 @@ class RedisUserKeys:
 
     def count(self, tenant_id: str, user_id: str) -> dict[str, tuple[int, int]]:
         counts: dict[str, tuple[int, int]] = {}
+        ambiguous = keys.tag_is_ambiguous(tenant_id, user_id)
         for part, family in FAMILIES.items():
             found = list(self._keys(family))
-            mine = sum(self._mine(family, k, tenant_id, user_id) for k in found)
+            mine = 0 if ambiguous else sum(self._mine(family, k, tenant_id, user_id) for k in found)
             counts[part] = (mine, len(found) - mine)
         ledger, others = self._ledger(tenant_id, user_id)
         counts["ledger"] = (len(ledger), others)
@@ -73,6 +74,8 @@ class RedisUserKeys:
             pipe.hdel(keys.UNRECORDED_MESSAGES, *ledger)
             pipe.execute()
         deleted["ledger"] = len(ledger)
+        if keys.tag_is_ambiguous(tenant_id, user_id):  # another user's keys would go too
+            return {**deleted, **dict.fromkeys(FAMILIES, 0)}
         for part, family in FAMILIES.items():
             mine = [k for k in self._keys(family) if self._mine(family, k, tenant_id, user_id)]
             deleted[part] = int(self._redis.delete(*mine)) if mine else 0

@@ -15,6 +15,7 @@ from service.operations import transfer
 from shared.events import FieldError
 from shared.lifecycle import curation
 from shared.lifecycle.curation import InvalidInput
+from shared.transfer import file_lines
 
 router = APIRouter()
 
@@ -50,4 +51,4 @@ async def import_(tenant: Tenant, container: AppContainer, request: Request) -> 
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidInput([FieldError("body", f"not UTF-8 (byte {exc.start})")]) from None
-    return await run_in_threadpool(transfer.import_lines, container, text.splitlines(), tenant)
+    return await run_in_threadpool(transfer.import_lines, container, file_lines(text), tenant)

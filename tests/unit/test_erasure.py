@@ -1,0 +1,52 @@
+"""Which dead letters are a user's (``dead_letter_share``), and what a store's report verifies."""
+
+from __future__ import annotations
+
+from shared.lifecycle.erasure import StoreErasure, dead_letter_share, failures
+
+EVENTS = {"e1", "e2"}  # the user's stored events
+
+
+def share(task: str, args: list) -> tuple:
+    return dead_letter_share(task, args, "acme", "u1", EVENTS)
+
+
+def turn(tenant: str, user: str, event_id: str) -> dict:
+    return {"event_id": event_id, "tenant_id": tenant, "user_id": user, "content": "x"}
+
+
+def test_a_turn_is_the_users_only_by_its_own_tenant_and_user() -> None:
+    assert share("memory.record", [turn("acme", "u1", "e9")]) == ("all", None)
+    assert share("memory.record", [turn("globex", "u1", "e1")]) == ("none", None)  # same id, other tenant
+    assert share("memory.record", [turn("acme", "u2", "e1")]) == ("none", None)
+
+
+def test_a_batch_of_several_users_keeps_the_others_part() -> None:
+    mine, theirs = turn("acme", "u1", "e1"), turn("acme", "u2", "e7")
+    assert share("memory.record_batch", [[mine, mine]]) == ("all", None)
+    assert share("memory.record_batch", [[mine, theirs]]) == ("some", [[theirs]])
+    assert share("memory.record_batch", [[theirs]]) == ("none", None)
+    assert share("memory.index", [["e1", "e7"], True]) == ("some", [["e7"], True])
+    assert share("memory.index", [["e1", "e2"], False]) == ("all", None)
+
+
+def test_tasks_are_read_by_their_argument_shape() -> None:
+    assert share("memory.sync_index", ["acme", "u1"]) == ("all", None)
+    assert share("memory.delete_points", ["acme", "u2", ["m"], "memories"]) == ("none", None)
+    assert share("memory.reinforce", ["r1", "acme", "u1", ["m"], "now"]) == ("all", None)
+    assert share("memory.reinforce", ["acme", "u1", "x"]) == ("none", None)  # not its shape
+    assert share("memory.extract", ["e1"]) == ("all", None)
+    assert share("memory.extract", ["e7"]) == ("none", None)
+    # An event id that names a tenant is still only an event id where a task takes one.
+    assert dead_letter_share("memory.sync_index", ["acme", "u2"], "acme", "u1", {"acme"}) == ("none", None)
+    assert share("memory.decay", []) == ("none", None)
+
+
+def test_a_report_verifies_what_its_store_can_compare() -> None:
+    exact = StoreErasure("postgres.events", 2, 0, 5, 4)
+    live = StoreErasure("redis.ledger", 1, 0, 5, 7, compared=False)
+    left = StoreErasure("index.turns", 1, 1, 3, 3, compared=False)
+    assert not exact.verified and live.verified and not left.verified
+    problem = failures([exact, live, left])
+    assert problem is not None and "postgres.events: 0 of the user's left, everyone else's 5 -> 4" in problem
+    assert "index.turns: 1 of the user's left" in problem and "redis.ledger" not in problem
