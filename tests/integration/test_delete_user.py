@@ -20,6 +20,7 @@ from service.operations.curation import api_container, create_key
 from shared import keys
 from shared.settings import Settings
 from shared.storage import DeadLetter
+from tests.support.api import publish_turns
 from tests.support.services import run_cuemem, wait_processed
 
 USER_TABLES = ["events", "event_receipts", "memories", "memory_history", "memory_cue_counts", "recall_claims"]
@@ -75,17 +76,7 @@ def test_a_user_deleted_everywhere_leaves_everyone_else_untouched(
         workers = start_workers(settings)
         published: list[str] = []
         for (tenant, user), turns in TURNS.items():
-            r = client.post(
-                "/v1/events/batch",
-                json={
-                    "events": [
-                        {"user_id": user, "session_id": "s1", "role": "user", "content": t} for t in turns
-                    ]
-                },
-                headers={"Authorization": f"Bearer {api_keys[tenant]}"},
-            )
-            assert r.status_code == 200 and not r.json()["errors"], r.text
-            published += [p["event_id"] for p in r.json()["published"]]
+            published += publish_turns(client, api_keys[tenant], user, turns)
         wait_processed(container, published, workers)
         victim_event = next(e for e in published if _owner(container, e) == ("acme", "u1"))
         other_event = next(e for e in published if _owner(container, e) == ("acme", "u2"))

@@ -20,6 +20,7 @@ from sqlalchemy import create_engine, text
 from service.http.app import create_app
 from service.operations.curation import api_container, create_key
 from shared.settings import Settings
+from tests.support.api import publish_turns
 from tests.support.databases import scratch_database
 from tests.support.services import run_cuemem, wait_processed
 from workers.db.migrate import upgrade
@@ -92,17 +93,7 @@ def test_a_round_trip_answers_the_same_recalls(
         workers = start_workers(source)
         published = []
         for user, turns in TURNS.items():
-            r = client.post(
-                "/v1/events/batch",
-                json={
-                    "events": [
-                        {"user_id": user, "session_id": "s1", "role": "user", "content": t} for t in turns
-                    ]
-                },
-                headers={"Authorization": f"Bearer {key}"},
-            )
-            assert r.status_code == 200 and not r.json()["errors"], r.text
-            published += [p["event_id"] for p in r.json()["published"]]
+            published += publish_turns(client, key, user, turns)
         wait_processed(container, published, workers)
         before = _answers(client, key, "u1")
         assert sum(map(len, before)) >= 5 and any(

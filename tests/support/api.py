@@ -132,3 +132,13 @@ def error_of(response: Any) -> dict[str, Any]:
 
 def fields_of(response: Any) -> set[str]:
     return {f["field"] for f in error_of(response)["fields"]}
+
+
+def publish_turns(
+    client: TestClient, key: str, user: str, turns: Sequence[str], session: str = "s1"
+) -> list[str]:
+    """Publish a user's turns through ``POST /v1/events/batch`` with ``key``; their event ids."""
+    events = [{"user_id": user, "session_id": session, "role": "user", "content": t} for t in turns]
+    r = client.post("/v1/events/batch", json={"events": events}, headers={"Authorization": f"Bearer {key}"})
+    assert r.status_code == 200 and not r.json()["errors"], r.text
+    return [p["event_id"] for p in r.json()["published"]]
