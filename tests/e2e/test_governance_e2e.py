@@ -27,7 +27,9 @@ from tests.support.queues import assert_queues_drain
 from tests.support.services import wait_processed, wait_until
 from workers.bootstrap import build_container
 
-DAY0 = datetime(2026, 11, 2, 20, 0, tzinfo=UTC)
+# Ten days before today: the consolidation task reads the real clock and considers the last 30 days
+# of episodes, so a fixed date would fall out of its window as the calendar moves on.
+DAY0 = (datetime.now(UTC) - timedelta(days=10)).replace(hour=20, minute=0, second=0, microsecond=0)
 
 
 def _turn(user: str, day: int, minute: int, content: str, event_id: str) -> dict:

@@ -238,6 +238,10 @@ def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_
     time.sleep(2 * LOSS_WINDOW_S)
     ingest = faults.Ingest(settings, turns, pace_s=0.05).start()
 
+    def recorded(event_id: str) -> bool:
+        with c.uow() as uow:
+            return bool(uow.receipts.get_many([event_id]))
+
     done: list[Crash] = []
     # Crashes spread over the publishing, each in the middle of the conversations under way
     # (a quarter into the current user's 40 turns).
@@ -249,7 +253,10 @@ def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_
         # the crash may cut is in Postgres, and their seqs are what Redis forgets.
         caught_up = r % 2 == 1
         if caught_up:
-            ingest.pace_s = 0.4
+            # Each turn waits for the one before it to be recorded: the recorder keeps up however
+            # loaded the machine is, and the turns left are not used up while it catches up.
+            ingest.pace_s = 0.1
+            ingest.gate = recorded
         if done:  # the file watched since the restart for longer than a crash cuts off
             time.sleep(max(0.0, done[-1].killed_at + 2 * LOSS_WINDOW_S - time.monotonic()))
         if caught_up:
@@ -261,6 +268,7 @@ def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_
         # Otherwise at full pace: the lost second's turns may still be queued, and are lost.
         assert not ingest.finished, "publishing finished before the crash; the test proved nothing"
         done.append(crash_redis(own_redis, watch, ingest))
+        ingest.gate = None
         ingest.release()
         ingest.pace_s = 0.05
         workers.revive()

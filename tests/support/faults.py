@@ -11,6 +11,7 @@ figures (``pytest -rP`` shows them; docs/RELIABILITY.md quotes the last run).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -64,6 +65,10 @@ class Ingest:
     # Seconds between two publishes of one thread: an app's steady rate, so that a fault can
     # land while turns are still being published.
     pace_s: float = 0.0
+    # When set, a thread publishes its next turn only once this says the last one is through
+    # (or after a minute): publishing then keeps step with the workers however loaded the
+    # machine is, instead of running ahead of them or out of turns.
+    gate: Callable[[str], bool] | None = None
     published: list[Published] = field(default_factory=list)
     # When each publish returned (time.monotonic()), by event id: which turns an app was told
     # were accepted before a given moment (the Redis crash test needs it).
@@ -94,7 +99,10 @@ class Ingest:
                         with self._lock:
                             self._publishing += 1
                         try:
-                            self._publish_one(pub, turn)
+                            event_id = self._publish_one(pub, turn)
+                            gate = self.gate
+                            if gate is not None:
+                                wait_until(functools.partial(gate, event_id), 60)
                         finally:
                             with self._lock:
                                 self._publishing -= 1
@@ -102,7 +110,7 @@ class Ingest:
         except BaseException as exc:  # surfaced by join()
             self.errors.append(exc)
 
-    def _publish_one(self, pub: Publisher, turn: dict) -> None:
+    def _publish_one(self, pub: Publisher, turn: dict) -> str:
         for attempt in range(20):
             try:
                 p = pub.publish_turn(turn)
@@ -120,7 +128,8 @@ class Ingest:
             with self._lock:
                 self.published.append(p)
                 self.returned_at[p.event_id] = time.monotonic()
-            return
+            return p.event_id
+        raise AssertionError("unreachable: the last attempt raises")
 
     def hold(self) -> None:
         """No new publish from now on (until release); returns once those under way returned."""
@@ -221,7 +230,12 @@ def check_exactly_once(
     assert counts["events"] == len(ids) and counts["event_receipts"] == len(ids), (
         f"{context}: published {len(ids)}, events {counts['events']}, receipts {counts['event_receipts']}"
     )
-    assert counts["dead_letters"] == 0, f"{context}: {counts['dead_letters']} dead letters"
+    if counts["dead_letters"]:
+        with c.uow() as uow:
+            letters = uow.session.execute(  # type: ignore[attr-defined]
+                text("SELECT task_name, event_id, reason FROM dead_letters LIMIT 5")
+            ).all()
+        raise AssertionError(f"{context}: {counts['dead_letters']} dead letters: {letters}")
     assert wait_until(lambda: ledger_pending(c) == 0, 30), (
         f"{context}: {ledger_pending(c)} turns left in the publish ledger"
     )
