@@ -144,6 +144,9 @@ class Settings(BaseSettings):
     # written by the task memory.reinforce (recall never waits for it).
     reinforce_on_recall: bool = True
 
+    # Where a browser reaches Flower; the inspector's pipeline view links there (unset: no link).
+    flower_url: str | None = None
+
     # The half-life score R = S·γ^t + B·ln(1+N) (shared/scoring.py). γ per memory type overrides
     # the defaults, e.g. CUEMEM_DECAY_GAMMA='{"episodic": 0.92}'; t counts in units of
     # CUEMEM_DECAY_UNIT_HOURS; B is CUEMEM_DECAY_BASE.

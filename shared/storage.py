@@ -13,6 +13,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 from shared.api_keys import ApiKey
 from shared.events import TurnPublished
+from shared.insight import InsightRepository
 from shared.lifecycle.erasure import RowData
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.scoring import DecayPolicy
@@ -488,6 +489,7 @@ class UnitOfWork(Protocol):
     curation: CurationRepository
     erasure: RowData
     transfer: TransferRepository
+    insight: InsightRepository
 
     def __enter__(self) -> UnitOfWork: ...
 

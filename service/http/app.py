@@ -28,7 +28,7 @@ from service.http import logs
 from service.http.deps import LazyPublisher
 from service.http.errors import install
 from service.http.metrics import ApiMetrics
-from service.http.routes import events, health, inspector, memories, metrics, recall, transfer
+from service.http.routes import events, health, inspection, inspector, memories, metrics, recall, transfer
 from service.operations import curation as api
 from shared.events import SAFE_ID
 from workers.bootstrap import Container
@@ -47,6 +47,7 @@ ROUTERS = (
     events.router,
     recall.router,
     memories.router,
+    inspection.router,
     transfer.router,
     health.router,
     metrics.router,

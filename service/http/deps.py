@@ -80,7 +80,11 @@ def tenant_of(
 
 
 def checked_user(request: Request, user_id: str) -> str:
-    curation.check_ids({"user_id": user_id}, container_of(request).settings.max_id_chars)
+    return checked_user_id(container_of(request), user_id)
+
+
+def checked_user_id(container: Container, user_id: str) -> str:
+    curation.check_ids({"user_id": user_id}, container.settings.max_id_chars)
     return user_id
 
 

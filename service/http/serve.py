@@ -40,6 +40,24 @@ def check_options(host: str, auth: bool) -> None:
         )
 
 
+def inspector_hint(host: str, port: int, *, auth: bool, tenant_id: str, data_dir: str | None) -> list[str]:
+    """The lines `cuemem serve` prints about the inspector: its URL and, with auth on, how to get
+    a key for it (with ``data_dir`` when the state is not in the default place) or how to run
+    without keys on this machine."""
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "[::]") else host
+    shown = f"[{shown}]" if ":" in shown and not shown.startswith("[") else shown
+    url = f"http://{shown}:{port}/inspector/"
+    if not auth:
+        return [f"Inspector: {url} (no key needed: auth is off)"]
+    where = f" --data-dir {data_dir}" if data_dir else ""
+    return [
+        f"Inspector: {url}",
+        f"  It asks for an API key of tenant {tenant_id!r}. Create one (printed once) with:",
+        f"    cuemem keys create --tenant {tenant_id} --name inspector{where}",
+        "  or, on this machine only, serve without keys: cuemem serve --no-auth",
+    ]
+
+
 # What the parent of `cuemem serve --workers N` tells its API processes beyond the settings.
 _AUTH_ENV = "CUEMEM_SERVE_AUTH"
 _LOG_JSON_ENV = "CUEMEM_SERVE_LOG_JSON"
@@ -86,10 +104,16 @@ def serve(
             f"embedded default under {rt.settings.resolved_data_dir}" if embedded else "configured services"
         )
         processes = f", {workers} API processes" if workers > 1 else ""
-        echo(
-            f"cuemem API on http://{host}:{port} ({where}{processes}); "
-            "docs at /docs, inspector at /inspector/"
-        )
+        echo(f"cuemem API on http://{host}:{port} ({where}{processes}); docs at /docs")
+        default_dir = Settings.model_fields["data_dir"].default
+        for line in inspector_hint(
+            host,
+            port,
+            auth=auth,
+            tenant_id=rt.settings.tenant_id,
+            data_dir=str(settings.data_dir) if embedded and settings.data_dir != default_dir else None,
+        ):
+            echo(line)
         if workers > 1:
             # The API processes are spawned: they read everything from the environment.
             os.environ.update(settings_env(rt.settings))

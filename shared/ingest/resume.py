@@ -14,6 +14,9 @@ from shared.storage import FollowUp, UnitOfWork
 log = logging.getLogger(__name__)
 
 BACKLOG_GRACE = timedelta(minutes=30)
+# An event at one stage for longer than this is stalled: the sweep's default, and what the
+# inspector counts as stalled.
+STALLED_AFTER_S = 300
 
 
 def resume_stalled(

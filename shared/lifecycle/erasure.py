@@ -13,12 +13,11 @@ rows moved; then the indexes, where they live (``service/operations/erasure.py``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from shared.ports import VectorIndex
-from shared.queues import TaskName
 
 
 class ErasureFailed(Exception):
@@ -108,51 +107,6 @@ def erase_store(
         )
         for part in before
     ]
-
-
-Share = Literal["all", "some", "none"]
-# Tasks whose first two arguments are (tenant, user); memory.reinforce has the recall id first.
-_USER_FIRST = {
-    TaskName.SYNC_INDEX,
-    TaskName.DELETE_POINTS,
-    TaskName.ERASE_POINTS,
-    TaskName.SEARCH,
-    TaskName.SEARCH_BATCH,
-}
-_EVENT_FIRST = {TaskName.EXTRACT, TaskName.EMBED, TaskName.PERSIST, TaskName.RESOLVE}
-
-
-def dead_letter_share(
-    task: str, args: list[Any], tenant_id: str, user_id: str, events: Set[str]
-) -> tuple[Share, list[Any] | None]:
-    """How much of a dead letter is the user's: ``all`` (delete it), ``some`` (a batch of several
-    users: the arguments without the user's part are returned, to keep the rest replayable) or
-    ``none``. By the letter's task and its arguments' shape, never by a loose match: an event id
-    is the user's only as one of ``events`` (the user's stored events) in a task that takes event
-    ids, and a turn only by its own tenant and user."""
-
-    def mine(message: Any) -> bool:
-        owner = (message.get("tenant_id"), message.get("user_id")) if isinstance(message, dict) else None
-        return owner == (tenant_id, user_id)
-
-    first = args[0] if args else None
-    if task == TaskName.RECORD:
-        return ("all", None) if mine(first) else ("none", None)
-    if task in _USER_FIRST:
-        return ("all", None) if args[:2] == [tenant_id, user_id] else ("none", None)
-    if task == TaskName.REINFORCE:
-        return ("all", None) if args[1:3] == [tenant_id, user_id] else ("none", None)
-    if task in _EVENT_FIRST:
-        return ("all", None) if isinstance(first, str) and first in events else ("none", None)
-    if task in (TaskName.RECORD_BATCH, TaskName.INDEX) and isinstance(first, list):
-        batch = task == TaskName.RECORD_BATCH
-        ours = [i for i in first if (mine(i) if batch else isinstance(i, str) and i in events)]
-        if not ours:
-            return "none", None
-        if len(ours) == len(first):
-            return "all", None
-        return "some", [[i for i in first if i not in ours], *args[1:]]
-    return "none", None
 
 
 def failures(parts: list[StoreErasure]) -> str | None:

@@ -139,6 +139,7 @@ def answered(
             "dense": request.floor_dense,
             "absolute": request.floor_absolute,
             "cut": dict(sorted(trace.cut.items())),
+            "cut_reasons": {r: CUT_REASONS.get(r, r) for r in sorted(trace.cut)},
         },
         "timings_ms": {k: round(v, 3) for k, v in trace.timings.items()},
         "notes": notes,

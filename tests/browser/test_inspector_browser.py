@@ -9,147 +9,15 @@ restores and forgets, and an HTML/script injection string in a memory renders as
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import threading
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
-
 from shared.models import Memory, MemoryStatus, MemoryType
-from tests.support.api import ApiEnv, api_settings, running_api, seed_memory
+from tests.support.api import ApiEnv, seed_memory
+from tests.support.browser import needs_browser, open_page, serve, stop
 
 A, B = "tenant-a", "tenant-b"
 USER = "u-inspect"
 XSS = '<img src=x onerror="window.__xss=1;alert(document.domain)"><script>window.__xss=2</script>'
-
-
-def _chromium() -> str | None:
-    explicit = os.environ.get("CUEMEM_TEST_CHROMIUM")
-    if explicit:
-        return explicit if os.access(explicit, os.X_OK) else None
-    for name in ("chromium", "chromium-browser"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-CHROMIUM = _chromium()
-
-try:
-    import playwright.sync_api  # noqa: F401
-
-    PLAYWRIGHT = True
-except ImportError:  # pragma: no cover - the dev extra installs it
-    PLAYWRIGHT = False
-
-needs_browser = pytest.mark.skipif(
-    CHROMIUM is None or not PLAYWRIGHT,
-    reason="BROWSER TESTS SKIPPED: "
-    + (
-        "no Chromium (`chromium` on PATH or CUEMEM_TEST_CHROMIUM): "
-        "apt-get install -y chromium chromium-driver (.ci/run does it)"
-        if CHROMIUM is None
-        else ""
-    )
-    + ("" if PLAYWRIGHT else " playwright is not installed (pip install -e '.[dev]')"),
-)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Served:
-    url: str
-    env: ApiEnv
-    server: Any
-    thread: threading.Thread
-
-
-def _serve(env: ApiEnv, app: Any) -> Served:
-    import uvicorn
-
-    port = _free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="inspector-uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    return Served(f"http://127.0.0.1:{port}", env, server, thread)
-
-
-def _stop(served: Served) -> None:
-    served.server.should_exit = True
-    served.thread.join(timeout=15)
-
-
-@pytest.fixture
-def env(it_settings) -> Iterator[ApiEnv]:
-    with running_api(api_settings(it_settings)) as env:
-        yield env
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    assert CHROMIUM is not None
-    with sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-dev-shm-usage"]
-        )
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-@dataclass
-class Watched:
-    """What the page did that it must not: dialogs (alert/confirm/prompt), uncaught errors."""
-
-    dialogs: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    console: list[str] = field(default_factory=list)
-
-    def clean(self) -> None:
-        assert self.dialogs == [], f"a dialog fired: {self.dialogs}"
-        assert self.errors == [], f"uncaught page errors: {self.errors}"
-        # Failed requests (the 401 and 422 the test provokes) log "Failed to load resource";
-        # anything else (a CSP violation, a script error) is a bug.
-        others = [m for m in self.console if "Failed to load resource" not in m]
-        assert others == [], f"console errors: {others}"
-
-
-def _page(browser: Any, url: str) -> tuple[Any, Watched]:
-    context = browser.new_context(locale="en-US")
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    watched = Watched()
-
-    def on_dialog(dialog: Any) -> None:
-        watched.dialogs.append(f"{dialog.type}: {dialog.message}")
-        dialog.dismiss()
-
-    page.on("dialog", on_dialog)
-    page.on("pageerror", lambda exc: watched.errors.append(str(exc)))
-    page.on("console", lambda msg: watched.console.append(msg.text) if msg.type == "error" else None)
-    page.goto(url + "/inspector")
-    page.wait_for_selector("body[data-ready='true']")
-    return page, watched
 
 
 def _card(page: Any, memory: Memory) -> Any:
@@ -190,9 +58,9 @@ def test_inspector_flows_in_chromium(env, browser):
     from playwright.sync_api import expect
 
     m = _seed(env)
-    served = _serve(env, env.client.app)
+    served = serve(env, env.client.app)
     try:
-        page, watched = _page(browser, served.url)
+        page, watched = open_page(browser, served.url)
         assert page.url == served.url + "/inspector/"
         assert page.title() == "cuemem inspector"
 
@@ -254,18 +122,22 @@ def test_inspector_flows_in_chromium(env, browser):
         page.select_option("#status-filter", "current")
         expect(cards).to_have_count(5)
 
-        # Search: a recall with its explanation and trace.
+        # Search: a recall with its explanation and trace, in the Recall tab.
+        page.click("#tab-recall")
         page.fill("#query", "我不吃香菜吗？")
         page.click("#run-recall")
         first = page.locator("#recall-result .recall-item").first
         first.wait_for()
         assert first.get_attribute("data-id") == m["coriander"].id
         assert first.locator(".content").inner_text() == "我不吃香菜"
+        assert "cue" in first.locator("ul.paths-found").inner_text()
+        first.locator("details.explained summary").click()  # the explanation in full
         assert "cue" in first.locator("dd.paths").inner_text()
         assert first.locator("dd.matched-cues li").count() >= 1
         assert first.locator("dd.scores li[data-key='cue_score']").count() == 1
         stage = page.locator("#recall-result .stage-name").inner_text()
         assert stage in ("deterministic", "vector")
+        page.locator("#recall-result details.trace summary").click()
         assert page.locator("#recall-result dd.trace-stage").inner_text() == stage
         assert page.locator("#recall-result dd.trace-candidates li").count() >= 1
         assert page.locator("#recall-result dd.trace-timings li").count() >= 1
@@ -275,7 +147,8 @@ def test_inspector_flows_in_chromium(env, browser):
         expect(page.locator("#recall-result .recall-item .content", has_text="onerror")).to_have_count(1)
         assert page.locator("img").count() == 0 and page.evaluate("window.__xss") is None
 
-        # History of a memory.
+        # History of a memory, back in the Memories tab.
+        page.click("#tab-memories")
         coriander.locator(".act-history").click()
         history = page.locator("#history")
         history.wait_for(state="visible")
@@ -339,7 +212,7 @@ def test_inspector_flows_in_chromium(env, browser):
 
         watched.clean()
     finally:
-        _stop(served)
+        stop(served)
 
 
 @needs_browser
@@ -349,9 +222,9 @@ def test_inspector_without_auth_needs_no_key(env, browser):
     tenant = env.container.settings.tenant_id
     memory = seed_memory(env.container, tenant, "u-local", "Remember: 周五下午开会 (Friday meeting)", n=0)
     app = create_app(env.container, auth=False)
-    served = _serve(env, app)
+    served = serve(env, app)
     try:
-        page, watched = _page(browser, served.url)
+        page, watched = open_page(browser, served.url)
         page.fill("#user-id", "u-local")
         page.click("#open-user")
         card = page.locator(f"article.memory[data-id='{memory.id}']")
@@ -368,4 +241,4 @@ def test_inspector_without_auth_needs_no_key(env, browser):
         watched.clean()
     finally:
         app.state.close()
-        _stop(served)
+        stop(served)

@@ -81,9 +81,12 @@ def seed_memory(
     status: MemoryStatus = MemoryStatus.ACTIVE,
     n: int = 0,
     derived_from: Sequence[str] = (),
+    at: datetime | None = None,
+    importance: float = 7.0,
 ) -> Memory:
-    """A persisted, indexed memory, as the pipeline would leave it (``derived_from``: a merge)."""
-    at = AT + timedelta(minutes=n)
+    """A persisted, indexed memory, as the pipeline would leave it (``derived_from``: a merge),
+    made at ``at`` (default ``AT`` plus ``n`` minutes) from the event ``ev-{tenant}-{user}-{n}``."""
+    at = at or AT + timedelta(minutes=n)
     tags = lexicon_tags(content)
     ents = entities(content)
     event = f"ev-{tenant}-{user}-{n}"
@@ -93,12 +96,12 @@ def seed_memory(
         user_id=user,
         type=kind,
         content=content,
-        importance=7.0,
+        importance=importance,
         status=status,
         created_at=at,
         updated_at=at,
         last_accessed_at=at,
-        score=7.0,
+        score=importance,
         tags=list(tags),
         entities=list(ents),
         cues=list(cues_for_memory(content, tags, ents)),

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from shared.lifecycle.erasure import StoreErasure, dead_letter_share, failures
+from shared.lifecycle.dead_letters import dead_letter_share
+from shared.lifecycle.erasure import StoreErasure, failures
 
 EVENTS = {"e1", "e2"}  # the user's stored events
 

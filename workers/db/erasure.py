@@ -2,7 +2,7 @@
 
 The tables keyed by tenant and user are scoped by those columns. Two are not: ``llm_calls`` (token
 usage), whose rows of the user name one of its stored events, and ``dead_letters``, judged letter
-by letter by their task and arguments (``shared.lifecycle.erasure.dead_letter_share``): a letter
+by letter by their task and arguments (``shared.lifecycle.dead_letters.dead_letter_share``): a letter
 that is only the user's goes, a batch letter of several users keeps the others' part.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, delete, func, select, union, update
 from sqlalchemy.orm import Session
 
-from shared.lifecycle.erasure import Share, dead_letter_share
+from shared.lifecycle.dead_letters import Share, dead_letter_share
 from workers.db.tables import (
     CueCountRow,
     DeadLetterRow,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from shared.insight import InsightRepository
 from shared.lifecycle.erasure import RowData
 from shared.storage import (
     ApiKeyRepository,
@@ -22,6 +23,7 @@ from shared.transfer import TransferRepository
 from workers.db.curation import SqlApiKeyRepository, SqlCurationRepository
 from workers.db.erasure import SqlUserData
 from workers.db.events import SqlEventRepository, SqlReceiptRepository
+from workers.db.insight import SqlInsight
 from workers.db.lifecycle import SqlLifecycleRepository
 from workers.db.memories import SqlMemoryRepository
 from workers.db.memory_index import SqlMemoryIndexRepository
@@ -54,6 +56,7 @@ class SqlUnitOfWork:
         self.curation: CurationRepository = SqlCurationRepository(self.session)
         self.erasure: RowData = SqlUserData(self.session)
         self.transfer: TransferRepository = SqlTransfer(self.session)
+        self.insight: InsightRepository = SqlInsight(self.session)
         return self
 
     def __exit__(self, *exc: object) -> None:

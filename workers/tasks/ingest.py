@@ -200,7 +200,7 @@ def resolve(self: Task, event_id: str) -> None:
 
 
 @app.task(name=TaskName.RESUME_STALLED.value, base=PipelineTask, bind=True)
-def resume_stalled(self: Task, older_than_s: int = 300) -> None:
+def resume_stalled(self: Task, older_than_s: int = resume.STALLED_AFTER_S) -> None:
     """Re-drive events stuck at one stage, and re-send published turns never recorded, for longer
     than ``older_than_s`` (keep it above the broker's visibility timeout)."""
     c = container()

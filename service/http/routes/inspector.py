@@ -1,5 +1,6 @@
 """The memory inspector: one static page (``service/http/static/``) that speaks the ``/v1`` API from
-the browser with the key the operator pastes in. No build step: plain HTML, CSS and JS.
+the browser with the key the operator pastes in. No build step: plain HTML, CSS and JS modules
+(ES modules, loaded by the browser as they are).
 
 The page is served without a key (it holds no data); every call it makes carries the key and is
 scoped to that key's tenant like any other client. The Content-Security-Policy allows only the
@@ -13,11 +14,27 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import RedirectResponse, Response
 
+from service.http.errors import ApiError
+
 STATIC = Path(__file__).parent.parent / "static"
+_JS = "text/javascript; charset=utf-8"
+# Only these files are served: the page, its modules and its stylesheet.
 ASSETS = {
     "index.html": "text/html; charset=utf-8",
-    "inspector.js": "text/javascript; charset=utf-8",
     "inspector.css": "text/css; charset=utf-8",
+    **{
+        name: _JS
+        for name in (
+            "inspector.js",
+            "dom.js",
+            "charts.js",
+            "memories.js",
+            "memory_page.js",
+            "overview.js",
+            "recall.js",
+            "timeline.js",
+        )
+    },
 }
 HEADERS = {
     "Content-Security-Policy": (
@@ -49,11 +66,8 @@ def inspector_page() -> Response:
     return _asset("index.html")
 
 
-@router.get("/inspector/inspector.js", include_in_schema=False)
-def inspector_script() -> Response:
-    return _asset("inspector.js")
-
-
-@router.get("/inspector/inspector.css", include_in_schema=False)
-def inspector_style() -> Response:
-    return _asset("inspector.css")
+@router.get("/inspector/{name}", include_in_schema=False)
+def inspector_asset(name: str) -> Response:
+    if name not in ASSETS or name == "index.html":
+        raise ApiError(404, f"no inspector file {name[:64]!r}")
+    return _asset(name)
