@@ -24,6 +24,7 @@ import redis
 from kombu.exceptions import OperationalError
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
+from producers import tracing
 from producers.broker import open_redis, send_only_app
 from shared import keys
 from shared.events import (
@@ -128,6 +129,7 @@ class Publisher:
                 "CUEMEM_BROKER_URL (and CUEMEM_REDIS_URL when the broker is not Redis) must be set to "
                 "publish; the CLI sets them itself on the embedded default"
             )
+        tracing.configure(settings, "cuemem-producer")  # CUEMEM_TRACING; nothing when off
         return cls(
             settings.broker_url,
             redis_url,
@@ -282,11 +284,9 @@ class Publisher:
             (TaskName.RECORD, [messages[0]]) if len(messages) == 1 else (TaskName.RECORD_BATCH, [messages])
         )
         try:
-            for attempt in self._retrying():
-                with attempt:
-                    self._note_unrecorded(entries)
-                    # Celery's own publish retry is off so that tenacity is the one retry policy.
-                    self._app.send_task(task.value, args=args, queue=ROUTES[task].value, retry=False)
+            traced = _publish_attributes(events, task) if tracing.enabled() else None
+            with tracing.span("cuemem.publish", traced, kind=tracing.PRODUCER):
+                self._send_once(entries, task, args)
         except BaseException:
             # The caller is told the publish failed: the sweep must not record it behind its back
             # (a caller retrying under a new id would then get the turn twice).
@@ -299,6 +299,27 @@ class Publisher:
             events[0][0].seq,
             (time.perf_counter() - started) * 1e3,
         )
+
+    def _send_once(self, entries: dict[str, dict[str, Any]], task: TaskName, args: list[Any]) -> None:
+        for attempt in self._retrying():
+            with attempt:
+                self._note_unrecorded(entries)
+                # Celery's own publish retry is off so that tenacity is the one retry policy.
+                self._app.send_task(task.value, args=args, queue=ROUTES[task].value, retry=False)
+
+
+def _publish_attributes(events: list[tuple[TurnPublished, bool]], task: TaskName) -> dict[str, Any]:
+    first = events[0][0]
+    return {
+        "messaging.system": "celery",
+        "messaging.destination.name": ROUTES[task].value,
+        "cuemem.tenant_id": first.tenant_id,
+        "cuemem.user_id": first.user_id,
+        "cuemem.session_id": first.session_id,
+        "cuemem.event_id": first.event_id,
+        "cuemem.seq": first.seq,
+        "cuemem.turns": len(events),
+    }
 
 
 def _published(event: TurnPublished) -> Published:

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from shared.public import public_fields
 
@@ -85,3 +85,17 @@ def presented_key(authorization: str | None, x_api_key: str | None) -> str | Non
     if x_api_key and x_api_key.strip():
         return x_api_key.strip()
     return None
+
+
+class ApiKeyRepository(Protocol):
+    """API keys (``shared/api_keys.py``): records and hashes, never the keys themselves."""
+
+    def add(self, key: ApiKey, key_hash: str) -> None: ...
+
+    def by_prefix(self, prefix: str) -> list[tuple[ApiKey, str]]:
+        """Keys with this lookup prefix (normally one), revoked ones included, with their hashes."""
+
+    def list(self, tenant_id: str | None) -> list[ApiKey]: ...
+
+    def revoke(self, key_id: str, at: datetime) -> ApiKey | None:
+        """Revoke (once: a second revoke keeps the first time); None for an unknown id."""

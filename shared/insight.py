@@ -1,5 +1,6 @@
 """What the inspector's overview reads beyond the pipeline's repositories: a tenant's (or one
-user's) memories counted by type and status, by day and by importance, and its events by stage.
+user's) memories counted by type and status, by day and by importance, and its events by stage;
+and the trace context each turn was recorded under, which a recall links to.
 
 Counts only, aggregated in the database: the overview never loads a user's memories to count them.
 """
@@ -62,3 +63,14 @@ class InsightRepository(Protocol):
 
     def event_tenants(self, event_ids: Sequence[str]) -> dict[str, str]:
         """The tenant of each of these event ids that is stored."""
+
+
+class TraceContextRepository(Protocol):
+    """The trace context each turn was recorded under (``producers/tracing.py``), so that a recall
+    can link to the traces of the turns it drew on. Used only when tracing is on."""
+
+    def note(self, event_ids: Sequence[str], traceparent: str) -> None:
+        """Store ``traceparent`` with these events where none is stored yet."""
+
+    def of_events(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[str]:
+        """The stored traceparents of these events of the user (those that have one)."""

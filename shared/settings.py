@@ -147,6 +147,10 @@ class Settings(BaseSettings):
     # Where a browser reaches Flower; the inspector's pipeline view links there (unset: no link).
     flower_url: str | None = None
 
+    # Traces (OpenTelemetry, the `tracing` extra): exported by OTLP/HTTP to
+    # OTEL_EXPORTER_OTLP_ENDPOINT (the standard OTEL_* variables apply). Off: nothing is imported.
+    tracing: bool = False
+
     # The half-life score R = S·γ^t + B·ln(1+N) (shared/scoring.py). γ per memory type overrides
     # the defaults, e.g. CUEMEM_DECAY_GAMMA='{"episodic": 0.92}'; t counts in units of
     # CUEMEM_DECAY_UNIT_HOURS; B is CUEMEM_DECAY_BASE.

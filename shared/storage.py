@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol
 
-from shared.api_keys import ApiKey
+from shared.api_keys import ApiKeyRepository
 from shared.events import TurnPublished
-from shared.insight import InsightRepository
+from shared.insight import InsightRepository, TraceContextRepository
 from shared.lifecycle.erasure import RowData
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.scoring import DecayPolicy
@@ -413,20 +413,6 @@ class LlmCallRepository(Protocol):
     def add(self, usage: Any, event_id: str | None) -> None: ...
 
 
-class ApiKeyRepository(Protocol):
-    """API keys (``shared/api_keys.py``): records and hashes, never the keys themselves."""
-
-    def add(self, key: ApiKey, key_hash: str) -> None: ...
-
-    def by_prefix(self, prefix: str) -> list[tuple[ApiKey, str]]:
-        """Keys with this lookup prefix (normally one), revoked ones included, with their hashes."""
-
-    def list(self, tenant_id: str | None) -> list[ApiKey]: ...
-
-    def revoke(self, key_id: str, at: datetime) -> ApiKey | None:
-        """Revoke (once: a second revoke keeps the first time); None for an unknown id."""
-
-
 class CurationRepository(Protocol):
     """What the HTTP API needs beyond the pipeline's repositories: paged listing, privacy
     deletes, and the counts the metrics endpoint reads on each scrape."""
@@ -490,6 +476,7 @@ class UnitOfWork(Protocol):
     erasure: RowData
     transfer: TransferRepository
     insight: InsightRepository
+    traces: TraceContextRepository
 
     def __enter__(self) -> UnitOfWork: ...
 

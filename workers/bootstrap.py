@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
+from producers import tracing
 from shared.events import EventLimits, TurnPublished
 from shared.indexing.collections import COLLECTIONS, Collection
 from shared.ingest.advance import IngestSteps
@@ -77,7 +78,12 @@ class Container:
         if self._embedder is None:
             from workers.endpoints.embedders import build_embedder
 
-            self._embedder = build_embedder(self.settings)
+            built = build_embedder(self.settings)
+            if tracing.enabled():
+                from workers.endpoints.embedders.traced import TracedEmbedder
+
+                built = TracedEmbedder(built, self.settings.embedder)
+            self._embedder = built
         return self._embedder
 
     def _enabled(self, kind: IndexKind) -> bool:
@@ -384,6 +390,7 @@ def build_container(
     turn_index: VectorIndex | None = None,
 ) -> Container:
     settings = settings or get_settings()
+    tracing.configure(settings, "cuemem")  # CUEMEM_TRACING (a worker or a publisher may have already)
     # The user cue lexicon first: extraction and recall read it, and a bad file must fail here,
     # naming itself, rather than halfway through a task.
     apply_lexicon(settings)

@@ -19,8 +19,10 @@ from celery.signals import (
     celeryd_init,
     task_postrun,
     task_prerun,
+    worker_init,
     worker_process_init,
     worker_process_shutdown,
+    worker_shutdown,
 )
 
 from shared.settings import get_settings
@@ -81,6 +83,22 @@ def _say_queue_order(instance: Any = None, conf: Any = None, **_: object) -> Non
     log.info("queue order %s: %s", strategy, ", ".join(queues))
 
 
+def _trace_tasks() -> None:
+    # Before the first task: the Celery instrumentation must be in place when a task starts,
+    # so that its span continues the trace its message carries (producers/tracing.py).
+    from producers import tracing
+    from shared.settings import get_settings
+
+    tracing.configure(get_settings(), "cuemem-worker")
+
+
+@worker_init.connect
+def _worker_started(sender: Any = None, **_: object) -> None:
+    # A solo pool runs the tasks in this process; a prefork pool in children (worker_process_init).
+    if "solo" in str(getattr(sender, "pool_cls", "")).lower():
+        _trace_tasks()
+
+
 @worker_process_init.connect
 def _fresh_process(**_: object) -> None:
     # Connections, engines and the index must never be shared across fork: each child builds its
@@ -88,13 +106,23 @@ def _fresh_process(**_: object) -> None:
     from workers.bootstrap import reset_container
 
     reset_container()
+    _trace_tasks()
 
 
 @worker_process_shutdown.connect
 def _close_process(**_: object) -> None:
+    from producers import tracing
     from workers.bootstrap import reset_container
 
     reset_container()
+    tracing.flush()
+
+
+@worker_shutdown.connect
+def _worker_stopped(**_: object) -> None:
+    from producers import tracing
+
+    tracing.flush()
 
 
 _started: dict[str, float] = {}

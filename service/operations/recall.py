@@ -21,6 +21,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from producers import tracing
 from shared.events import SAFE_ID, SAFE_ID_TEXT
 from shared.ingest.embed import EMBEDDING_MODEL_KEY
 from shared.lifecycle.sweeps import statuses_for
@@ -28,8 +29,8 @@ from shared.ports import EmbeddingModelMismatch
 from shared.queues import IndexKind, TaskName
 from shared.recall.cascade import recall
 from shared.recall.prompt import DEFAULT_PROMPT_BUDGET, fit_budget, prompt_block
-from shared.recall.request import RecallRequest
-from shared.storage import FollowUp
+from shared.recall.request import RecallRequest, RecallResult
+from shared.storage import FollowUp, UnitOfWork
 from workers.bootstrap import Container
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,18 @@ def recall_for(
         working_turns=container.settings.working_memory_turns,
         statuses=statuses_for(include_archived, include_history),
     )
-    with container.uow() as uow:
+    traced = (
+        {
+            "gen_ai.operation.name": "retrieval",
+            "gen_ai.data_source.id": "cuemem",
+            "cuemem.tenant_id": tenant_id,
+            "cuemem.user_id": user_id,
+            "cuemem.recall.k": k,
+        }
+        if tracing.enabled()
+        else None
+    )
+    with tracing.span("retrieval cuemem", traced) as current, container.uow() as uow:
         result = recall(
             uow,
             request,
@@ -126,6 +138,8 @@ def recall_for(
             reranker=container.reranker(),
             rerank_top_n=container.settings.rerank_top_n,
         )
+        if current is not None:
+            _trace_answer(uow, current, request, result)
     budget_trace: dict[str, int] | None = None
     if budget_tokens is not None:
         kept = fit_budget(result.items, budget_tokens)
@@ -146,6 +160,31 @@ def recall_for(
         budget_tokens=DEFAULT_PROMPT_BUDGET if budget_tokens is None else budget_tokens,
     )
     return out
+
+
+def _trace_answer(uow: UnitOfWork, current: Any, request: RecallRequest, result: RecallResult) -> None:
+    """The recall's span: what answered, and links to the traces of the turns it drew on (the
+    sources of the memories returned, the turns themselves)."""
+    events: list[str] = []
+    for item in result.items:
+        events += [
+            s["event_id"]
+            for s in getattr(item, "sources", None) or []
+            if isinstance(s, dict) and "event_id" in s
+        ]
+        if getattr(item, "type", None) == "turn":
+            events.append(item.id)
+    linked = tracing.link_to(current, uow.traces.of_events(request.tenant_id, request.user_id, events))
+    tracing.set_attributes(
+        current,
+        {
+            "cuemem.recall.stage": result.stage,
+            "cuemem.recall.items": len(result.items),
+            "cuemem.recall.ids": [str(item.id) for item in result.items],
+            "cuemem.recall.linked_turns": linked,
+            **{f"cuemem.recall.{k}": float(v) for k, v in result.trace.get("timings_ms", {}).items()},
+        },
+    )
 
 
 def enqueue_reinforcement(container: Container, request: RecallRequest, items: list[Any]) -> str | None:

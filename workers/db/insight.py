@@ -1,4 +1,5 @@
-"""The inspector overview's counts, aggregated in Postgres (``shared/insight.py``).
+"""The inspector overview's counts, aggregated in Postgres, and the turns' trace contexts
+(``shared/insight.py``).
 
 Every count is scoped to one tenant (and one user when given); a session is received, never
 committed.
@@ -10,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Date, cast, func, literal, select
+from sqlalchemy import ColumnElement, Date, cast, func, literal, select, update
 
 from shared.insight import IMPORTANCE_BINS, IMPORTANCE_MAX, EventStats, MemoryStats
 from workers.db.session import SessionRepository
@@ -73,3 +74,25 @@ class SqlInsight(SessionRepository):
             select(EventRow.event_id, EventRow.tenant_id).where(EventRow.event_id.in_(list(set(event_ids))))
         )
         return {e: t for e, t in rows}
+
+
+class SqlTraceContexts(SessionRepository):
+    def note(self, event_ids: Sequence[str], traceparent: str) -> None:
+        if event_ids:
+            self.session.execute(
+                update(EventRow)
+                .where(EventRow.event_id.in_(list(event_ids)), EventRow.trace_context.is_(None))
+                .values(trace_context=traceparent)
+            )
+
+    def of_events(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[str]:
+        if not event_ids:
+            return []
+        rows = self.session.scalars(
+            select(EventRow.trace_context).where(
+                *EventRow.owned_by(tenant_id, user_id),
+                EventRow.event_id.in_(list(set(event_ids))),
+                EventRow.trace_context.is_not(None),
+            )
+        )
+        return [r for r in rows if r]

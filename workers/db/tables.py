@@ -103,6 +103,9 @@ class EventRow(UserOwned, Happened, Base):
     turn_indexed: Mapped[bool] = mapped_column(server_default=false(), default=False)
     # The turns before it that the vector's context window holds (event ids, oldest first).
     window_ids: Mapped[Words] = mapped_column(server_default="{}")
+    # The traceparent of the task that recorded it, when tracing is on (migration 0016): a recall
+    # links to it.
+    trace_context: Mapped[str | None] = mapped_column(String(55))
 
     __table_args__ = (
         UniqueConstraint("tenant_id", "user_id", "session_id", "seq", name="uq_events_conversation_seq"),

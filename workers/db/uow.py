@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from shared.insight import InsightRepository
+from shared.api_keys import ApiKeyRepository
+from shared.insight import InsightRepository, TraceContextRepository
 from shared.lifecycle.erasure import RowData
 from shared.storage import (
-    ApiKeyRepository,
     CurationRepository,
     DeadLetterRepository,
     EventRepository,
@@ -23,7 +23,7 @@ from shared.transfer import TransferRepository
 from workers.db.curation import SqlApiKeyRepository, SqlCurationRepository
 from workers.db.erasure import SqlUserData
 from workers.db.events import SqlEventRepository, SqlReceiptRepository
-from workers.db.insight import SqlInsight
+from workers.db.insight import SqlInsight, SqlTraceContexts
 from workers.db.lifecycle import SqlLifecycleRepository
 from workers.db.memories import SqlMemoryRepository
 from workers.db.memory_index import SqlMemoryIndexRepository
@@ -57,6 +57,7 @@ class SqlUnitOfWork:
         self.erasure: RowData = SqlUserData(self.session)
         self.transfer: TransferRepository = SqlTransfer(self.session)
         self.insight: InsightRepository = SqlInsight(self.session)
+        self.traces: TraceContextRepository = SqlTraceContexts(self.session)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -30,6 +30,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, SecretStr, ValidationError
 from tenacity import RetryCallState
 
+from producers import tracing
 from shared.llm import LLMOperation, LLMUsage, UsageSink, delimit, system_prompt
 from workers.endpoints.call_options import CallOptions, ClientPerProcess, api_key_or_none
 from workers.endpoints.embedders.openai_compat import (
@@ -152,6 +153,31 @@ class OpenAIJsonLLM:
     ) -> _Reply:
         """One request. Failed requests are recorded here; answered ones once they are parsed."""
         started = time.perf_counter()
+        traced = (
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "openai",
+                "gen_ai.request.model": model,
+                "gen_ai.request.temperature": 0,
+                "cuemem.llm.operation": operation.value,
+            }
+            if tracing.enabled()
+            else None
+        )
+        with tracing.span(f"chat {model}", traced, tracing.CLIENT) as current:
+            reply = self._request(operation, model, messages, started)
+            tracing.set_attributes(
+                current,
+                {
+                    "gen_ai.usage.input_tokens": reply.prompt_tokens,
+                    "gen_ai.usage.output_tokens": reply.completion_tokens,
+                },
+            )
+        return reply
+
+    def _request(
+        self, operation: LLMOperation, model: str, messages: list[ChatCompletionMessageParam], started: float
+    ) -> _Reply:
         try:
             raw = self._client.get().chat.completions.with_raw_response.create(
                 model=model,

@@ -13,6 +13,7 @@ from typing import Any
 
 from celery import Task
 
+from producers import tracing
 from shared.queues import TaskName
 from shared.settings import get_settings
 from shared.storage import FollowUp, UnitOfWork
@@ -77,8 +78,9 @@ def run_unit(
     c = container()
     started = time.perf_counter()
     token = current_event_id.set(key)  # LLM usage rows name the event they were spent on
+    traced = {"cuemem.task": name, "cuemem.unit.key": key} if tracing.enabled() else None
     try:
-        with c.uow() as uow:
+        with tracing.span("cuemem.unit", traced), c.uow() as uow:
             try:
                 followups = work(uow)
             except EmbeddingError as exc:

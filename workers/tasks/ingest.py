@@ -10,6 +10,7 @@ from typing import Any
 
 from celery import Task
 
+from producers import tracing
 from shared import keys
 from shared.ingest import resume
 from shared.ingest.advance import FUSED_STAGES, IngestSteps, advance_events
@@ -38,6 +39,7 @@ def record(self: Task, message: dict[str, Any]) -> None:
         self.name, key, lambda uow: record_event(uow, message, c.limits, c.seq_counter), dispatch=False
     )
     settle_published(c, [message])
+    note_trace(c, [message])
     carry_on(self.name, c, followups, [message])
 
 
@@ -70,7 +72,22 @@ def record_batch(self: Task, messages: list[Any]) -> None:
     for message, reason in refused:
         dead_letter(c, TaskName.RECORD.value, self.request.id, [message], reason)
     settle_published(c, messages)
+    note_trace(c, messages)
     carry_on(self.name, c, followups, messages)
+
+
+def note_trace(c: Container, messages: list[Any]) -> None:
+    """With tracing on, store the recording task's trace context with its turns, for the recalls
+    that draw on them to link to (``producers/tracing.py``). Nothing when off."""
+    if not tracing.enabled():
+        return
+    context = tracing.current_context()
+    ids = [m["event_id"] for m in messages if isinstance(m, dict) and isinstance(m.get("event_id"), str)]
+    if context is None or not ids:
+        return
+    with c.uow() as uow:
+        uow.traces.note(ids, context)
+        uow.commit()
 
 
 def settle_published(c: Any, messages: list[Any]) -> None:
@@ -113,8 +130,10 @@ def carry_on(name: str, c: Container, followups: list[FollowUp], messages: list[
     onward: list[FollowUp] = []
     for user in sorted(groups):
         ids = [str(f.args[0]) for f in groups[user]]
+        stages = sorted({f.task for f in groups[user]})
         try:
-            onward += run_unit(name, batch_key(ids), _advance(ids, steps, c), dispatch=False)
+            with tracing.span("cuemem.advance", {"cuemem.stages": stages} if tracing.enabled() else None):
+                onward += run_unit(name, batch_key(ids), _advance(ids, steps, c), dispatch=False)
         except TRANSIENT_ERRORS:
             # An outage or a deadlock: Celery retries the record task with backoff; its record
             # step finds the turns recorded and hands the steps still to do back here.
