@@ -55,10 +55,14 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+# A user's mistake or a refusal the user can act on: printed as one line, exit code 2.
+USER_ERRORS = (CliError, EmbeddingModelMismatch, LexiconError, WaitTimedOut)
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         app()
-    except (CliError, EmbeddingModelMismatch, LexiconError, WaitTimedOut) as exc:
+    except USER_ERRORS as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(2)

@@ -23,7 +23,10 @@ def env(it_settings) -> Iterator[ApiEnv]:
 def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
-    assert CHROMIUM is not None
+    assert CHROMIUM is not None, (
+        "no Chromium (`chromium` on PATH or CUEMEM_TEST_CHROMIUM) and CUEMEM_REQUIRE_BROWSER=1: "
+        "apt-get install -y chromium chromium-driver"
+    )
     with sync_playwright() as p:
         b = p.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-dev-shm-usage"]

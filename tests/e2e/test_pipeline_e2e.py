@@ -229,7 +229,7 @@ def test_malformed_events_are_rejected_with_reasons_and_valid_ones_land(it_setti
         and "content: contains a NUL character" in state.reasons["raw-bad-1"]
     )
     assert "user_id: 'u/../x' has characters outside" in state.reasons["raw-bad-2"]
-    assert "seq: must be between 1 and 2^62" in state.reasons["raw-bad-3"]
+    assert "seq: must be between 1 and 2^53 - 1" in state.reasons["raw-bad-3"]
 
     def dead_letters() -> list[tuple[str, str]]:
         from sqlalchemy import text
@@ -391,14 +391,15 @@ def test_read_your_writes_before_any_worker_runs(it_settings):
     c.close()
 
 
-def test_recall_searches_through_the_index_worker_while_it_owns_the_index(it_settings, start_workers):
+def test_recall_searches_through_the_index_worker_while_it_owns_the_index(e5_settings, start_workers):
+    it_settings = e5_settings  # recall by meaning
     c = build_container(it_settings)
     with Publisher.from_settings(it_settings) as pub:
         ids = [
             pub.publish(user_id="v", session_id="s", role="user", content=text).event_id
             for text in ["I prefer oat milk lattes in the morning", "我的扫地机器人型号 X200，故障码 E42"]
         ]
-    workers = start_workers()
+    workers = start_workers(it_settings)
     wait_processed(c, ids, workers)
     from service.operations.operator_recall import operator_recall
 

@@ -49,8 +49,8 @@ Ingest = Callable[[str, list[Turn]], World]
 
 @pytest.fixture
 def it_settings(it_settings: Settings) -> Settings:
-    """The seed cases run as the product does by default: with context windows."""
-    return it_settings.model_copy(update={"turn_window": 3})
+    """The seed cases run as the product does by default: with context windows and the E5 model."""
+    return it_settings.model_copy(update={"turn_window": 3, "embedder": "e5"})
 
 
 @pytest.fixture

@@ -26,10 +26,11 @@ def workers_of() -> Iterator[Callable[[Settings], Workers]]:
         return w
 
     yield make
+    # Killed, not stopped warmly: the test is over and its services are its own (see tests/conftest.py).
     for w in made:
         for proc in w.procs.values():
             if proc.process.poll() is None:
-                proc.stop(timeout=20)
+                proc.kill()
 
 
 @pytest.fixture

@@ -38,7 +38,7 @@ from workers.bootstrap import build_container
 # stayed near 50 and recall waited seconds; at 16/s it grew; docs/BENCHMARKS.md).
 RATE = float(os.environ.get("CUEMEM_LOAD_RATE", "10"))
 # 30 s by default keeps CI (the whole suite under 20 minutes) affordable; the long run is 5 minutes.
-SECONDS = float(os.environ.get("CUEMEM_LOAD_SECONDS", "300" if faults.LONG else "30"))
+SECONDS = float(os.environ.get("CUEMEM_LOAD_SECONDS", "300" if faults.LONG else "15"))
 PER_USER = 50
 QUERIES = [
     "what do I like to drink",

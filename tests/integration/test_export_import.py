@@ -21,7 +21,7 @@ from service.http.app import create_app
 from service.operations.curation import api_container, create_key
 from shared.settings import Settings
 from tests.support.api import publish_turns
-from tests.support.databases import scratch_database
+from tests.support.databases import SPARE_REDIS_URL, scratch_database
 from tests.support.services import run_cuemem, wait_processed
 from workers.db.migrate import upgrade
 
@@ -45,7 +45,7 @@ def target(it_settings: Settings, tmp_path: Path) -> Iterator[Settings]:
         engine = create_engine(url)
         upgrade(engine)
         engine.dispose()
-        redis_url = (it_settings.redis_url or "").rsplit("/", 1)[0] + "/12"
+        redis_url = SPARE_REDIS_URL
         import redis
 
         redis.Redis.from_url(redis_url).flushdb()
@@ -179,10 +179,10 @@ def test_a_round_trip_answers_the_same_recalls(
 
 
 def test_a_file_of_another_model_is_embedded_again(
-    it_settings: Settings, target: Settings, tmp_path: Path
+    e5_settings: Settings, target: Settings, tmp_path: Path
 ) -> None:
     """No worker needed: rows written straight, exported with the hash embedder's name, imported
-    where the model is e5 (the suite's default): the memories get e5 vectors, and recall finds them."""
+    where the model is e5: the memories get e5 vectors, and recall finds them."""
     from service.operations.transfer import export_lines, import_lines
     from shared.transfer import ImportRefused, file_lines
     from tests.support.rows import memory_row
@@ -197,7 +197,7 @@ def test_a_file_of_another_model_is_embedded_again(
         uow.commit()
     lines = list(export_lines(hashed, "acme", "u1"))
     hashed.close()
-    e5 = build_container(it_settings)
+    e5 = build_container(e5_settings)
     text_ = "\n".join(lines) + "\n"
     with pytest.raises(ImportRefused, match=r"^line 2: the file ends without its end line"):
         import_lines(e5, file_lines(text_)[:-2])  # cut before the end line

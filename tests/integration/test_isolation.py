@@ -31,7 +31,7 @@ from shared.events import validate_turn
 from shared.models import Memory
 from shared.settings import Settings
 from tests.support.api import AT, ApiEnv, api_settings, build_env, seed_memory
-from tests.support.services import run_cuemem
+from tests.support.services import cuemem_in_process
 
 A, B = "tenant-a", "tenant-b"
 # (tenant, user) -> a marker found in nothing else. The victims are alice and bob of tenant A;
@@ -181,7 +181,7 @@ def test_library_recall_never_crosses_tenants_or_users(world: World) -> None:
 
 
 def _cli(settings: Settings, tenant: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_cuemem(settings, *args, CUEMEM_TENANT_ID=tenant)
+    return cuemem_in_process(settings, *args, CUEMEM_TENANT_ID=tenant)
 
 
 def test_cli_reads_never_cross_tenants_or_users(world: World) -> None:

@@ -27,11 +27,12 @@ TURNS = [
 ]
 
 
-def test_recall_for_and_memory_tools_end_to_end(it_settings, start_workers):
+def test_recall_for_and_memory_tools_end_to_end(e5_settings, start_workers):
+    it_settings = e5_settings  # recall by meaning
     c = build_container(it_settings)
     with Publisher.from_settings(it_settings) as pub:
         ids = publish_conversation(pub, "ra", "s1", enumerate(TURNS))
-        workers = start_workers()
+        workers = start_workers(it_settings)
         wait_processed(c, ids, workers)
 
         # Chinese query: items with explanations, and a Chinese block.

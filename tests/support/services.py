@@ -100,6 +100,24 @@ def hash_cli_env(settings: Settings) -> dict[str, str]:
 CUEMEM = str(Path(sys.executable).with_name("cuemem"))
 
 
+def cuemem_in_process(settings: Settings, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``cuemem`` run in this process (typer's CliRunner) on ``settings``' services, answered as
+    :func:`run_cuemem` answers: the same command code without an interpreter's start and imports
+    per call (about 2 s each), for tests that run many commands."""
+    from typer.testing import CliRunner
+
+    from cli.main import USER_ERRORS
+    from cli.main import app as cli_app
+
+    result = CliRunner().invoke(cli_app, list(args), env={**services_env(settings), **env})
+    exc = result.exception
+    if isinstance(exc, USER_ERRORS):  # as cli.main.main reports them
+        return subprocess.CompletedProcess(["cuemem", *args], 2, result.stdout, f"error: {exc}\n")
+    if exc is not None and not isinstance(exc, SystemExit):
+        raise exc
+    return subprocess.CompletedProcess(["cuemem", *args], result.exit_code, result.stdout, result.stderr)
+
+
 def run_cuemem(
     settings: Settings, *args: str, timeout: float = 120, **env: str
 ) -> subprocess.CompletedProcess[str]:
