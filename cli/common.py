@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from shared.events import parse_at
+from shared.events import bounded_at
 from shared.settings import Settings
 
 DataDir = Annotated[
@@ -50,14 +50,14 @@ def parse_now(now: str | None) -> datetime:
     if now is None:
         return datetime.now(UTC)
     try:
-        return parse_at(now)
+        return bounded_at(now)
     except ValueError as exc:
         raise CliError(f"--now: {exc}") from None
 
 
 def check_user(user: str) -> str:
-    from shared.events import SAFE_ID, SAFE_ID_TEXT
+    from shared.events import SAFE_ID_TEXT, is_safe_id
 
-    if not user or not SAFE_ID.match(user):
+    if not is_safe_id(user):
         raise CliError(f"--user: {user!r} must be non-empty and use only {SAFE_ID_TEXT}")
     return user

@@ -167,10 +167,10 @@ def mcp_cmd(
     """Serve search_memory, remember and forget for one user as an MCP server over stdio."""
     setup_logging(verbose)
     check_user(user)
-    from shared.events import SAFE_ID, SAFE_ID_TEXT
+    from shared.events import SAFE_ID_TEXT, is_safe_id
 
     for option, value in (("--tenant", tenant), ("--session", session)):
-        if value is not None and (not value or not SAFE_ID.match(value)):
+        if value is not None and not is_safe_id(value):
             raise CliError(f"{option}: {value!r} must be non-empty and use only {SAFE_ID_TEXT}")
     if api_url and tenant is not None:
         raise CliError("--tenant: with --api-url the tenant is the API key's (CUEMEM_API_KEY)")

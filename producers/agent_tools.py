@@ -34,7 +34,7 @@ from producers.backends import (
     PublisherLike,
     RecallFn,
 )
-from shared.events import SAFE_ID, SAFE_ID_TEXT, InvalidEvent
+from shared.events import SAFE_ID_TEXT, InvalidEvent, is_safe_id
 from shared.recall.prompt import DEFAULT_PROMPT_BUDGET, prompt_block
 
 log = logging.getLogger(__name__)
@@ -211,7 +211,7 @@ def _session(tool: str, data: Mapping[str, Any], default: str) -> str:
     session = _string(tool, data, "session_id", required=False)
     if session is None:
         return default
-    if not SAFE_ID.match(session):
+    if not is_safe_id(session):
         raise ToolArgumentError(
             f"{tool}: argument 'session_id' {session[:40]!r} must use only {SAFE_ID_TEXT}"
         )

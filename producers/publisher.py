@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -225,7 +226,8 @@ class Publisher:
             raise InvalidEvent([FieldError("event", f"must be a JSON object, got {type(raw).__name__}")])
         data = dict(raw)
         data.setdefault("tenant_id", self.tenant_id)
-        event = validate_turn(data, self.limits, require_seq=False)
+        # The receiving clock: a turn may not claim a time more than a day ahead of it.
+        event = validate_turn(data, self.limits, now=datetime.now(UTC), require_seq=False)
         explicit = data.get("seq")
         return replace(event, seq=self._assign_seq(event, explicit)), explicit is None
 

@@ -12,7 +12,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -20,9 +20,13 @@ from shared.public import public_fields
 
 # Ids travel through Redis keys, Qdrant payload filters and URLs: keep them to a safe alphabet
 # so that no id can smuggle a wildcard, a separator or a filter expression.
-SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]*$")
+# Matched whole (``is_safe_id``): with ``re.match`` and ``$`` an id ending in a newline passed.
+SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@:-]*")
 SAFE_ID_TEXT = "letters, digits and . _ @ : - (starting with a letter or digit)"
 MAX_METADATA_DEPTH = 8
+# The producer's seq counter runs in Redis Lua, whose numbers are doubles: above 2^53 - 1 two seqs
+# can read as one (…993 came back as …992), so no seq may be larger.
+MAX_SEQ = 2**53 - 1
 
 
 class Role(StrEnum):
@@ -126,13 +130,18 @@ def text_problem(value: str) -> str | None:
     return None
 
 
+def is_safe_id(value: object) -> bool:
+    """True for a non-empty string wholly in the safe alphabet (a trailing newline included)."""
+    return isinstance(value, str) and SAFE_ID.fullmatch(value) is not None
+
+
 def id_problem(value: str, max_chars: int) -> str | None:
     """Why a string cannot be an id (empty, too long, outside the safe alphabet), or None."""
     if not value:
         return "must not be empty"
     if len(value) > max_chars:
         return f"is {len(value)} characters long; the limit is {max_chars}"
-    if not SAFE_ID.match(value):
+    if not is_safe_id(value):
         return f"{value[:40]!r} has characters outside {SAFE_ID_TEXT}"
     return None
 
@@ -149,6 +158,26 @@ def _check_id(name: str, value: Any, limits: EventLimits, errors: list[FieldErro
         errors.append(FieldError(name, problem))
         return ""
     return value
+
+
+# Times outside these bounds are refused: a turn "told" in year 9999 was stored as year 10000
+# (its offset), dead-lettered, and broke the index repair of every tenant; a recall "now" near
+# year 1 or 9999 overflowed in the time arithmetic.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+# A turn may carry a time a little ahead of the receiving clock (clock skew), not more.
+FUTURE_SLACK = timedelta(days=1)
+
+
+def bounded_at(value: Any, latest: datetime = LATEST) -> datetime:
+    """:func:`parse_at`, refusing a time before 1970 or after ``latest``."""
+    at = parse_at(value)
+    if not EARLIEST <= at <= latest:
+        raise ValueError(
+            f"{str(value)[:60]!r} is out of range: it must be between {EARLIEST.date()} and "
+            f"{latest.isoformat(timespec='seconds')}"
+        )
+    return at
 
 
 def parse_at(value: Any) -> datetime:
@@ -200,6 +229,10 @@ def validate_turn(
 
     ``require_seq=False`` lets a producer validate a turn before it assigns the seq (seq 0 is
     then a placeholder that :meth:`dataclasses.replace` fills in).
+
+    ``at`` must lie between 1970 and 2200; given ``now`` (the receiving clock, as the Publisher
+    passes it), also no later than a day after it. The recorder re-validates without ``now``: it
+    records what a producer accepted, whenever the message arrives.
     """
     limits = limits or EventLimits()
     errors: list[FieldError] = []
@@ -230,8 +263,8 @@ def validate_turn(
             errors.append(FieldError("seq", "is required here"))
     elif isinstance(seq_raw, bool) or not isinstance(seq_raw, int):
         errors.append(FieldError("seq", f"must be a positive integer, got {seq_raw!r:.40}"))
-    elif seq_raw < 1 or seq_raw > 2**62:
-        errors.append(FieldError("seq", f"must be between 1 and 2^62, got {seq_raw}"))
+    elif seq_raw < 1 or seq_raw > MAX_SEQ:
+        errors.append(FieldError("seq", f"must be between 1 and 2^53 - 1, got {seq_raw}"))
     else:
         seq = seq_raw
 
@@ -265,7 +298,7 @@ def validate_turn(
     at = now or datetime.now(UTC)
     if at_raw is not None:
         try:
-            at = parse_at(at_raw)
+            at = bounded_at(at_raw, latest=LATEST if now is None else now + FUTURE_SLACK)
         except ValueError as exc:
             errors.append(FieldError("at", str(exc)))
 

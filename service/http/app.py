@@ -21,6 +21,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from starlette.datastructures import MutableHeaders
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import BaseRoute, Match
 
 from producers.publisher import Publisher
@@ -30,7 +31,7 @@ from service.http.errors import install
 from service.http.metrics import ApiMetrics
 from service.http.routes import events, health, inspection, inspector, memories, metrics, recall, transfer
 from service.operations import curation as api
-from shared.events import SAFE_ID
+from shared.events import is_safe_id
 from workers.bootstrap import Container
 
 log = logging.getLogger("cuemem.api")
@@ -62,6 +63,10 @@ def _version() -> str:
         return "0"
 
 
+# The Host header values a --no-auth server answers (any port).
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+
+
 def create_app(container: Container, *, auth: bool = True, publisher: Publisher | None = None) -> FastAPI:
     """The API on ``container`` (build it with ``service.operations.curation.api_container`` so that an
     embedded index stays with its worker). ``auth=False`` serves ``CUEMEM_TENANT_ID`` without keys:
@@ -90,6 +95,10 @@ def create_app(container: Container, *, auth: bool = True, publisher: Publisher 
         app.include_router(router)
         routes.extend(router.routes)
     app.add_middleware(RequestMiddleware, routes=routes, metrics=api_metrics)  # type: ignore[arg-type]
+    if not auth:
+        # Without keys, a web page on a DNS-rebinding domain could reach this local API through
+        # the browser: only requests naming this machine in their Host header are served.
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(LOOPBACK_HOSTS))
     return app
 
 
@@ -115,7 +124,7 @@ class RequestMiddleware:
             await self.app(scope, receive, send)
             return
         incoming = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
-        rid = incoming if 0 < len(incoming) <= 64 and SAFE_ID.match(incoming) else uuid.uuid4().hex
+        rid = incoming if 0 < len(incoming) <= 64 and is_safe_id(incoming) else uuid.uuid4().hex
         token = logs.request_id.set(rid)
         status = 500
         started = time.perf_counter()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from shared.events import SAFE_ID_TEXT, Role
 from shared.models import MemoryStatus, MemoryType
@@ -27,7 +27,8 @@ class EventIn(Strict):
     role: str = Field(json_schema_extra={"enum": _ROLES})
     content: str
     at: str | None = Field(None, description="ISO 8601 with a timezone; default: now")
-    seq: int | None = Field(None, description="explicit position in the conversation (replaying a log)")
+    # Strict, as the batch is (shared.events.validate_turn): "5", true or 5.0 is not a seq.
+    seq: StrictInt | None = Field(None, description="explicit position in the conversation (replaying a log)")
     event_id: str | None = Field(
         None, description="your id for the turn: publishing it again changes nothing"
     )

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from producers import tracing
-from shared.events import SAFE_ID, SAFE_ID_TEXT
+from shared.events import SAFE_ID_TEXT, is_safe_id
 from shared.ingest.embed import EMBEDDING_MODEL_KEY
 from shared.lifecycle.sweeps import statuses_for
 from shared.ports import EmbeddingModelMismatch
@@ -98,7 +98,7 @@ def recall_for(
         # No stored turn or memory can have another id (shared.events validates them on the way
         # in); refusing here names the field instead of failing in Postgres (a NUL in a look-alike
         # id raised DataError, found by tests/integration/test_isolation.py).
-        if not isinstance(value, str) or not SAFE_ID.match(value):
+        if not is_safe_id(value):
             raise ValueError(f"{name}: {str(value)[:40]!r} must be non-empty and use only {SAFE_ID_TEXT}")
     check_embedding_model(container)
     index = container.search_index()

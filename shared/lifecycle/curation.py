@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.cues import cues_for_memory, entities, lexicon_tags, slot_for
-from shared.events import FieldError, id_problem, parse_at, text_problem
+from shared.events import FieldError, bounded_at, id_problem, text_problem
 from shared.ingest.extract import memory_hash
 from shared.lifecycle.sweeps import RestoreRefused, restore_memory, save_change
 from shared.models import Memory, MemoryStatus, MemoryType
@@ -105,7 +105,7 @@ def check_recall(query: str, k: int, now: str | None, budget_tokens: int | None)
     at = None
     if now is not None:
         try:
-            at = parse_at(now)
+            at = bounded_at(now)
         except ValueError as exc:
             errors.append(FieldError("now", str(exc)))
     if budget_tokens is not None and not 1 <= budget_tokens <= MAX_BUDGET_TOKENS:

@@ -188,6 +188,13 @@ def test_publish_errors_name_each_field(env):
         headers=h,
     )
     assert r.status_code == 422 and fields_of(r) == {"content"}
+    # Strict as the batch is: "5", true and 5.0 are not seqs; none above 2^53 - 1 (Lua's doubles).
+    turn = {"user_id": "u1", "session_id": "s1", "role": "user", "content": "x"}
+    for seq in ("5", True, 5.0, 2**53, 9007199254740993):
+        r = c.post("/v1/events", json={**turn, "seq": seq}, headers=h)
+        assert r.status_code == 422 and fields_of(r) == {"seq"}, (seq, r.text)
+    r = c.post("/v1/events/batch", json={"events": [{**turn, "seq": 2**53}]}, headers=h)
+    assert r.status_code == 200 and r.json()["errors"][0]["fields"][0]["field"] == "seq", r.text
 
 
 def test_publish_batch(env):
@@ -478,3 +485,25 @@ def test_a_key_never_reaches_another_tenants_users(env):
         "/v1/recall", json={"user_id": "u1", "query": "银行卡密码", "reinforce": False}, headers=env.auth(A)
     )
     assert r.json()["items"][0]["id"] == secret.id
+
+
+def test_without_auth_only_requests_naming_this_machine_are_served(env):
+    from fastapi.testclient import TestClient
+
+    from service.http.app import create_app
+
+    app = create_app(env.container, auth=False)
+    try:
+        client = TestClient(app, base_url="http://127.0.0.1:8080")
+        for host in ("127.0.0.1:8080", "localhost:8080", "[::1]:8080", "LOCALHOST"):
+            r = client.get("/v1/users", headers={"Host": host})
+            assert r.status_code == 200, (host, r.text)
+        # A page on a rebinding domain reaches 127.0.0.1 with its own name in the Host header.
+        for host in ("evil.example", "evil.example:8080", "127.0.0.1.nip.io", "[::2]:8080"):
+            r = client.get("/v1/users", headers={"Host": host})
+            assert r.status_code == 400, (host, r.text)
+    finally:
+        app.state.close()
+    # With keys, any Host is served (a proxy's name): the key is what is checked.
+    r = env.client.get("/v1/users", headers={**env.auth(A), "Host": "api.example"})
+    assert r.status_code == 200

@@ -41,6 +41,11 @@ def test_recall_input_names_each_bad_field() -> None:
     assert ok.now == datetime(2026, 12, 1, 10, tzinfo=UTC)
     with pytest.raises(curation.InvalidInput):
         curation.check_recall("a\x00", 5, None, None)
+    # A "now" near year 1 or 9999 overflowed in recall's time arithmetic (a 500): refused, named.
+    for now in ("0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "1969-07-20T20:17:00Z"):
+        with pytest.raises(curation.InvalidInput) as err:
+            curation.check_recall("端口", 5, now, None)
+        assert [e.field for e in err.value.errors] == ["now"] and "out of range" in str(err.value)
 
 
 def test_statuses_types_ids_edits_and_reasons() -> None:

@@ -13,11 +13,20 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from producers.jsonl import read_jsonl
-from shared.events import MAX_METADATA_DEPTH, SAFE_ID, EventLimits, InvalidEvent, TurnPublished, validate_turn
+from shared.events import (
+    MAX_METADATA_DEPTH,
+    MAX_SEQ,
+    EventLimits,
+    InvalidEvent,
+    TurnPublished,
+    is_safe_id,
+    validate_turn,
+)
 from tests.support.hostile_input import FIELDS, GOOD, INJECTIONS, nested, value_for
 
 LIMITS = EventLimits(max_content_chars=2_000, max_id_chars=128, max_metadata_bytes=4_096)
@@ -35,10 +44,10 @@ def mutated_events(draw: st.DrawFn) -> tuple[dict[str, Any], set[str]]:
 
 def check_accepted(event: TurnPublished) -> None:
     for value in (event.event_id, event.tenant_id, event.user_id, event.session_id):
-        assert SAFE_ID.match(value) and len(value) <= LIMITS.max_id_chars, value
+        assert is_safe_id(value) and len(value) <= LIMITS.max_id_chars, value
     assert event.content.strip() and "\x00" not in event.content
     assert len(event.content) <= LIMITS.max_content_chars
-    assert 1 <= event.seq <= 2**62
+    assert 1 <= event.seq <= MAX_SEQ
     # What travels on the broker must be strict JSON and come back as the same turn.
     wire = json.dumps(event.to_message(), ensure_ascii=False, allow_nan=False)
     assert validate_turn(json.loads(wire), LIMITS) == event
@@ -72,7 +81,7 @@ def test_hostile_fields_are_rejected_naming_the_field_or_accepted_safely(
 @settings(max_examples=150, deadline=None)
 @given(st.sampled_from(INJECTIONS), st.sampled_from(["user_id", "session_id", "tenant_id", "event_id"]))
 def test_injection_strings_in_ids_are_refused_by_name(value: str, field: str) -> None:
-    if SAFE_ID.match(value):  # "tenant-a:alice" is a legal id: it is an opaque string, never parsed
+    if is_safe_id(value):  # "tenant-a:alice" is a legal id: it is an opaque string, never parsed
         assert getattr(validate_turn({**GOOD, field: value}, LIMITS), field) == value
         return
     try:
@@ -169,3 +178,13 @@ def test_jsonl_invalid_utf8_names_the_byte(tmp_path: Path) -> None:
     assert got[0].data is not None
     assert got[1].error == "not valid UTF-8 (at byte 17 of the line)"
     assert got[2].error == "not valid UTF-8 (at byte 1 of the line)"
+
+
+@pytest.mark.parametrize("value", ["alice\n", "alice\r\n", "alice\nbob", "\nalice", "alice\x00"])
+def test_an_id_with_a_line_break_or_a_nul_is_not_safe(value):
+    # With re.match and "$", "alice\n" passed: "$" matches before a final newline.
+    assert not is_safe_id(value)
+    turn = {"user_id": value, "session_id": "s1", "role": "user", "content": "hi"}
+    with pytest.raises(InvalidEvent) as err:
+        validate_turn(turn, LIMITS, require_seq=False)
+    assert [e.field for e in err.value.errors] == ["user_id"]

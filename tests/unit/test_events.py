@@ -22,6 +22,15 @@ def test_valid_turn_gets_defaults():
     assert len(e.event_id) == 32 and e.seq == 1
 
 
+def test_a_turn_may_claim_a_time_at_most_a_day_ahead_of_the_receiving_clock():
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    ahead = validate_turn({**GOOD, "at": "2026-01-01T23:00:00Z"}, now=now)
+    assert ahead.at == datetime(2026, 1, 1, 23, tzinfo=UTC)
+    assert "out of range" in errors_of({**GOOD, "at": "2026-01-02T00:00:01Z"}, now=now)["at"]
+    # The recorder checks without a clock: only the absolute bounds (1970 to 2200).
+    assert validate_turn({**GOOD, "at": "2100-01-01T00:00:00Z"}).at.year == 2100
+
+
 @pytest.mark.parametrize(
     ("field", "value", "problem"),
     [
@@ -39,7 +48,14 @@ def test_valid_turn_gets_defaults():
         ("content", "bad \ud800 surrogate", "not valid UTF-8"),
         ("at", "yesterday", "not an ISO 8601 timestamp"),
         ("at", "2026-01-01T10:00:00", "has no timezone"),
-        ("seq", 0, "between 1 and 2^62"),
+        # Year 9999 at -14:00 was stored as year 10000 and broke every tenant's index repair.
+        ("at", "9999-12-31T20:00:00-14:00", "out of range"),
+        ("at", "2999-01-01T00:00:00Z", "out of range"),
+        ("at", "1969-12-31T23:59:59Z", "out of range"),
+        ("seq", 0, "between 1 and 2^53 - 1"),
+        # Lua's doubles read 2^53 + 1 as 2^53: the next publish got the same seq (issue 18).
+        ("seq", 2**53, "between 1 and 2^53 - 1"),
+        ("seq", 9007199254740993, "between 1 and 2^53 - 1"),
         ("seq", "3", "must be a positive integer"),
         ("seq", True, "must be a positive integer"),
         ("metadata", [1], "must be a JSON object"),
