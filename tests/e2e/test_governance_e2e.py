@@ -139,7 +139,9 @@ def _llm_responder(request: RecordedRequest) -> StubResponse:
 def test_llm_path_and_its_fallback_never_lose_a_memory(it_settings, start_workers):
     with StubServer(default=_llm_responder) as stub:
         settings = it_settings.model_copy(
-            update={"llm_base_url": stub.base_url, "llm_timeout_s": 5.0, "llm_max_attempts": 1}
+            # A timeout no loaded machine reaches: the stub answers at once, and a timed-out call
+            # would take the rules' path this test tells apart from the LLM's.
+            update={"llm_base_url": stub.base_url, "llm_timeout_s": 60.0, "llm_max_attempts": 1}
         )
         c = build_container(settings)
         with Publisher.from_settings(settings) as pub:

@@ -69,21 +69,26 @@ function sourceItem(source) {
   );
 }
 
+// A memory's type, status, score, importance and uses (the list's cards and a memory's page).
+export function memoryBadges(m) {
+  return el(
+    "div",
+    { class: "badges" },
+    el("span", { class: "badge type", text: m.type }),
+    el("span", { class: `badge status status-${m.status}`, text: m.status }),
+    el("span", { class: "metric", text: `score ${num(m.score)}` }),
+    el("span", { class: "metric", text: `importance ${num(m.importance)}` }),
+    el("span", { class: "metric", text: `used ${m.access_count}×` }),
+  );
+}
+
 function memoryCard(m) {
   const errorSlot = el("div", { class: "error card-error", role: "alert", hidden: true });
   const panel = el("div", { class: "card-panel" });
   const card = el(
     "article",
     { class: `memory status-${m.status}`, dataset: { id: m.id, status: m.status } },
-    el(
-      "div",
-      { class: "badges" },
-      el("span", { class: "badge type", text: m.type }),
-      el("span", { class: `badge status status-${m.status}`, text: m.status }),
-      el("span", { class: "metric", text: `score ${num(m.score)}` }),
-      el("span", { class: "metric", text: `importance ${num(m.importance)}` }),
-      el("span", { class: "metric", text: `used ${m.access_count}×` }),
-    ),
+    memoryBadges(m),
     el("p", { class: "content", text: m.content }),
     el(
       "dl",

@@ -7,6 +7,7 @@
 
 import { $, api, clearError, el, fieldRow, memoryPath, num, showError, state, svg, when } from "./dom.js";
 import { arrowDefs, lineChart, shorten } from "./charts.js";
+import { memoryBadges } from "./memories.js";
 
 // History actions drawn as edges, from the older memory to the newer one. Their mirror entries
 // (supersedes, merged, consolidated) name the same link from the other side.
@@ -46,15 +47,7 @@ function summary(m) {
   return el(
     "div",
     { class: `memory-summary status-${m.status}`, dataset: { id: m.id, status: m.status } },
-    el(
-      "div",
-      { class: "badges" },
-      el("span", { class: "badge type", text: m.type }),
-      el("span", { class: `badge status status-${m.status}`, text: m.status }),
-      el("span", { class: "metric", text: `score ${num(m.score)}` }),
-      el("span", { class: "metric", text: `importance ${num(m.importance)}` }),
-      el("span", { class: "metric", text: `used ${m.access_count}×` }),
-    ),
+    memoryBadges(m),
     el("p", { class: "content", text: m.content }),
     el(
       "dl",
