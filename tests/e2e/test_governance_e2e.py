@@ -141,7 +141,14 @@ def test_llm_path_and_its_fallback_never_lose_a_memory(it_settings, start_worker
         settings = it_settings.model_copy(
             # A timeout no loaded machine reaches: the stub answers at once, and a timed-out call
             # would take the rules' path this test tells apart from the LLM's.
-            update={"llm_base_url": stub.base_url, "llm_timeout_s": 60.0, "llm_max_attempts": 1}
+            # No cooldown: the broken answer must not send the other turn down the rules' path
+            # when a worker takes it first.
+            update={
+                "llm_base_url": stub.base_url,
+                "llm_timeout_s": 60.0,
+                "llm_max_attempts": 1,
+                "llm_cooldown_s": 0.0,
+            }
         )
         c = build_container(settings)
         with Publisher.from_settings(settings) as pub:
