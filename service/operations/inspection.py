@@ -15,6 +15,7 @@ from typing import Any
 
 from service.operations import dead_letters
 from service.operations.curation import queue_depths
+from shared.events import FieldError
 from shared.ingest.resume import STALLED_AFTER_S
 from shared.lifecycle import curation
 from shared.lifecycle.dead_letters import dead_letter_tenants, event_ids_named
@@ -59,7 +60,7 @@ def timeline(
     if not 1 <= limit <= TIMELINE_MAX:
         raise ValueError(f"limit: must be between 1 and {TIMELINE_MAX}, got {limit}")
     if since is not None and until is not None and since >= until:
-        raise ValueError("since: must be before until")
+        raise curation.InvalidInput([FieldError("since", "must be before until")])
     with container.uow() as uow:
         if since is None and until is None:
             stored = uow.events.recent(tenant_id, user_id, limit + 1)
