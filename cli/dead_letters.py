@@ -64,8 +64,8 @@ def dead_letters_replay(
         except NotReplayable as exc:
             raise CliError(str(exc)) from None
         summary: dict[str, Any] = {"replayed": [d.id for d in done]}
-        events = sorted({d.event_id for d in done if d.event_id})
+        events = {d.ref: d.event_id for d in done if d.ref and d.event_id}
         if embedded_broker and events:
-            state = wait_for(rt, events, timeout, show=sys.stderr.isatty() or verbose)
-            summary["states"] = {e: state.states[e] for e in events}
+            state = wait_for(rt, sorted(events), timeout, show=sys.stderr.isatty() or verbose)
+            summary["states"] = {event_id: state.states[ref] for ref, event_id in sorted(events.items())}
     typer.echo(json.dumps(summary))

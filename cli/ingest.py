@@ -15,6 +15,7 @@ from cli.common import CliError, DataDir, settings_for, setup_logging
 from producers.jsonl import count_lines, read_jsonl
 from producers.publisher import BATCH_SIZE, Publisher
 from service.operations.waiting import throughput, wait_for, work_seconds
+from shared.events import event_ref
 from workers.runtime.local import open_runtime
 
 
@@ -22,7 +23,8 @@ def _publish_lines(
     publisher: Publisher, lines: list[tuple[int, dict[str, Any]]], *, show: bool
 ) -> tuple[dict[str, int], list[str]]:
     """Publish parsed lines in batches (one message per ``BATCH_SIZE`` turns: the workers record,
-    embed and index a batch in one go); returns event id -> line number, and the per-line errors."""
+    embed and index a batch in one go); returns the pipeline key (tenant and event id) -> line
+    number, and the per-line errors."""
     published: dict[str, int] = {}
     errors: list[str] = []
     with tqdm(total=len(lines), desc="publishing", unit="turn", disable=not show, file=sys.stderr) as bar:
@@ -30,8 +32,13 @@ def _publish_lines(
             chunk = lines[start : start + BATCH_SIZE]
             result = publisher.publish_batch([data for _, data in chunk])
             bad = {i for i, _ in result.errors}
-            numbers = [number for i, (number, _) in enumerate(chunk) if i not in bad]
-            published.update({p.event_id: n for p, n in zip(result.published, numbers, strict=True)})
+            kept = [(number, data) for i, (number, data) in enumerate(chunk) if i not in bad]
+            published.update(
+                {
+                    event_ref(str(data.get("tenant_id") or publisher.tenant_id), p.event_id): number
+                    for p, (number, data) in zip(result.published, kept, strict=True)
+                }
+            )
             errors += [f"line {chunk[i][0]}: {exc}" for i, exc in result.errors]
             bar.update(len(chunk))
     return published, errors

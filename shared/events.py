@@ -82,6 +82,11 @@ class TurnPublished:
     def content_hash(self) -> str:
         return content_hash(self.role, self.content)
 
+    @property
+    def ref(self) -> str:
+        """The pipeline's key of this turn (``event_ref``)."""
+        return event_ref(self.tenant_id, self.event_id)
+
     def to_message(self) -> dict[str, Any]:
         """The JSON-safe dict that travels on the broker."""
         return public_fields(self, "event_id tenant_id user_id session_id seq role content at metadata")
@@ -113,6 +118,22 @@ def split_record_message(message: Any) -> tuple[Any, bool]:
 
 def content_hash(role: str, content: str) -> str:
     return hashlib.sha256(f"{role}\n{content}".encode()).hexdigest()
+
+
+def event_ref(tenant_id: str, event_id: str) -> str:
+    """The pipeline's key of a recorded turn: an event id is the producer's and unique within its
+    tenant only (two tenants may both publish ``order-1001``; migration 0017), so every stage
+    message, sweep and lookup names the tenant too. ``/`` is outside ``SAFE_ID``: the key splits
+    back unambiguously (``split_ref``)."""
+    return f"{tenant_id}/{event_id}"
+
+
+def split_ref(ref: str) -> tuple[str | None, str]:
+    """(tenant, event id) of a key made by ``event_ref``. A bare event id (a stage message sent by
+    a version before 0017, still queued at the upgrade) has no tenant: it is looked up by event id
+    alone, and found only while no other tenant holds the same id."""
+    tenant, sep, event_id = ref.partition("/")
+    return (tenant, event_id) if sep else (None, ref)
 
 
 def new_event_id() -> str:

@@ -69,8 +69,8 @@ class TraceContextRepository(Protocol):
     """The trace context each turn was recorded under (``producers/tracing.py``), so that a recall
     can link to the traces of the turns it drew on. Used only when tracing is on."""
 
-    def note(self, event_ids: Sequence[str], traceparent: str) -> None:
-        """Store ``traceparent`` with these events where none is stored yet."""
+    def note(self, refs: Sequence[str], traceparent: str) -> None:
+        """Store ``traceparent`` with the events these pipeline keys name where none is stored yet."""
 
     def of_events(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[str]:
         """The stored traceparents of these events of the user (those that have one)."""

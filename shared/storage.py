@@ -67,7 +67,8 @@ class EventRepository(Protocol):
     def insert_if_absent(self, event: TurnPublished, stage: str) -> bool:
         """Insert unless the event id or the (conversation, seq) slot is taken; True if inserted."""
 
-    def get(self, event_id: str) -> StoredEvent | None: ...
+    def get(self, ref: str) -> StoredEvent | None:
+        """The event a pipeline key names (``shared.events.event_ref``: tenant and event id)."""
 
     def at_seq(self, tenant_id: str, user_id: str, session_id: str, seq: int) -> StoredEvent | None: ...
 
@@ -76,7 +77,7 @@ class EventRepository(Protocol):
 
     def set_stage(
         self,
-        event_id: str,
+        ref: str,
         stage: str,
         *,
         importance: float | None = None,
@@ -94,10 +95,11 @@ class EventRepository(Protocol):
     ) -> list[StoredEvent]:
         """The user's latest turns (by event time, then seq), newest first."""
 
-    def stages(self, event_ids: Sequence[str]) -> dict[str, str]: ...
+    def stages(self, refs: Sequence[str]) -> dict[str, str]:
+        """The stage of each of the events these pipeline keys name (keyed as given)."""
 
     def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
-        """(event id, stage) of events not done that reached their stage before the given time."""
+        """(pipeline key, stage) of events not done that reached their stage before the given time."""
 
     def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
         """Those of the events that belong to this user (others' ids are silently absent)."""
@@ -118,7 +120,7 @@ class EventRepository(Protocol):
         sequence keeps its slot. Returns (event id, session id) of the turns redacted."""
 
     def set_turn_vector(
-        self, event_id: str, vector: Sequence[float], model: str, window: Sequence[str] | None = None
+        self, ref: str, vector: Sequence[float], model: str, window: Sequence[str] | None = None
     ) -> None:
         """Keep the vector of the turn's context window and, when given, its context turns' ids."""
 
@@ -139,10 +141,12 @@ class EventRepository(Protocol):
         """One user's turns with a vector not yet in the turn index, in event-id order after
         ``after_event_id``."""
 
-    def mark_turns_indexed(self, event_ids: Sequence[str], indexed: bool = True) -> None: ...
+    def mark_turns_indexed(self, refs: Sequence[str], indexed: bool = True) -> None:
+        """Set the turn-index flag of the events these pipeline keys name."""
 
-    def page_turns(self, after_event_id: str, limit: int) -> list[TurnRow]:
-        """Every recorded turn with its vector and model (None when never embedded), by event id."""
+    def page_turns(self, after: str, limit: int) -> list[TurnRow]:
+        """Every recorded turn with its vector and model (None when never embedded), in pipeline
+        key order (tenant, then event id) after the key ``after``."""
 
     def reset_turns_indexed(self) -> None:
         """Mark every turn as not in the turn index (reindex rebuilds it)."""
@@ -161,7 +165,8 @@ class EventRepository(Protocol):
 class ReceiptRepository(Protocol):
     def add_if_absent(self, receipt: Receipt) -> bool: ...
 
-    def get_many(self, event_ids: Sequence[str]) -> dict[str, Receipt]: ...
+    def get_many(self, tenant_id: str, event_ids: Sequence[str]) -> dict[str, Receipt]:
+        """The tenant's receipts of these event ids (event ids are unique per tenant only)."""
 
     def rejected(self, limit: int = 100) -> list[Receipt]: ...
 
@@ -183,8 +188,9 @@ class MemoryRepository(Protocol):
     def save(self, memory: Memory) -> None:
         """Write back a memory read from this repository."""
 
-    def from_event(self, event_id: str) -> list[Memory]:
-        """Memories drafted from this event, in draft order."""
+    def from_event(self, tenant_id: str, user_id: str, event_id: str) -> list[Memory]:
+        """The user's memories drafted from this turn of theirs, in draft order (event ids are
+        unique per tenant only)."""
 
     def active_with_hash(
         self, tenant_id: str, user_id: str, content_hash: str, exclude_id: str

@@ -18,7 +18,7 @@ from kombu.exceptions import OperationalError as BrokerUnreachable
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from shared import keys
-from shared.events import InvalidEvent
+from shared.events import InvalidEvent, split_ref
 from shared.ingest.common import EventVanished
 from shared.ingest.record import SeqContended
 from shared.ports import EmbeddingModelMismatch, IndexUnavailable
@@ -99,7 +99,9 @@ def _event_id_of(args: list[Any]) -> str | None:
     if isinstance(first, dict):
         value = first.get("event_id")
         return _json_safe(value[:512]) if isinstance(value, str) else None
-    return _json_safe(first[:512]) if isinstance(first, str) else None
+    # A stage message names the event by its pipeline key (tenant and event id): the letter keeps
+    # the event id, as the record message's does.
+    return _json_safe(split_ref(first)[1][:512]) if isinstance(first, str) else None
 
 
 def _json_safe(value: Any) -> Any:

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from shared.events import event_ref, split_ref
 from shared.public import public_fields
 from shared.queues import TaskName
 from shared.storage import FollowUp
@@ -57,6 +58,17 @@ class DeadLetterView:
         return public_fields(
             self, "id task_name task_id event_id reason deliveries created_at replayed_at args"
         )
+
+    @property
+    def ref(self) -> str | None:
+        """The pipeline key of the event the letter's message names (tenant and event id): a
+        record message holds the turn, a stage message the key itself."""
+        first = self.args[0] if self.args else None
+        if isinstance(first, dict) and isinstance(first.get("event_id"), str):
+            return event_ref(str(first.get("tenant_id") or "default"), first["event_id"])
+        if isinstance(first, str) and split_ref(first)[0] is not None:
+            return first
+        return event_ref("default", self.event_id) if self.event_id else None
 
 
 def _session(uow: Any) -> Session:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from shared.events import split_ref
 from shared.indexing.points import memory_point, turn_payload, turn_point
 from shared.indexing.turn_windows import window_text
 from shared.ingest.embed import EMBEDDING_MODEL_KEY
@@ -189,12 +190,12 @@ def _load_turns(
 
 def _store_turn_vector(uow: UnitOfWork, row: TurnRow, vector: list[float], model: str) -> TurnRow:
     # A re-embedding keeps the window the turn had: its context turns are the same rows.
-    uow.events.set_turn_vector(row.event.event_id, vector, model)
+    uow.events.set_turn_vector(row.event.ref, vector, model)
     return row._replace(vector=vector, model=model)
 
 
 def _mark_turns(uow: UnitOfWork, rows: Sequence[TurnRow]) -> None:
-    uow.events.mark_turns_indexed([row.event.event_id for row in rows])
+    uow.events.mark_turns_indexed([row.event.ref for row in rows])
 
 
 TURNS: Collection[TurnRow, TurnState] = Collection(
@@ -203,13 +204,17 @@ TURNS: Collection[TurnRow, TurnState] = Collection(
     prefix="turns_",
     drift_keys=("missing", "extra", "stale", "bookkept", "foreign", "unembedded"),
     reindex_keys=("indexed", "embedded"),
-    key=lambda row: row.event.event_id,
+    # The pipeline key (tenant, event id): reindex pages every tenant's turns by it, and event ids
+    # are unique per tenant only. A user's own pages (``unindexed``) go by the event id part.
+    key=lambda row: row.event.ref,
     vector=lambda row: row.vector,
     model=lambda row: row.model,
     text=lambda row: window_text(row.event.content, row.context),  # its context window
     indexable=lambda row: not is_redacted(row.event),  # blanked by a privacy delete: never again
     point=_turn_point,
-    unindexed=lambda uow, tenant, user, limit, after: uow.events.turns_to_index(tenant, user, limit, after),
+    unindexed=lambda uow, tenant, user, limit, after: uow.events.turns_to_index(
+        tenant, user, limit, split_ref(after)[1]
+    ),
     mark=_mark_turns,
     page=lambda uow, after, limit: uow.events.page_turns(after, limit),
     reset=lambda uow, model: uow.events.reset_turns_indexed(),
@@ -217,7 +222,7 @@ TURNS: Collection[TurnRow, TurnState] = Collection(
     users_page=lambda uow, after, limit: uow.events.users_page(after, limit),
     states=lambda uow, tenant, user: [_turn_state(s) for s in uow.events.turn_states(tenant, user)],
     load=_load_turns,
-    mark_states=lambda uow, states: uow.events.mark_turns_indexed([s.row_id for s in states]),
+    mark_states=lambda uow, states: uow.events.mark_turns_indexed([s.origin.event.ref for s in states]),
     mark_rewritten=_mark_turns,
 )
 

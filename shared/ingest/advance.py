@@ -68,21 +68,19 @@ def advance_events(
     # call, most of the time, runs in parallel), and persist and resolve, which take the user's
     # lock, follow one after the other. Window context is read FOR KEY SHARE, which no stage
     # update waits for (``workers/db/events.py: context_before``).
-    stage = {event.event_id: s for event, s in events}
+    stage = {event.ref: s for event, s in events}
     for event, _ in events:
-        if stage[event.event_id] is EventStage.RECORDED:
-            onward = extract_event(
-                uow, event.event_id, steps.threshold, now, steps.extractor, steps.keep_turns
-            )
+        if stage[event.ref] is EventStage.RECORDED:
+            onward = extract_event(uow, event.ref, steps.threshold, now, steps.extractor, steps.keep_turns)
             # From recorded, extract moves a turn on to embed, or ends it (nothing to keep).
-            stage[event.event_id] = EventStage.EXTRACTED if onward else EventStage.DONE
-    to_embed = [event for event, _ in events if stage[event.event_id] is EventStage.EXTRACTED]
+            stage[event.ref] = EventStage.EXTRACTED if onward else EventStage.DONE
+    to_embed = [event for event, _ in events if stage[event.ref] is EventStage.EXTRACTED]
     stage.update(embed_events(uow, steps.embedder, to_embed, steps.keep_turns, steps.window))
     persisted_here: list[TurnPublished] = []
     for event, _ in events:
-        if stage[event.event_id] is EventStage.EMBEDDED:
-            persist_event(uow, event.event_id, now)
-            stage[event.event_id] = EventStage.PERSISTED
+        if stage[event.ref] is EventStage.EMBEDDED:
+            persist_event(uow, event.ref, now)
+            stage[event.ref] = EventStage.PERSISTED
             persisted_here.append(event)
     if steps.judge is not None:
         for event in persisted_here:
@@ -91,14 +89,12 @@ def advance_events(
     # message, which may end them. An event it found persisted already (another worker's, on the
     # slow path) is sent on alone, as the slow path would, and resolved after its index.
     here = [
-        e.event_id
-        for e, was in events
-        if was is not EventStage.PERSISTED and stage[e.event_id] is EventStage.PERSISTED
+        e.ref for e, was in events if was is not EventStage.PERSISTED and stage[e.ref] is EventStage.PERSISTED
     ]
     followups = [FollowUp(TaskName.INDEX.value, (here, steps.judge is not None))] if here else []
     for event, _ in events:
-        if event.event_id not in here and stage[event.event_id] is not EventStage.DONE:
-            followups += next_step(event.event_id, stage[event.event_id].value)
+        if event.ref not in here and stage[event.ref] is not EventStage.DONE:
+            followups += next_step(event.ref, stage[event.ref].value)
     log.info(
         "advanced %d events in one unit: %d embedded together, %d to index",
         len(events),
@@ -108,12 +104,12 @@ def advance_events(
     return followups
 
 
-def _load_in_order(uow: UnitOfWork, event_ids: Sequence[str]) -> list[tuple[TurnPublished, EventStage]]:
+def _load_in_order(uow: UnitOfWork, refs: Sequence[str]) -> list[tuple[TurnPublished, EventStage]]:
     """The events that exist, ordered by conversation and seq (a vanished id is skipped: its
     message, not this batch, says so on the slow path)."""
     loaded: list[tuple[TurnPublished, EventStage]] = []
-    for event_id in dict.fromkeys(event_ids):
-        stored = uow.events.get(event_id)
+    for ref in dict.fromkeys(refs):
+        stored = uow.events.get(ref)
         if stored is not None:
             loaded.append((stored.event, EventStage(stored.stage)))
     return sorted(loaded, key=lambda pair: (*pair[0].conversation, pair[0].seq))

@@ -25,18 +25,18 @@ def check_embedding_model(uow: UnitOfWork, embedder: Embedder) -> None:
 
 
 def embed_event(
-    uow: UnitOfWork, embedder: Embedder, event_id: str, keep_turns: bool = False, window: int = 1
+    uow: UnitOfWork, embedder: Embedder, ref: str, keep_turns: bool = False, window: int = 1
 ) -> list[FollowUp]:
     """Embed the event's drafts and, with ``keep_turns``, the turn's context window of ``window``
     turns (one model call; a draft with the window's text shares its vector). A turn without
     drafts skips ``persist``."""
-    event, stage = load_event(uow, event_id)
+    event, stage = load_event(uow, ref)
     if stage is not EventStage.EXTRACTED:
         # A redelivery re-sends the step after this one: persist, or index for a turn without
         # drafts (it skips persist).
-        return next_step(event_id, stage) if stage in (EventStage.EMBEDDED, EventStage.PERSISTED) else []
+        return next_step(ref, stage) if stage in (EventStage.EMBEDDED, EventStage.PERSISTED) else []
     stages = embed_events(uow, embedder, [event], keep_turns, window)
-    return next_step(event_id, stages[event_id].value)
+    return next_step(ref, stages[event.ref].value)
 
 
 def embed_events(
@@ -48,7 +48,7 @@ def embed_events(
 ) -> dict[str, EventStage]:
     """Embed the drafts and context windows of ``events`` (all at the extracted stage, in seq
     order within each conversation) in one model call, and move each on: to embedded, or past
-    persist to persisted when it made no draft. Returns each event's new stage.
+    persist to persisted when it made no draft. Returns each event's new stage, by pipeline key.
 
     One call for a whole batch is what lets ingest run at the model's speed: the model's cost per
     text falls with the batch, and the fixed cost of a call is paid once."""
@@ -58,7 +58,11 @@ def embed_events(
     texts: dict[str, None] = {}  # ordered and unique: a text repeated in the batch is embedded once
     plans: list[tuple[TurnPublished, list[Memory], str | None, list[str]]] = []
     for event in events:
-        drafts = [m for m in uow.memories.from_event(event.event_id) if m.status is MemoryStatus.PENDING]
+        drafts = [
+            m
+            for m in uow.memories.from_event(event.tenant_id, event.user_id, event.event_id)
+            if m.status is MemoryStatus.PENDING
+        ]
         turn_text: str | None = None
         context: list[str] = []
         if keep_turns and not is_redacted(event):  # blanked by a privacy delete meanwhile
@@ -75,9 +79,9 @@ def embed_events(
             memory.embedding_model = embedder.model_name
             uow.memories.save(memory)
         if turn_text is not None:
-            uow.events.set_turn_vector(event.event_id, vectors[turn_text], embedder.model_name, context)
-        stages[event.event_id] = EventStage.EMBEDDED if drafts else EventStage.PERSISTED
-        uow.events.set_stage(event.event_id, stages[event.event_id].value)
+            uow.events.set_turn_vector(event.ref, vectors[turn_text], embedder.model_name, context)
+        stages[event.ref] = EventStage.EMBEDDED if drafts else EventStage.PERSISTED
+        uow.events.set_stage(event.ref, stages[event.ref].value)
     return stages
 
 
@@ -103,5 +107,5 @@ def embed_windows(
     windows = [turn_window(uow, turn, window) for turn in turns]
     vectors = embedder.embed_passages([text for text, _ in windows]) if windows else []
     for turn, (_, context), vector in zip(turns, windows, vectors, strict=True):
-        uow.events.set_turn_vector(turn.event_id, vector, embedder.model_name, context)
+        uow.events.set_turn_vector(turn.ref, vector, embedder.model_name, context)
     return len(turns)

@@ -33,7 +33,7 @@ Extractor = Callable[[TurnPublished, float, str | None], Extraction]
 
 def extract_event(
     uow: UnitOfWork,
-    event_id: str,
+    ref: str,
     threshold: float,
     now: datetime,
     extractor: Extractor = extract,
@@ -41,9 +41,9 @@ def extract_event(
 ) -> list[FollowUp]:
     """Score the turn and write its memory drafts (pending). A turn with no memory is done here,
     unless ``keep_turns``: then it goes on to be embedded for the conversation-log index."""
-    event, stage = load_event(uow, event_id)
+    event, stage = load_event(uow, ref)
     if stage is not EventStage.RECORDED:
-        return next_step(event_id, stage) if stage is EventStage.EXTRACTED else []
+        return next_step(ref, stage) if stage is EventStage.EXTRACTED else []
     asked = preceding_question(uow, event)
     extraction = honour_explicit(event, extractor(event, threshold, asked), threshold)
     source = Source(event.event_id, event.session_id, event.seq, event.at.isoformat()).to_dict()
@@ -83,7 +83,7 @@ def extract_event(
     done = not extraction.drafts and not keep_turns
     new_stage = EventStage.DONE if done else EventStage.EXTRACTED
     uow.events.set_stage(
-        event_id,
+        ref,
         new_stage.value,
         importance=extraction.importance,
         reasons=extraction.reasons,
@@ -91,11 +91,11 @@ def extract_event(
     )
     log.info(
         "event %s extracted: importance %.1f, %d memories",
-        event_id,
+        ref,
         extraction.importance,
         len(extraction.drafts),
     )
-    return next_step(event_id, new_stage.value)
+    return next_step(ref, new_stage.value)
 
 
 def preceding_question(uow: UnitOfWork, event: TurnPublished) -> str | None:

@@ -34,12 +34,12 @@ def index_events(
     re-sends its next step; one not yet here is left alone."""
     persisted: list[TurnPublished] = []
     followups: list[FollowUp] = []
-    for event_id in dict.fromkeys(event_ids):
-        event, stage = load_event(uow, event_id)
+    for ref in dict.fromkeys(event_ids):
+        event, stage = load_event(uow, ref)
         if stage is EventStage.PERSISTED:
             persisted.append(event)
         elif stage is EventStage.INDEXED:
-            followups += next_step(event_id, stage.value)
+            followups += next_step(ref, stage.value)
     users = sorted({(e.tenant_id, e.user_id) for e in persisted})
     written = sum(
         push_unindexed(uow, collection, index, embedder, tenant_id, user_id)
@@ -47,10 +47,10 @@ def index_events(
         for collection, index in indexes.items()
     )
     for event in persisted:
-        made_memories = bool(uow.memories.from_event(event.event_id))
+        made_memories = bool(uow.memories.from_event(event.tenant_id, event.user_id, event.event_id))
         new_stage = EventStage.INDEXED if made_memories and not resolved else EventStage.DONE
-        uow.events.set_stage(event.event_id, new_stage.value)
-        followups += next_step(event.event_id, new_stage.value)
+        uow.events.set_stage(event.ref, new_stage.value)
+        followups += next_step(event.ref, new_stage.value)
     if persisted:
         log.info("%d events of %d users indexed (%d points)", len(persisted), len(users), written)
     return followups

@@ -15,13 +15,14 @@ from shared.storage import FollowUp, HistoryEntry, UnitOfWork
 log = logging.getLogger(__name__)
 
 
-def persist_event(uow: UnitOfWork, event_id: str, now: datetime) -> list[FollowUp]:
+def persist_event(uow: UnitOfWork, ref: str, now: datetime) -> list[FollowUp]:
     """Turn the event's drafts into memories; an exact repeat reinforces the memory it repeats."""
-    event, stage = load_event(uow, event_id)
+    event, stage = load_event(uow, ref)
     if stage is not EventStage.EMBEDDED:
-        return next_step(event_id, stage) if stage is EventStage.PERSISTED else []
+        return next_step(ref, stage) if stage is EventStage.PERSISTED else []
+    event_id = event.event_id
     uow.memories.lock_user(event.tenant_id, event.user_id)
-    for draft in uow.memories.from_event(event_id):
+    for draft in uow.memories.from_event(event.tenant_id, event.user_id, event_id):
         if draft.status is not MemoryStatus.PENDING:
             continue
         existing = uow.memories.active_with_hash(
@@ -41,8 +42,8 @@ def persist_event(uow: UnitOfWork, event_id: str, now: datetime) -> list[FollowU
         uow.memories.save(draft)
         reason = f"extracted from event {event_id} (importance {draft.importance:g})"
         uow.history.add(_entry(draft, "created", reason, event_id, event.at))
-    uow.events.set_stage(event_id, EventStage.PERSISTED.value)
-    return next_step(event_id, EventStage.PERSISTED.value)
+    uow.events.set_stage(ref, EventStage.PERSISTED.value)
+    return next_step(ref, EventStage.PERSISTED.value)
 
 
 def _entry(memory: Memory, action: str, reason: str, event_id: str, at: datetime) -> HistoryEntry:

@@ -16,7 +16,7 @@ from shared.events import (
     validate_turn,
 )
 from shared.ingest.common import next_step
-from shared.models import EventStage
+from shared.models import EventStage, is_redacted
 from shared.ports import SeqCounter
 from shared.storage import FollowUp, Receipt, UnitOfWork
 
@@ -63,26 +63,33 @@ def record_event(
         log.warning("event %s rejected: %s", raw_id, exc)
         return []
 
-    receipts = uow.receipts.get_many([event.event_id])
+    # Event ids are the producer's, unique within a tenant (migration 0017): another tenant's turn
+    # with the same id is another turn, recorded on its own, and nothing here tells of it.
+    receipts = uow.receipts.get_many(event.tenant_id, [event.event_id])
     if event.event_id in receipts:
         seen = receipts[event.event_id]
-        if (seen.tenant_id, seen.user_id) != (event.tenant_id, event.user_id):
-            # Event ids are the producer's: another tenant or user already holds this one. Its
-            # receipt and stage are not this turn's; refuse loudly (dead letter with the reason).
-            raise InvalidEvent(
-                [FieldError("event_id", "is already used by another user or tenant; choose another id")]
-            )
+        if seen.user_id != event.user_id:
+            # Another user of this tenant already holds this id. Its receipt and stage are not
+            # this turn's; refuse loudly (dead letter with the reason).
+            raise InvalidEvent([FieldError("event_id", "is already used by another user; choose another id")])
         if seen.outcome != "accepted":
             return []
-        stored = uow.events.get(event.event_id)
-        return next_step(event.event_id, stored.stage) if stored else []
+        stored = uow.events.get(event.ref)
+        if stored is not None and not is_redacted(stored.event) and _other_turn(stored.event, event):
+            # (A redacted turn is not compared: a replay of its erased words is refused quietly,
+            # and a dead letter would keep them again.)
+            # The id names a recorded turn and this is not it (other words, or another place in
+            # the conversations): a redelivery it is not, and keeping the first one silently
+            # would drop this turn without a word. Refused as a seq clash is, with the reason.
+            raise InvalidEvent([FieldError("event_id", _reused_reason(stored.event))])
+        return next_step(event.ref, stored.stage) if stored else []
 
     if uow.events.insert_if_absent(event, EventStage.RECORDED.value):
         uow.receipts.add_if_absent(Receipt(event.event_id, event.tenant_id, event.user_id, "accepted"))
         log.info(
             "event %s recorded (%s/%s seq %d)", event.event_id, event.user_id, event.session_id, event.seq
         )
-        return next_step(event.event_id, EventStage.RECORDED.value)
+        return next_step(event.ref, EventStage.RECORDED.value)
 
     slot = uow.events.at_seq(event.tenant_id, event.user_id, event.session_id, event.seq)
     if (
@@ -90,7 +97,7 @@ def record_event(
         and counter is not None
         and slot is not None
         and slot.event.event_id != event.event_id
-        and uow.events.get(event.event_id) is None
+        and uow.events.get(event.ref) is None
     ):
         return _renumber(uow, event, slot.event.event_id, counter)
     if slot is not None and slot.event.content_hash == event.content_hash:
@@ -111,7 +118,10 @@ def record_event(
             f"content (event {slot.event.event_id}); a seq cannot be reused"
         )
     else:
-        reason = "event_id is already used by another turn"
+        taken = uow.events.get(event.ref)
+        reason = (
+            f"event_id {_reused_reason(taken.event)}" if taken else "event_id is already used by another turn"
+        )
     uow.receipts.add_if_absent(
         Receipt(
             event.event_id,
@@ -164,11 +174,29 @@ def _renumber(uow: UnitOfWork, event: TurnPublished, holder: str, counter: SeqCo
             )
             uow.receipts.add_if_absent(Receipt(event.event_id, tenant, user, "accepted", reason=reason))
             log.warning("event %s %s", event.event_id, reason)
-            return next_step(event.event_id, EventStage.RECORDED.value)
+            return next_step(event.ref, EventStage.RECORDED.value)
         # Taken meanwhile (a turn handed that seq before the crash, recorded just now): go higher.
         floor = max(floor, seq)
     raise SeqContended(
         f"event {event.event_id}: {RENUMBER_ATTEMPTS} new seqs for {user}/{session} were all taken"
+    )
+
+
+def _other_turn(stored: TurnPublished, event: TurnPublished) -> bool:
+    """Whether ``event`` is not the recorded ``stored`` one again (a redelivery or a re-publish
+    of the same turn matches it; a renumbered turn keeps its id with a new seq, so the seq is not
+    compared)."""
+    return (stored.user_id, stored.session_id, stored.content_hash) != (
+        event.user_id,
+        event.session_id,
+        event.content_hash,
+    )
+
+
+def _reused_reason(stored: TurnPublished) -> str:
+    return (
+        f"is already used by another turn of this tenant (seq {stored.seq} of conversation "
+        f"{stored.user_id}/{stored.session_id}, with different content); an event id cannot be reused"
     )
 
 

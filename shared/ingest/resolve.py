@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 def resolve_event(
     uow: UnitOfWork,
-    event_id: str,
+    ref: str,
     judge: Judge,
     embedder: Embedder,
     now: datetime,
@@ -30,11 +30,11 @@ def resolve_event(
     Runs off the ingest path, on its own queue, under a per-user lock so that two events of one
     user never resolve against each other's half-applied state.
     """
-    event, stage = load_event(uow, event_id)
+    event, stage = load_event(uow, ref)
     if stage is not EventStage.INDEXED:
         return []
     touched = judge_new_memories(uow, event, judge, embedder, now, strategies)
-    uow.events.set_stage(event_id, EventStage.DONE.value)
+    uow.events.set_stage(ref, EventStage.DONE.value)
     return [FollowUp(TaskName.SYNC_INDEX.value, (event.tenant_id, event.user_id))] if touched else []
 
 
@@ -53,7 +53,7 @@ def judge_new_memories(
     event_id = event.event_id
     uow.memories.lock_user(event.tenant_id, event.user_id)
     touched = False
-    for fresh in uow.memories.from_event(event_id):
+    for fresh in uow.memories.from_event(event.tenant_id, event.user_id, event_id):
         candidates = uow.memories.candidates(
             event.tenant_id, event.user_id, fresh.slot, fresh.cues, [fresh.id], CONFLICT_CANDIDATES
         )

@@ -41,8 +41,8 @@ def resume_stalled(
     if ledger is not None:
         cutoff_ms = int(stuck_before.timestamp() * 1000)
         followups.extend(FollowUp(TaskName.RECORD.value, (m,)) for m in ledger.overdue(cutoff_ms, limit))
-    for event_id, stage in uow.events.stalled(stuck_before, limit):
-        followups.extend(next_step(event_id, stage))
+    for ref, stage in uow.events.stalled(stuck_before, limit):
+        followups.extend(next_step(ref, stage))
     if followups:
         log.info("re-driving %d stalled events or unrecorded turns", len(followups))
     return followups

@@ -208,8 +208,8 @@ def working_turns(
         turns = [s.event for s in stored]
     if request.session_id is not None:
         return turns
-    stages = uow.events.stages([t.event_id for t in turns])
-    return [t for t in turns if stages.get(t.event_id) != "done"]
+    stages = uow.events.stages([t.ref for t in turns])
+    return [t for t in turns if stages.get(t.ref) != "done"]
 
 
 def add_working_turns(pool: Pool, turns: list[TurnPublished], weights: dict[str, float]) -> None:

@@ -132,7 +132,7 @@ def await_recorded_moment(
                 recent = [e for e, at in ingest.returned_at.items() if at > now - span]
             if recent and client.llen(Queue.INGEST.value) == 0:
                 with c.uow() as uow:
-                    if len(uow.receipts.get_many(recent)) == len(recent):
+                    if len(uow.receipts.get_many(ingest.settings.tenant_id, recent)) == len(recent):
                         return
             workers.revive()  # the recorder may have exited on the previous crash
             time.sleep(0.02)
@@ -240,7 +240,7 @@ def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_
 
     def recorded(event_id: str) -> bool:
         with c.uow() as uow:
-            return bool(uow.receipts.get_many([event_id]))
+            return bool(uow.receipts.get_many(ingest.settings.tenant_id, [event_id]))
 
     done: list[Crash] = []
     # Crashes spread over the publishing, each in the middle of the conversations under way
@@ -315,7 +315,7 @@ def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_
     # its receipt says so; every other turn keeps the seq the producer returned.
     renumbered: dict[str, int] = {}
     with c.uow() as uow:
-        receipts = uow.receipts.get_many(ids)
+        receipts = uow.receipts.get_many(settings.tenant_id, ids)
         for p in published:
             receipt = receipts.get(p.event_id)
             reason = receipt.reason if receipt is not None else None

@@ -73,7 +73,7 @@ def test_a_turn_handed_a_taken_seq_after_the_counter_fell_back_is_renumbered(it_
         record(c, message)
     with c.uow() as uow:
         timeline = [(e.event.seq, e.event.content) for e in uow.events.timeline("default", "u", "s")]
-        receipts = uow.receipts.get_many([late.event_id, after.event_id, given.event_id])
+        receipts = uow.receipts.get_many("default", [late.event_id, after.event_id, given.event_id])
     assert timeline == [
         (1, "我不吃香菜"), (2, "生产环境部署端口是8443"), (3, "好的"), (4, "测试环境端口是8080"), (5, "谢谢")
     ]  # fmt: skip

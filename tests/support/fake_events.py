@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.events import TurnPublished
+from shared.events import TurnPublished, event_ref, split_ref
 from shared.storage import Receipt, StoredEvent, TurnRow, TurnState
 from shared.timeexpr import Span
 from tests.support.fake_state import FakeRepository
@@ -14,16 +14,16 @@ from tests.support.fake_state import FakeRepository
 
 class FakeEventRepository(FakeRepository):
     def insert_if_absent(self, event: TurnPublished, stage: str) -> bool:
-        if event.event_id in self.s.events or self.at_seq(*event.conversation, event.seq) is not None:
+        if dict.__contains__(self.s.events, event.ref) or self.at_seq(*event.conversation, event.seq):
             return False
-        self.s.events[event.event_id] = {
+        self.s.events[event.ref] = {
             "event": event, "stage": stage, "importance": None, "stage_at": datetime.now(UTC)
         }  # fmt: skip
-        self.s.received[event.event_id] = len(self.s.received)
+        self.s.received[event.ref] = len(self.s.received)
         return True
 
-    def get(self, event_id: str) -> StoredEvent | None:
-        row = self.s.events.get(event_id)
+    def get(self, ref: str) -> StoredEvent | None:
+        row = self.s.events.get(ref)
         return _stored(row) if row else None
 
     def at_seq(self, tenant_id: str, user_id: str, session_id: str, seq: int) -> StoredEvent | None:
@@ -43,19 +43,20 @@ class FakeEventRepository(FakeRepository):
 
     def set_stage(
         self,
-        event_id: str,
+        ref: str,
         stage: str,
         *,
         importance: float | None = None,
         reasons: Sequence[str] = (),
         happened: Span | None = None,
     ) -> None:
-        self.s.events[event_id]["stage"] = stage
-        self.s.events[event_id]["stage_at"] = datetime.now(UTC)
+        row = self.s.events[ref]
+        row["stage"] = stage
+        row["stage_at"] = datetime.now(UTC)
         if importance is not None:
-            self.s.events[event_id]["importance"] = importance
+            row["importance"] = importance
         if happened is not None:
-            self.s.events[event_id]["happened"] = happened
+            row["happened"] = happened
 
     def timeline(self, tenant_id: str, user_id: str, session_id: str) -> list[StoredEvent]:
         rows = [
@@ -76,14 +77,12 @@ class FakeEventRepository(FakeRepository):
         rows.sort(key=lambda r: (r["event"].at, r["event"].seq), reverse=True)
         return [_stored(r) for r in rows[:limit]]
 
-    def stages(self, event_ids: Sequence[str]) -> dict[str, str]:
-        return {i: self.s.events[i]["stage"] for i in event_ids if i in self.s.events}
+    def stages(self, refs: Sequence[str]) -> dict[str, str]:
+        return {i: self.s.events[i]["stage"] for i in refs if i in self.s.events}
 
     def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
-        rows = [self.s.events[i] for i in event_ids if i in self.s.events]
-        return [
-            _stored(r) for r in rows if r["event"].tenant_id == tenant_id and r["event"].user_id == user_id
-        ]
+        wanted = set(event_ids)
+        return [_stored(r) for i, r in self._user_rows(tenant_id, user_id) if i in wanted]
 
     def in_window(self, tenant_id, user_id, start, end, limit) -> list[StoredEvent]:
         rows = [
@@ -112,8 +111,8 @@ class FakeEventRepository(FakeRepository):
 
         out = []
         for i in event_ids:
-            row = self.s.events.get(i)
-            if row is None or (row["event"].tenant_id, row["event"].user_id) != (tenant_id, user_id):
+            row = self.s.events.get(event_ref(tenant_id, i))
+            if row is None or row["event"].user_id != user_id:
                 continue
             row["event"] = dataclasses.replace(row["event"], content="", metadata={"redacted": True})
             row.update(embedding=None, embedding_model=None, turn_indexed=True, window=(), happened=None)
@@ -121,9 +120,9 @@ class FakeEventRepository(FakeRepository):
         return sorted(out)
 
     def set_turn_vector(
-        self, event_id: str, vector: Sequence[float], model: str, window: Sequence[str] | None = None
+        self, ref: str, vector: Sequence[float], model: str, window: Sequence[str] | None = None
     ) -> None:
-        row = self.s.events[event_id]
+        row = self.s.events[ref]
         row.update(embedding=list(vector), embedding_model=model, turn_indexed=False)
         if window is not None:
             row["window"] = tuple(window)
@@ -136,7 +135,7 @@ class FakeEventRepository(FakeRepository):
             and r["event"].seq < seq
             and not r["event"].metadata.get("redacted")
         )
-        return [self._stored(i) for _, i in rows[len(rows) - limit :]] if limit > 0 else []
+        return [_stored(self.s.events[i]) for _, i in rows[len(rows) - limit :]] if limit > 0 else []
 
     def unembed_windows(self, tenant_id, user_id, event_ids) -> list[str]:
         gone = set(event_ids)
@@ -155,46 +154,44 @@ class FakeEventRepository(FakeRepository):
             if i in wanted and r.get("embedding") is not None
         ]
 
-    def _stored(self, event_id: str) -> StoredEvent:
-        return _stored(self.s.events[event_id])
-
     def _turn_row(self, r: dict[str, Any]) -> TurnRow:
         e = r["event"]
-        mine = {i for i, _ in self._user_rows(e.tenant_id, e.user_id)}
-        context = tuple(self.s.events[i]["event"].content if i in mine else "" for i in r.get("window", ()))
+        mine = dict(self._user_rows(e.tenant_id, e.user_id))
+        context = tuple(mine[i]["event"].content if i in mine else "" for i in r.get("window", ()))
         vector = list(r["embedding"]) if r.get("embedding") is not None else None
         return TurnRow(e, vector, r.get("embedding_model"), context)
 
     def turns_to_index(self, tenant_id, user_id, limit, after_event_id=""):
-        rows = sorted(
+        rows = [
             (i, r)
-            for i, r in self.s.events.items()
-            if r.get("embedding") is not None
-            and not r.get("turn_indexed")
-            and i > after_event_id
-            and (r["event"].tenant_id, r["event"].user_id) == (tenant_id, user_id)
-        )
+            for i, r in self._user_rows(tenant_id, user_id)
+            if r.get("embedding") is not None and not r.get("turn_indexed") and i > after_event_id
+        ]
         return [self._turn_row(r) for _, r in rows[:limit]]
 
-    def mark_turns_indexed(self, event_ids: Sequence[str], indexed: bool = True) -> None:
-        for i in event_ids:
+    def mark_turns_indexed(self, refs: Sequence[str], indexed: bool = True) -> None:
+        for i in refs:
             if i in self.s.events:
                 self.s.events[i]["turn_indexed"] = indexed
 
-    def page_turns(self, after_event_id, limit):
-        rows = sorted((i, r) for i, r in self.s.events.items() if i > after_event_id)[:limit]
-        return [self._turn_row(r) for _, r in rows]
+    def page_turns(self, after, limit):
+        # (tenant, event id) order, as the primary key's.
+        key = lambda r: (r["event"].tenant_id, r["event"].event_id)  # noqa: E731
+        start = split_ref(after) if after else ("", "")
+        rows = sorted((r for r in self.s.events.values() if key(r) > (start[0] or "", start[1])), key=key)
+        return [self._turn_row(r) for r in rows[:limit]]
 
     def reset_turns_indexed(self) -> None:
         for r in self.s.events.values():
             r["turn_indexed"] = False
 
     def _user_rows(self, tenant_id: str, user_id: str) -> list[tuple[str, dict[str, Any]]]:
+        """(event id, row) of the user's turns, by event id."""
         return sorted(
-            (i, r)
-            for i, r in self.s.events.items()
-            if (r["event"].tenant_id, r["event"].user_id) == (tenant_id, user_id)
-        )
+            ((r["event"].event_id, r) for r in self.s.events.values()
+             if (r["event"].tenant_id, r["event"].user_id) == (tenant_id, user_id)),
+            key=lambda pair: pair[0],
+        )  # fmt: skip
 
     def turn_states(self, tenant_id: str, user_id: str) -> list[TurnState]:
         return [
@@ -232,13 +229,15 @@ def _stored(row: dict[str, Any]) -> StoredEvent:
 
 class FakeReceiptRepository(FakeRepository):
     def add_if_absent(self, receipt: Receipt) -> bool:
-        if receipt.event_id in self.s.receipts:
+        key = event_ref(receipt.tenant_id, receipt.event_id)
+        if dict.__contains__(self.s.receipts, key):
             return False
-        self.s.receipts[receipt.event_id] = receipt
+        self.s.receipts[key] = receipt
         return True
 
-    def get_many(self, event_ids: Sequence[str]) -> dict[str, Receipt]:
-        return {i: self.s.receipts[i] for i in event_ids if i in self.s.receipts}
+    def get_many(self, tenant_id: str, event_ids: Sequence[str]) -> dict[str, Receipt]:
+        rows = dict(self.s.receipts)  # keyed exactly: a bare id must not find another tenant's
+        return {i: rows[event_ref(tenant_id, i)] for i in event_ids if event_ref(tenant_id, i) in rows}
 
     def rejected(self, limit: int = 100) -> list[Receipt]:
         return [r for r in self.s.receipts.values() if r.outcome == "rejected"][:limit]

@@ -30,8 +30,12 @@ class FakeMemoryRepository(FakeRepository):
         if current and current.tenant_id == memory.tenant_id and current.user_id == memory.user_id:
             self.s.memories[memory.id] = copy.deepcopy(memory)
 
-    def from_event(self, event_id: str) -> list[Memory]:
-        found = [m for m in self.s.memories.values() if m.sources and m.sources[0]["event_id"] == event_id]
+    def from_event(self, tenant_id: str, user_id: str, event_id: str) -> list[Memory]:
+        found = [
+            m
+            for m in memories_of(self.s, tenant_id, user_id)
+            if m.sources and m.sources[0]["event_id"] == event_id
+        ]
         return [copy.deepcopy(m) for m in sorted(found, key=lambda m: m.id)]
 
     def active_with_hash(

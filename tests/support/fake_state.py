@@ -6,16 +6,39 @@ import copy
 from datetime import datetime
 from typing import Any
 
+from shared.events import split_ref
 from shared.models import Memory
 from shared.storage import DeadLetter, HistoryEntry, Receipt
+
+
+class ByRef(dict[str, Any]):
+    """Rows keyed as the real tables are, by (tenant, event id) (``shared.events.event_ref``). A
+    bare event id finds the row when only one tenant holds that id (as the real repository's
+    lookup of a bare id does), so tests of one tenant can name their rows by event id."""
+
+    def _key(self, key: object) -> object:
+        if isinstance(key, str) and split_ref(key)[0] is None and not dict.__contains__(self, key):
+            found = [k for k in self.keys() if split_ref(k)[1] == key]
+            if len(found) == 1:
+                return found[0]
+        return key
+
+    def __getitem__(self, key: object) -> Any:
+        return dict.__getitem__(self, self._key(key))
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, self._key(key))
+
+    def get(self, key: object, default: Any = None) -> Any:  # type: ignore[override]
+        return dict.get(self, self._key(key), default)  # type: ignore[call-overload]
 
 
 class FakeState:
     """Every table of the fake database; a unit of work works on a deep copy of it."""
 
     def __init__(self) -> None:
-        self.events: dict[str, dict[str, Any]] = {}
-        self.receipts: dict[str, Receipt] = {}
+        self.events: dict[str, dict[str, Any]] = ByRef()  # by event_ref(tenant, event id)
+        self.receipts: dict[str, Receipt] = ByRef()
         self.memories: dict[str, Memory] = {}
         self.dead_letters: list[DeadLetter] = []
         self.meta: dict[str, str] = {}

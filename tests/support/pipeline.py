@@ -116,10 +116,12 @@ CHAT = "lol we saw a red fox near the old mill by the river"
 ASKED = NOW + timedelta(days=1)  # when ask() asks, unless told otherwise
 
 
-def ask(h, query, *, user="u1", now=None, k=5, statuses=RECALLABLE_STATUSES, reranker=None) -> Any:
+def ask(
+    h, query, *, user="u1", now=None, k=5, statuses=RECALLABLE_STATUSES, reranker=None, tenant="default"
+) -> Any:
     """Recall for ``query`` at ASKED (or at ``now``), from the memories and, on a TurnHarness,
     the conversation log."""
-    request = RecallRequest("default", user, query, now=now or ASKED, k=k, statuses=statuses)
+    request = RecallRequest(tenant, user, query, now=now or ASKED, k=k, statuses=statuses)
     with h.store.uow() as uow:
         return recall(
             uow,

@@ -7,10 +7,9 @@ from datetime import timedelta
 
 from shared.indexing.collections import TURNS
 from shared.indexing.reindex import rebuild_collection, rebuild_indexes
-from shared.ingest.record import record_event
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES, MemoryStatus, turn_point_id
 from shared.queues import TaskName
-from tests.support.pipeline import ASKED, CHAT, LIMITS, NOW, TurnHarness, ask, turn
+from tests.support.pipeline import ASKED, CHAT, NOW, TurnHarness, ask, turn
 
 
 def test_a_turn_that_made_no_memory_is_embedded_indexed_and_done():
@@ -261,19 +260,6 @@ def test_redelivered_embed_and_index_messages_resend_the_next_step():
     h.drain(turn(2, "生产环境部署端口是8443"))
     h.state.events["e-u1-s1-2"]["stage"] = "indexed"  # as if the resolve message was lost
     assert [f.task for f in h.run(TaskName.INDEX, ("e-u1-s1-2",))] == ["memory.resolve"]
-
-
-def test_an_event_id_held_by_another_tenant_is_refused_naming_the_field():
-    import pytest
-
-    from shared.events import InvalidEvent
-
-    h = TurnHarness()
-    h.drain(turn(1, "我不吃香菜", event_id="shared-id"))
-    other = {**turn(1, "生产环境部署端口是8443", event_id="shared-id", user="u2"), "tenant_id": "acme"}
-    with h.store.uow() as uow, pytest.raises(InvalidEvent, match="event_id"):
-        record_event(uow, other, LIMITS)
-    assert h.state.events["shared-id"]["event"].content == "我不吃香菜"
 
 
 def test_a_named_range_is_ranked_by_meaning_not_by_which_turns_are_newest():

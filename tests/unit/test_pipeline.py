@@ -106,7 +106,7 @@ def test_a_counter_assigned_seq_already_taken_is_renumbered_past_the_conversatio
     receipt = h.state.receipts["late"]
     assert receipt.outcome == "accepted"
     assert receipt.reason.startswith("renumbered from seq 2 to 4: event e-u1-s1-2 already holds seq 2")
-    assert [(f.task, f.args) for f in out] == [("memory.extract", ("late",))]
+    assert [(f.task, f.args) for f in out] == [("memory.extract", ("default/late",))]
     assert h.state.events["e-u1-s1-2"]["event"].content == "生产环境部署端口是8443"
     # Delivered again (a redelivery, the stalled sweep): the next step again, as for any recorded
     # turn, and nothing else: no second seq is drawn.
@@ -250,7 +250,8 @@ def test_resume_stalled_redrives_each_stage():
     h.run(TaskName.RECORD, (turn(1, "生产环境部署端口是8443"),))
     with h.store.uow() as uow:
         out = resume_stalled(uow, datetime.now(UTC) + timedelta(seconds=1))
-    assert [(f.task, f.args) for f in out] == [("memory.extract", ("e-u1-s1-1",))]
+    # The stage message names the tenant with the event id (event ids are unique per tenant).
+    assert [(f.task, f.args) for f in out] == [("memory.extract", ("default/e-u1-s1-1",))]
 
 
 def test_resume_stalled_leaves_events_that_reached_their_stage_recently():

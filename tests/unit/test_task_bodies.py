@@ -138,7 +138,11 @@ def test_a_batch_is_recorded_embedded_in_one_call_and_indexed_in_one_message(wor
     # turn alone in its window is its own draft's text, embedded once), then u2's one.
     assert worker.embedder.calls == [2, 1]
     [index] = worker.sent
-    assert index.task == "memory.index" and sorted(index.args[0]) == ["e-u1-1", "e-u1-2", "e-u2-1"]
+    assert index.task == "memory.index" and sorted(index.args[0]) == [
+        "default/e-u1-1",
+        "default/e-u1-2",
+        "default/e-u2-1",
+    ]
     assert index.args[1] is True  # judged already: the index ends them
     assert worker.drain() == ["memory.index"]
     assert {e["stage"] for e in worker.store.state.events.values()} == {"done"}
@@ -156,7 +160,7 @@ def test_a_batch_member_no_one_can_record_is_parked_alone(worker: Worker) -> Non
 
     [letter] = worker.store.state.dead_letters
     assert letter.task_name == "memory.record" and letter.event_id == "e-u1-1"
-    assert "another user or tenant" in letter.reason
+    assert "another user" in letter.reason
     worker.drain()
     assert worker.store.state.events["e-u1-2"]["stage"] == "done"
     assert "u9" not in {e["event"].user_id for e in worker.store.state.events.values()}
@@ -169,7 +173,8 @@ def test_a_turn_that_fails_the_fused_stages_goes_on_alone_and_holds_up_no_other(
 
     # The batch's one unit of work failed (the model refused one text): each event was sent on
     # to extract as its own message, stage by stage.
-    assert sorted(f.args[0] for f in worker.sent) == ["e-u1-1", "e-u1-2", "e-u1-3"]
+    # (Stage messages name the tenant with the event id: event ids are unique per tenant.)
+    assert sorted(f.args[0] for f in worker.sent) == ["default/e-u1-1", "default/e-u1-2", "default/e-u1-3"]
     assert {f.task for f in worker.sent} == {"memory.extract"}
     refused = []
     while worker.sent:
@@ -178,8 +183,8 @@ def test_a_turn_that_fails_the_fused_stages_goes_on_alone_and_holds_up_no_other(
             worker.run(followup.task, followup.args)
         except PermanentFailure:
             refused.append((followup.task, followup.args[0]))
-    assert refused == [("memory.embed", "e-u1-3")]
-    stages = {k: e["stage"] for k, e in worker.store.state.events.items()}
+    assert refused == [("memory.embed", "default/e-u1-3")]
+    stages = {e["event"].event_id: e["stage"] for e in worker.store.state.events.values()}
     assert stages == {"e-u1-1": "done", "e-u1-2": "done", "e-u1-3": "extracted"}
 
 
@@ -194,8 +199,8 @@ def test_a_user_whose_unit_fails_costs_the_other_users_of_the_batch_nothing(work
 
     # u1's unit committed and goes to the index; u2's failed and goes on stage by stage.
     assert [(f.task, f.args[0]) for f in worker.sent] == [
-        ("memory.extract", "e-u2-1"),
-        ("memory.index", ["e-u1-1", "e-u1-2"]),
+        ("memory.extract", "default/e-u2-1"),
+        ("memory.index", ["default/e-u1-1", "default/e-u1-2"]),
     ]
     assert worker.store.state.events["e-u1-2"]["stage"] == "persisted"
     assert worker.store.state.events["e-u2-1"]["stage"] == "recorded"

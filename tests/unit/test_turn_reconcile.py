@@ -41,8 +41,8 @@ def pid(event_id: str, user: str = "u1") -> str:
 def agree(h: TurnHarness, user: str = "u1") -> None:
     """Every turn with a vector has exactly its point, with the payload the pipeline writes."""
     rows = {
-        pid(i, user): r
-        for i, r in h.state.events.items()
+        pid(r["event"].event_id, user): r
+        for r in h.state.events.values()
         if r["event"].user_id == user and r.get("embedding") is not None
     }
     points = h.turns.payloads("default", user)

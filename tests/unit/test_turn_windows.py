@@ -95,7 +95,7 @@ def test_superseding_one_fact_of_a_turn_hides_that_statement_only():
     h.say(f"{HOUSING} {ASYLUM}")
     event_id = "e-u1-s1-1"
     with h.store.uow() as uow:
-        for m in uow.memories.from_event(event_id):
+        for m in uow.memories.from_event("default", "u1", event_id):
             m.status, m.content = MemoryStatus.SUPERSEDED, HOUSING
             uow.memories.save(m)
         uow.commit()
@@ -108,7 +108,7 @@ def test_a_rephrased_retired_memory_keeps_its_turn_hidden():
     h = TurnHarness(window=1)
     h.say(f"{HOUSING} {ASYLUM}")
     with h.store.uow() as uow:
-        [m] = uow.memories.from_event("e-u1-s1-1")
+        [m] = uow.memories.from_event("default", "u1", "e-u1-s1-1")
         m.status, m.content = MemoryStatus.FORGOTTEN, "The user waited long for asylum."
         uow.memories.save(m)
         uow.commit()
@@ -143,7 +143,7 @@ def test_every_statement_of_a_retired_split_memory_is_cut_out_of_its_turn():
         "My favorite food is sushi."
     )
     with h.store.uow() as uow:
-        drafts = uow.memories.from_event("e-u1-s1-1")
+        drafts = uow.memories.from_event("default", "u1", "e-u1-s1-1")
         assert len(drafts) >= 2  # the rules split this turn
         for m in drafts:
             m.status = MemoryStatus.FORGOTTEN

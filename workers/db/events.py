@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Select, func, select, tuple_, update
+from sqlalchemy import ColumnElement, Select, func, or_, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import undefer
 
-from shared.events import TurnPublished
+from shared.events import TurnPublished, event_ref, split_ref
 from shared.storage import (
     Receipt,
     StoredEvent,
@@ -31,6 +31,24 @@ REDACTED_HASH = "redacted"  # not a hash of anything: a replay of the original i
 def _conversation(tenant_id: str, user_id: str, session_id: str) -> tuple[ColumnElement[bool], ...]:
     """The WHERE terms of one conversation (the unique (tenant, user, session, seq) index's prefix)."""
     return (*EventRow.owned_by(tenant_id, user_id), EventRow.session_id == session_id)
+
+
+def _by_ref(ref: str) -> tuple[ColumnElement[bool], ...]:
+    """The WHERE terms of the event a pipeline key names (the (tenant, event id) primary key). A
+    bare event id (a message queued before 0017) matches every tenant's: callers reading one row
+    take it only when it is the only one."""
+    tenant, event_id = split_ref(ref)
+    if tenant is None:
+        return (EventRow.event_id == event_id,)
+    return (EventRow.tenant_id == tenant, EventRow.event_id == event_id)
+
+
+def _by_refs(refs: Sequence[str]) -> ColumnElement[bool]:
+    """The WHERE term of the events these pipeline keys name (bare ids as in ``_by_ref``)."""
+    pairs = [split_ref(r) for r in refs]
+    keyed = [(t, e) for t, e in pairs if t is not None]
+    bare = [e for t, e in pairs if t is None]
+    return or_(tuple_(EventRow.tenant_id, EventRow.event_id).in_(keyed), EventRow.event_id.in_(bare))
 
 
 class SqlEventRepository(SessionRepository):
@@ -56,9 +74,11 @@ class SqlEventRepository(SessionRepository):
         )
         return self.session.execute(stmt).first() is not None
 
-    def get(self, event_id: str) -> StoredEvent | None:
-        row = self.session.get(EventRow, event_id)
-        return event_from_row(row) if row else None
+    def get(self, ref: str) -> StoredEvent | None:
+        rows = self.session.scalars(select(EventRow).where(*_by_ref(ref)).limit(2)).all()
+        # Two rows: a bare id two tenants hold. Neither is taken (the wrong tenant's turn would
+        # move on); the stalled sweep re-drives the right one by its full key.
+        return event_from_row(rows[0]) if len(rows) == 1 else None
 
     def at_seq(self, tenant_id: str, user_id: str, session_id: str, seq: int) -> StoredEvent | None:
         row = self.session.scalars(
@@ -75,7 +95,7 @@ class SqlEventRepository(SessionRepository):
 
     def set_stage(
         self,
-        event_id: str,
+        ref: str,
         stage: str,
         *,
         importance: float | None = None,
@@ -90,7 +110,7 @@ class SqlEventRepository(SessionRepository):
             values["happened_from"], values["happened_to"] = happened
         if stage == "done":
             values["done_at"] = func.now()
-        self.session.execute(update(EventRow).where(EventRow.event_id == event_id).values(**values))
+        self.session.execute(update(EventRow).where(*_by_ref(ref)).values(**values))
 
     def timeline(self, tenant_id: str, user_id: str, session_id: str) -> list[StoredEvent]:
         query = select(EventRow).where(*_conversation(tenant_id, user_id, session_id))
@@ -104,13 +124,21 @@ class SqlEventRepository(SessionRepository):
             query = query.where(EventRow.session_id == session_id)
         return self._read(query.order_by(EventRow.at.desc(), EventRow.seq.desc()).limit(limit))
 
-    def stages(self, event_ids: Sequence[str]) -> dict[str, str]:
-        if not event_ids:
+    def stages(self, refs: Sequence[str]) -> dict[str, str]:
+        if not refs:
             return {}
         rows = self.session.execute(
-            select(EventRow.event_id, EventRow.stage).where(EventRow.event_id.in_(list(event_ids)))
+            select(EventRow.tenant_id, EventRow.event_id, EventRow.stage).where(_by_refs(refs))
         )
-        return {r.event_id: r.stage for r in rows}
+        found = {(r.tenant_id, r.event_id): r.stage for r in rows}
+        by_id = {e: stage for (_, e), stage in found.items()}
+        out: dict[str, str] = {}
+        for ref in refs:
+            tenant, event_id = split_ref(ref)
+            stage = by_id.get(event_id) if tenant is None else found.get((tenant, event_id))
+            if stage is not None:
+                out[ref] = stage
+        return out
 
     def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
         if not event_ids:
@@ -169,7 +197,7 @@ class SqlEventRepository(SessionRepository):
         return sorted((r.event_id, r.session_id) for r in rows)
 
     def set_turn_vector(
-        self, event_id: str, vector: Sequence[float], model: str, window: Sequence[str] | None = None
+        self, ref: str, vector: Sequence[float], model: str, window: Sequence[str] | None = None
     ) -> None:
         values: dict[str, object] = {
             "embedding": list(vector),
@@ -178,7 +206,7 @@ class SqlEventRepository(SessionRepository):
         }
         if window is not None:
             values["window_ids"] = list(window)
-        self.session.execute(update(EventRow).where(EventRow.event_id == event_id).values(**values))
+        self.session.execute(update(EventRow).where(*_by_ref(ref)).values(**values))
 
     def context_before(
         self, tenant_id: str, user_id: str, session_id: str, seq: int, limit: int
@@ -275,18 +303,19 @@ class SqlEventRepository(SessionRepository):
             for row in self._turn_rows(list(rows))
         ]
 
-    def mark_turns_indexed(self, event_ids: Sequence[str], indexed: bool = True) -> None:
-        if event_ids:
-            self.session.execute(
-                update(EventRow).where(EventRow.event_id.in_(list(event_ids))).values(turn_indexed=indexed)
-            )
+    def mark_turns_indexed(self, refs: Sequence[str], indexed: bool = True) -> None:
+        if refs:
+            self.session.execute(update(EventRow).where(_by_refs(refs)).values(turn_indexed=indexed))
 
-    def page_turns(self, after_event_id: str, limit: int) -> list[TurnRow]:
+    def page_turns(self, after: str, limit: int) -> list[TurnRow]:
+        # The primary key's order, (tenant, event id): an event id alone would skip the second
+        # tenant's row of an id two tenants hold when a page ends between them.
+        tenant, event_id = split_ref(after) if after else ("", "")
         rows = self.session.scalars(
             select(EventRow)
             .options(undefer(EventRow.embedding))
-            .where(EventRow.event_id > after_event_id)
-            .order_by(EventRow.event_id)
+            .where(tuple_(EventRow.tenant_id, EventRow.event_id) > tuple_(tenant or "", event_id))
+            .order_by(EventRow.tenant_id, EventRow.event_id)
             .limit(limit)
         )
         return self._turn_rows(list(rows))
@@ -327,12 +356,12 @@ class SqlEventRepository(SessionRepository):
 
     def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
         rows = self.session.execute(
-            select(EventRow.event_id, EventRow.stage)
+            select(EventRow.tenant_id, EventRow.event_id, EventRow.stage)
             .where(EventRow.stage != "done", EventRow.stage_at < stuck_before)
-            .order_by(EventRow.stage_at, EventRow.event_id)
+            .order_by(EventRow.stage_at, EventRow.tenant_id, EventRow.event_id)
             .limit(limit)
         )
-        return [(r.event_id, r.stage) for r in rows]
+        return [(event_ref(r.tenant_id, r.event_id), r.stage) for r in rows]
 
 
 class SqlReceiptRepository(SessionRepository):
@@ -340,15 +369,19 @@ class SqlReceiptRepository(SessionRepository):
         stmt = (
             insert(ReceiptRow)
             .values(**column_values(receipt))
-            .on_conflict_do_nothing(index_elements=[ReceiptRow.event_id])
+            .on_conflict_do_nothing(index_elements=[ReceiptRow.tenant_id, ReceiptRow.event_id])
             .returning(ReceiptRow.event_id)
         )
         return self.session.execute(stmt).first() is not None
 
-    def get_many(self, event_ids: Sequence[str]) -> dict[str, Receipt]:
+    def get_many(self, tenant_id: str, event_ids: Sequence[str]) -> dict[str, Receipt]:
         if not event_ids:
             return {}
-        rows = self.session.scalars(select(ReceiptRow).where(ReceiptRow.event_id.in_(list(event_ids))))
+        rows = self.session.scalars(
+            select(ReceiptRow).where(
+                ReceiptRow.tenant_id == tenant_id, ReceiptRow.event_id.in_(list(event_ids))
+            )
+        )
         return {r.event_id: _receipt(r) for r in rows}
 
     def rejected(self, limit: int = 100) -> list[Receipt]:

@@ -11,8 +11,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Date, cast, func, literal, select, update
+from sqlalchemy import ColumnElement, Date, cast, func, literal, select, tuple_, update
 
+from shared.events import split_ref
 from shared.insight import IMPORTANCE_BINS, IMPORTANCE_MAX, EventStats, MemoryStats
 from workers.db.session import SessionRepository
 from workers.db.tables import EventRow, MemoryRow
@@ -77,11 +78,14 @@ class SqlInsight(SessionRepository):
 
 
 class SqlTraceContexts(SessionRepository):
-    def note(self, event_ids: Sequence[str], traceparent: str) -> None:
-        if event_ids:
+    def note(self, refs: Sequence[str], traceparent: str) -> None:
+        if refs:
+            keys = [(t or "default", e) for t, e in map(split_ref, refs)]
             self.session.execute(
                 update(EventRow)
-                .where(EventRow.event_id.in_(list(event_ids)), EventRow.trace_context.is_(None))
+                .where(
+                    tuple_(EventRow.tenant_id, EventRow.event_id).in_(keys), EventRow.trace_context.is_(None)
+                )
                 .values(trace_context=traceparent)
             )
 

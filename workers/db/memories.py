@@ -108,8 +108,10 @@ class SqlMemoryRepository(SessionRepository):
             .values(**values)
         )
 
-    def from_event(self, event_id: str) -> list[Memory]:
-        query = select(MemoryRow).where(MemoryRow.origin_event_id == event_id).order_by(MemoryRow.id)
+    def from_event(self, tenant_id: str, user_id: str, event_id: str) -> list[Memory]:
+        query = user_memories(tenant_id, user_id, MemoryRow.origin_event_id == event_id).order_by(
+            MemoryRow.id
+        )
         return read_memories(self.session, query)
 
     def active_with_hash(

@@ -16,6 +16,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     Index,
+    PrimaryKeyConstraint,
     String,
     Text,
     UniqueConstraint,
@@ -81,7 +82,8 @@ class EventRow(UserOwned, Happened, Base):
 
     __tablename__ = "events"
 
-    event_id: Mapped[PublisherId] = mapped_column(primary_key=True)
+    # The producer's id, unique within its tenant: the key is (tenant_id, event_id) (migration 0017).
+    event_id: Mapped[PublisherId]
     session_id: Mapped[PublisherId]
     seq: Mapped[int] = mapped_column(BigInteger)
     role: Mapped[Label]
@@ -108,6 +110,7 @@ class EventRow(UserOwned, Happened, Base):
     trace_context: Mapped[str | None] = mapped_column(String(55))
 
     __table_args__ = (
+        PrimaryKeyConstraint("tenant_id", "event_id", name="events_pkey"),
         UniqueConstraint("tenant_id", "user_id", "session_id", "seq", name="uq_events_conversation_seq"),
         Index("ix_events_user_at", "tenant_id", "user_id", "at"),
         Index(
@@ -123,18 +126,21 @@ class EventRow(UserOwned, Happened, Base):
 
 
 class ReceiptRow(UserOwned, Base):
-    """The inbox: one row per event id ever delivered, with what became of it."""
+    """The inbox: one row per (tenant, event id) ever delivered, with what became of it."""
 
     __tablename__ = "event_receipts"
 
-    event_id: Mapped[PublisherId] = mapped_column(primary_key=True)
+    event_id: Mapped[PublisherId]
     outcome: Mapped[Label]  # accepted | duplicate | rejected
     canonical_event_id: Mapped[PublisherId | None]
     reason: Mapped[Prose | None]
     payload: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     received_at: Mapped[RecordedAt]
 
-    __table_args__ = (Index("ix_receipts_outcome", "outcome"),)
+    __table_args__ = (
+        PrimaryKeyConstraint("tenant_id", "event_id", name="event_receipts_pkey"),
+        Index("ix_receipts_outcome", "outcome"),
+    )
 
 
 class MemoryRow(UserOwned, Happened, Base):

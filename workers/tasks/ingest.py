@@ -12,6 +12,7 @@ from celery import Task
 
 from producers import tracing
 from shared import keys
+from shared.events import event_ref
 from shared.ingest import resume
 from shared.ingest.advance import FUSED_STAGES, IngestSteps, advance_events
 from shared.ingest.embed import embed_event
@@ -82,7 +83,11 @@ def note_trace(c: Container, messages: list[Any]) -> None:
     if not tracing.enabled():
         return
     context = tracing.current_context()
-    ids = [m["event_id"] for m in messages if isinstance(m, dict) and isinstance(m.get("event_id"), str)]
+    ids = [
+        event_ref(str(m.get("tenant_id") or "default"), m["event_id"])
+        for m in messages
+        if isinstance(m, dict) and isinstance(m.get("event_id"), str)
+    ]
     if context is None or not ids:
         return
     with c.uow() as uow:
@@ -119,7 +124,10 @@ def carry_on(name: str, c: Container, followups: list[FollowUp], messages: list[
     if not inline:
         return
     owner = {
-        m["event_id"]: (str(m.get("tenant_id") or "default"), str(m.get("user_id")))
+        event_ref(str(m.get("tenant_id") or "default"), m["event_id"]): (
+            str(m.get("tenant_id") or "default"),
+            str(m.get("user_id")),
+        )
         for m in messages
         if isinstance(m, dict) and isinstance(m.get("event_id"), str)
     }
@@ -167,30 +175,31 @@ def merge_index(followups: list[FollowUp]) -> list[FollowUp]:
 
 
 @app.task(name=TaskName.EXTRACT.value, base=PipelineTask, bind=True)
-def extract(self: Task, event_id: str) -> None:
+def extract(self: Task, ref: str) -> None:
+    """``ref``: the event's pipeline key (tenant and event id), or a bare event id sent before 0017."""
     c = container()
     threshold = c.settings.importance_threshold
     extractor = c.extractor()
     run_unit(
         self.name,
-        event_id,
+        ref,
         lambda uow: extract_event(
-            uow, event_id, threshold, c.clock(), extractor, keep_turns=c.settings.index_turns
+            uow, ref, threshold, c.clock(), extractor, keep_turns=c.settings.index_turns
         ),
     )
 
 
 @app.task(name=TaskName.EMBED.value, base=PipelineTask, bind=True)
-def embed(self: Task, event_id: str) -> None:
+def embed(self: Task, ref: str) -> None:
     c = container()
     keep, window = c.settings.index_turns, c.settings.turn_window
-    run_unit(self.name, event_id, lambda uow: embed_event(uow, c.embedder, event_id, keep, window))
+    run_unit(self.name, ref, lambda uow: embed_event(uow, c.embedder, ref, keep, window))
 
 
 @app.task(name=TaskName.PERSIST.value, base=PipelineTask, bind=True)
-def persist(self: Task, event_id: str) -> None:
+def persist(self: Task, ref: str) -> None:
     c = container()
-    run_unit(self.name, event_id, lambda uow: persist_event(uow, event_id, c.clock()))
+    run_unit(self.name, ref, lambda uow: persist_event(uow, ref, c.clock()))
 
 
 @app.task(name=TaskName.INDEX.value, base=PipelineTask, bind=True)
@@ -209,12 +218,12 @@ def index(self: Task, event_id: str | list[str], resolved: bool = False) -> None
 
 
 @app.task(name=TaskName.RESOLVE.value, base=PipelineTask, bind=True)
-def resolve(self: Task, event_id: str) -> None:
+def resolve(self: Task, ref: str) -> None:
     c = container()
     run_unit(
         self.name,
-        event_id,
-        lambda uow: resolve_event(uow, event_id, c.judge, c.embedder, c.clock(), c.strategies),
+        ref,
+        lambda uow: resolve_event(uow, ref, c.judge, c.embedder, c.clock(), c.strategies),
     )
 
 
