@@ -62,7 +62,7 @@ class InsightRepository(Protocol):
     def event_stats(self, tenant_id: str, user_id: str | None, stalled_before: datetime) -> EventStats: ...
 
     def event_tenants(self, event_ids: Sequence[str]) -> dict[str, str]:
-        """The tenant of each of these event ids that is stored."""
+        """The tenant of each of these event ids that is stored in exactly one tenant."""
 
 
 class TraceContextRepository(Protocol):

@@ -22,7 +22,9 @@ dead letters, LLM call records, recall claims.
 
 Import checks every line before it writes anything, and then writes in one transaction: a row
 whose id exists already (the same file imported twice) is kept as it is, so an import is
-idempotent; an id that exists for another tenant or user refuses the whole file.
+idempotent; an id that exists for another user (or, for a memory id, another tenant) refuses the
+whole file. Event ids are unique per tenant only: another tenant's turn with the same id is no
+clash.
 """
 
 from __future__ import annotations
@@ -175,5 +177,6 @@ class TransferRepository(Protocol):
 
     def set_memory_vectors(self, vectors: dict[str, list[float]], model: str) -> None: ...
 
-    def mark_unindexed(self, memory_ids: Sequence[str], event_ids: Sequence[str]) -> None:
-        """These rows get their points at the next push."""
+    def mark_unindexed(self, tenant_id: str, memory_ids: Sequence[str], event_ids: Sequence[str]) -> None:
+        """These rows of the tenant get their points at the next push (event ids are unique per
+        tenant only)."""

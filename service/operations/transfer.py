@@ -75,7 +75,7 @@ def import_lines(container: Container, lines: Iterable[str], tenant_id: str | No
                 reembedded += embed_windows(
                     uow, embedder, header.tenant_id, user, ids, container.settings.turn_window
                 )
-        uow.transfer.mark_unindexed(sorted(memories), sorted(events))
+        uow.transfer.mark_unindexed(header.tenant_id, sorted(memories), sorted(events))
         uow.commit()
     users = sorted({row["user_id"] for table in TABLES for _, row in rows[table]})
     indexed = {user: sync_index(container, header.tenant_id, user) for user in users}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from typing import Any, Literal
 
+from shared.events import split_ref
 from shared.queues import TaskName
 
 Share = Literal["all", "some", "none"]
@@ -38,6 +39,14 @@ def dead_letter_share(
         owner = (message.get("tenant_id"), message.get("user_id")) if isinstance(message, dict) else None
         return owner == (tenant_id, user_id)
 
+    def my_event(value: Any) -> bool:
+        # A stage names the event by its pipeline key (tenant and event id); a message queued
+        # before 0017, by the event id alone.
+        if not isinstance(value, str):
+            return False
+        tenant, event_id = split_ref(value)
+        return tenant in (None, tenant_id) and event_id in events
+
     first = args[0] if args else None
     if task == TaskName.RECORD:
         return ("all", None) if mine(first) else ("none", None)
@@ -46,10 +55,10 @@ def dead_letter_share(
     if task == TaskName.REINFORCE:
         return ("all", None) if args[1:3] == [tenant_id, user_id] else ("none", None)
     if task in _EVENT_FIRST:
-        return ("all", None) if isinstance(first, str) and first in events else ("none", None)
+        return ("all", None) if my_event(first) else ("none", None)
     if task in (TaskName.RECORD_BATCH, TaskName.INDEX) and isinstance(first, list):
         batch = task == TaskName.RECORD_BATCH
-        ours = [i for i in first if (mine(i) if batch else isinstance(i, str) and i in events)]
+        ours = [i for i in first if (mine(i) if batch else my_event(i))]
         if not ours:
             return "none", None
         if len(ours) == len(first):
@@ -64,7 +73,10 @@ def dead_letter_tenants(task: str, args: list[Any], event_tenants: Mapping[str, 
     ids among its arguments to their tenant."""
 
     def of_event(value: Any) -> str | None:
-        return event_tenants.get(value) if isinstance(value, str) else None
+        if not isinstance(value, str):
+            return None
+        tenant, event_id = split_ref(value)  # a pipeline key names its tenant
+        return tenant if tenant is not None else event_tenants.get(event_id)
 
     def of_turn(message: Any) -> str | None:
         tenant = message.get("tenant_id") if isinstance(message, dict) else None
@@ -90,10 +102,10 @@ def dead_letter_tenants(task: str, args: list[Any], event_tenants: Mapping[str, 
 
 
 def event_ids_named(task: str, args: list[Any]) -> list[str]:
-    """The event ids a dead letter's arguments hold (to look their tenants up)."""
+    """The bare event ids a dead letter's arguments hold, to look their tenants up (a pipeline key
+    names its tenant itself)."""
     first = args[0] if args else None
-    if task in _EVENT_FIRST and isinstance(first, str):
-        return [first]
-    if task == TaskName.INDEX and isinstance(first, list):
-        return [i for i in first if isinstance(i, str)]
-    return []
+    named = [first] if task in _EVENT_FIRST else first if task == TaskName.INDEX else []
+    if not isinstance(named, list):
+        return []
+    return [i for i in named if isinstance(i, str) and split_ref(i)[0] is None]

@@ -43,6 +43,13 @@ def test_tasks_are_read_by_their_argument_shape() -> None:
     assert share("memory.decay", []) == ("none", None)
 
 
+def test_a_stage_message_names_the_event_by_tenant_and_id() -> None:
+    # Event ids are unique per tenant only: another tenant's e1 is not the user's.
+    assert share("memory.extract", ["acme/e1"]) == ("all", None)
+    assert share("memory.extract", ["globex/e1"]) == ("none", None)
+    assert share("memory.index", [["acme/e1", "globex/e2"], True]) == ("some", [["globex/e2"], True])
+
+
 def test_a_report_verifies_what_its_store_can_compare() -> None:
     exact = StoreErasure("postgres.events", 2, 0, 5, 4)
     live = StoreErasure("redis.ledger", 1, 0, 5, 7, compared=False)

@@ -86,6 +86,10 @@ def test_a_dead_letter_belongs_to_a_tenant_only_when_its_arguments_name_that_one
     assert dead_letter_tenants("memory.index", [["e1", "nope"]], events) is None
     assert dead_letter_tenants("memory.reconcile", [], events) is None
     assert dead_letter_tenants("not.a.task", ["e1"], events) is None
+    # A stage's pipeline key names its tenant itself (event ids are unique per tenant only).
+    assert dead_letter_tenants("memory.extract", ["beta/e1"], events) == {"beta"}
+    assert dead_letter_tenants("memory.index", [["beta/e1", "acme/e9"]], events) == {"acme", "beta"}
+    assert event_ids_named("memory.index", [["beta/e1", "e3"]]) == ["e3"]
     assert event_ids_named("memory.index", [["e1", 3, "e3"]]) == ["e1", "e3"]
     assert (
         event_ids_named("memory.persist", ["e2"]) == ["e2"] and event_ids_named("memory.record", [{}]) == []

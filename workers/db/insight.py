@@ -74,7 +74,11 @@ class SqlInsight(SessionRepository):
         rows = self.session.execute(
             select(EventRow.event_id, EventRow.tenant_id).where(EventRow.event_id.in_(list(set(event_ids))))
         )
-        return {e: t for e, t in rows}
+        found: dict[str, set[str]] = {}
+        for e, t in rows:
+            found.setdefault(e, set()).add(t)
+        # An id two tenants hold names neither (event ids are unique per tenant only).
+        return {e: next(iter(ts)) for e, ts in found.items() if len(ts) == 1}
 
 
 class SqlTraceContexts(SessionRepository):

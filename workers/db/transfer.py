@@ -21,8 +21,14 @@ _TABLES: dict[str, Any] = {
     "memories": MemoryRow,
     "memory_history": HistoryRow,
 }
-# The key of a row, for idempotent inserts (history rows have none: they follow their memory).
+# The key of a row, for idempotent inserts (history rows have none: they follow their memory),
+# within the file's one tenant; the primary key it conflicts on (event ids are unique per tenant).
 _KEYS = {"events": "event_id", "event_receipts": "event_id", "memories": "id"}
+_CONFLICT = {
+    "events": ("tenant_id", "event_id"),
+    "event_receipts": ("tenant_id", "event_id"),
+    "memories": ("id",),
+}
 _ORDER = {
     "events": ("session_id", "seq"),
     "event_receipts": ("event_id",),
@@ -90,7 +96,9 @@ def _import_rows(session: Session, name: str, rows: Sequence[tuple[int, dict[str
                 continue
             # Only a row whose key exists is skipped; any other clash (a conversation's seq taken
             # by another event) is an error that refuses the file.
-            statement = insert(table).values(chunk).on_conflict_do_nothing(index_elements=[key])
+            statement = (
+                insert(table).values(chunk).on_conflict_do_nothing(index_elements=list(_CONFLICT[name]))
+            )
             inserted |= set(session.scalars(statement.returning(table.c[key])).all())
     except DBAPIError as exc:
         problem = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc)
@@ -102,7 +110,8 @@ def _import_rows(session: Session, name: str, rows: Sequence[tuple[int, dict[str
     for start in range(0, len(kept), CHUNK):
         wanted = [row[key] for _, row in kept[start : start + CHUNK]]
         owner = table.c.tenant_id + "\x1f" + table.c.user_id
-        found = session.execute(select(table.c[key], owner).where(table.c[key].in_(wanted))).all()
+        scope = [table.c.tenant_id == kept[0][1]["tenant_id"]] if "tenant_id" in _CONFLICT[name] else []
+        found = session.execute(select(table.c[key], owner).where(table.c[key].in_(wanted), *scope)).all()
         owners.update({str(k): str(v) for k, v in found})
     if kept:
         for number, row in kept:
@@ -136,12 +145,15 @@ def _set_memory_vectors(session: Session, vectors: dict[str, list[float]], model
         )
 
 
-def _mark_unindexed(session: Session, memory_ids: Sequence[str], event_ids: Sequence[str]) -> None:
+def _mark_unindexed(
+    session: Session, tenant_id: str, memory_ids: Sequence[str], event_ids: Sequence[str]
+) -> None:
     """Imported rows get their points at the next push, whatever the exporting index held."""
     for ids in _chunks(memory_ids):
         session.execute(update(MemoryRow).where(MemoryRow.id.in_(ids)).values(indexed_version=0))
     for ids in _chunks(event_ids):
-        session.execute(update(EventRow).where(EventRow.event_id.in_(ids)).values(turn_indexed=False))
+        where = (EventRow.tenant_id == tenant_id, EventRow.event_id.in_(ids))
+        session.execute(update(EventRow).where(*where).values(turn_indexed=False))
 
 
 class SqlTransfer:
@@ -165,5 +177,5 @@ class SqlTransfer:
     def set_memory_vectors(self, vectors: dict[str, list[float]], model: str) -> None:
         _set_memory_vectors(self.session, vectors, model)
 
-    def mark_unindexed(self, memory_ids: Sequence[str], event_ids: Sequence[str]) -> None:
-        _mark_unindexed(self.session, memory_ids, event_ids)
+    def mark_unindexed(self, tenant_id: str, memory_ids: Sequence[str], event_ids: Sequence[str]) -> None:
+        _mark_unindexed(self.session, tenant_id, memory_ids, event_ids)

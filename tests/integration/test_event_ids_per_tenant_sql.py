@@ -1,0 +1,104 @@
+"""The SQL event log keyed by (tenant, event id) (migration 0017) reads and writes what the fakes
+do: each lookup by event id names the tenant, a bare id is taken only while one tenant holds it,
+reindex pages every tenant's turns, and an import meets another tenant's id without a clash."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from shared.events import Role, TurnPublished, event_ref
+from shared.settings import Settings
+from shared.storage import Receipt
+from tests.support.fakes import FakeStore
+from workers.bootstrap import build_container
+
+AT = datetime(2026, 11, 30, 12, tzinfo=UTC)
+
+
+def _turn(tenant: str, content: str, event_id: str = "order-1001") -> TurnPublished:
+    return TurnPublished(event_id, tenant, "u1", "s1", 1, Role.USER, content, AT, {})
+
+
+def _load(uow) -> None:
+    for tenant in ("acme", "beta"):
+        turn = _turn(tenant, f"{tenant}'s words")
+        assert uow.events.insert_if_absent(turn, "recorded")
+        uow.receipts.add_if_absent(Receipt(turn.event_id, tenant, "u1", "accepted"))
+        uow.events.set_turn_vector(turn.ref, [0.5] * 16, "m")
+    uow.events.set_stage(event_ref("beta", "order-1001"), "extracted")
+
+
+def _read(uow) -> dict[str, object]:
+    return {
+        "acme": uow.events.get(event_ref("acme", "order-1001")).event.content,
+        "beta": uow.events.get(event_ref("beta", "order-1001")).event.content,
+        "bare": uow.events.get("order-1001"),  # two tenants hold it: neither is guessed
+        "stages": uow.events.stages([event_ref("acme", "order-1001"), event_ref("beta", "order-1001")]),
+        "stalled": uow.events.stalled(datetime.now(UTC) + timedelta(minutes=1), 10),
+        "receipts": {t: sorted(uow.receipts.get_many(t, ["order-1001"])) for t in ("acme", "beta", "gamma")},
+        # One turn a page: the cursor (tenant, event id) must not skip the second tenant's row.
+        "pages": [_page(uow, ""), _page(uow, event_ref("acme", "order-1001"))],
+    }
+
+
+def _page(uow, after: str) -> list[str]:
+    return [row.event.ref for row in uow.events.page_turns(after, 1)]
+
+
+@pytest.fixture
+def settings(it_settings: Settings) -> Settings:
+    return it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 16})
+
+
+def test_sql_event_log_keys_each_turn_by_tenant_and_event_id_as_the_fakes_do(settings: Settings) -> None:
+    fake = FakeStore()
+    with fake.uow() as uow:
+        _load(uow)
+        expected = _read(uow)
+    assert expected["acme"] == "acme's words" and expected["beta"] == "beta's words"
+    assert expected["bare"] is None
+    assert expected["stages"] == {"acme/order-1001": "recorded", "beta/order-1001": "extracted"}
+    assert sorted(expected["stalled"]) == [("acme/order-1001", "recorded"), ("beta/order-1001", "extracted")]
+    assert expected["receipts"] == {"acme": ["order-1001"], "beta": ["order-1001"], "gamma": []}
+    assert expected["pages"] == [["acme/order-1001"], ["beta/order-1001"]]
+    container = build_container(settings)
+    try:
+        with container.uow() as uow:
+            _load(uow)
+            uow.commit()
+        with container.uow() as uow:
+            found = _read(uow)
+        assert {k: v for k, v in found.items() if k != "stalled"} == {
+            k: v for k, v in expected.items() if k != "stalled"
+        }
+        assert sorted(found["stalled"]) == sorted(expected["stalled"])  # type: ignore[arg-type]
+    finally:
+        container.close()
+
+
+def test_an_import_meets_another_tenants_event_id_without_a_clash(settings: Settings) -> None:
+    container = build_container(settings)
+    try:
+        with container.uow() as uow:
+            beta = _turn("beta", "beta's words")
+            uow.events.insert_if_absent(beta, "done")
+            uow.events.mark_turns_indexed([beta.ref])
+            uow.commit()
+        row = {
+            "event_id": "order-1001", "tenant_id": "acme", "user_id": "u1", "session_id": "s1", "seq": 1,
+            "role": "user", "content": "acme's words", "content_hash": "h", "at": AT.isoformat(),
+            "metadata": {}, "stage": "done", "extraction_reasons": [],
+        }  # fmt: skip
+        with container.uow() as uow:
+            assert uow.transfer.import_rows("events", [(2, row)]) == {"order-1001"}
+            assert uow.transfer.import_rows("events", [(2, row)]) == set()  # idempotent
+            uow.transfer.mark_unindexed("acme", [], ["order-1001"])
+            uow.commit()
+        with container.uow() as uow:
+            states = {t: uow.events.turn_states(t, "u1")[0] for t in ("acme", "beta")}
+        assert states["acme"].event.content == "acme's words" and not states["acme"].turn_indexed
+        assert states["beta"].event.content == "beta's words" and states["beta"].turn_indexed  # untouched
+    finally:
+        container.close()
