@@ -29,8 +29,9 @@ from producers.publisher import Publisher
 from service.operations.recall import recall_for
 from shared.events import validate_turn
 from shared.models import Memory
+from shared.queues import IndexKind
 from shared.settings import Settings
-from tests.support.api import AT, ApiEnv, api_settings, build_env, seed_memory
+from tests.support.api import AT, INDEXES, ApiEnv, api_settings, build_env, seed_memory
 from tests.support.services import cuemem_in_process
 
 A, B = "tenant-a", "tenant-b"
@@ -75,9 +76,11 @@ def _visible(out: dict[str, Any]) -> dict[str, Any]:
     return {"items": out["items"], "prompt": out.get("prompt", "")}
 
 
-@pytest.fixture
-def world(it_settings: Settings) -> Iterator[World]:
-    env = build_env(api_settings(it_settings).model_copy(update={"tenant_id": A}))
+@pytest.fixture(params=INDEXES)
+def world(it_settings: Settings, request: pytest.FixtureRequest) -> Iterator[World]:
+    # Every attack on the fake index and on the embedded engine: the engine's own filters, not a
+    # synchronous copy of what the test wrote, then Postgres's re-read of what it found.
+    env = build_env(api_settings(it_settings).model_copy(update={"tenant_id": A}), index=request.param)
     c = env.container
     memories: dict[tuple[str, str], list[Memory]] = {}
     events: dict[tuple[str, str], list[str]] = {}
@@ -186,6 +189,13 @@ def _cli(settings: Settings, tenant: str, *args: str) -> subprocess.CompletedPro
 
 def test_cli_reads_never_cross_tenants_or_users(world: World) -> None:
     settings = world.env.container.settings
+    if world.env.index == "edge":
+        # The CLI opens the embedded indexes itself, as a second process would: this process
+        # lets go of them first (one owner per shard), and the CLI then searches the seeded points.
+        for kind in (IndexKind.MEMORIES, IndexKind.TURNS):
+            opened = world.env.container.index(kind)
+            if opened is not None:
+                opened.close()
     alice_a = world.memories[(A, "alice")]
     every = [marker(t, u) for t, u in OWNERS]
     runs = 0

@@ -207,6 +207,18 @@ def test_exact_repeat_reinforces_instead_of_duplicating():
     assert h.index.ids("default", "u1") == {m.id}
 
 
+def test_repeats_arriving_out_of_order_keep_their_sources_in_event_time_order():
+    # Three sessions repeat one fact; the latest (by event time) is recorded first, as a slow
+    # producer or a redelivery can make it. The sources are the memory's history: told when.
+    h = Harness()
+    for session, minutes in (("late", 60), ("early", 0), ("middle", 30)):
+        h.drain(turn(1, "我不吃香菜", session=session, event_id=f"cilantro-{session}", minutes=minutes))
+    (m,) = active(h)
+    assert [s["event_id"] for s in m.sources] == ["cilantro-early", "cilantro-middle", "cilantro-late"]
+    assert [s["at"] for s in m.sources] == sorted(s["at"] for s in m.sources)
+    assert m.access_count == 2
+
+
 def test_users_never_share_memories():
     h = Harness()
     h.drain(turn(1, "我不吃香菜", user="alice"))
