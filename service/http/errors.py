@@ -6,7 +6,6 @@ Every error answers ``{"error": {"code", "message", "fields": [{"field", "proble
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -20,8 +19,6 @@ from shared.lifecycle.curation import InvalidInput, MemoryNotFound, Refused
 from shared.lifecycle.erasure import ErasureFailed
 from shared.ports import EmbeddingModelMismatch, IndexUnavailable
 from shared.transfer import ImportRefused
-
-log = logging.getLogger(__name__)
 
 _CODES = {
     400: "bad_request",
