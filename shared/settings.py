@@ -114,6 +114,18 @@ class Settings(BaseSettings):
     max_id_chars: int = Field(default=128, ge=1, le=512)
     max_metadata_bytes: int = Field(default=16_384, ge=2)
 
+    # HTTP request bodies: a body over its route's limit is refused with 413 before it is read
+    # past the limit (service/http/guard.py). One turn or recall fits 1 MiB many times over; a
+    # batch (up to 1,000 turns) and an import file get their own limits (a larger import: the
+    # `cuemem import` command, which reads the file itself).
+    max_body_bytes: int = Field(default=1 << 20, ge=1024)
+    max_batch_body_bytes: int = Field(default=16 << 20, ge=1024)
+    max_import_body_bytes: int = Field(default=64 << 20, ge=1024)
+    # /metrics: the store's counts are read at most once per this many seconds, whatever the
+    # scrape rate; with a token set, a scrape must send `Authorization: Bearer <token>`.
+    metrics_cache_s: float = Field(default=15.0, ge=0)
+    metrics_token: SecretStr | None = None
+
     # Extraction: turns scored under this do not become long-term memories.
     importance_threshold: float = Field(default=5.0, ge=0, le=10)
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter
 
 from producers.publisher import Published
 from service.http.deps import Metrics, Publishers, Tenant
-from service.http.errors import ApiError
+from service.http.errors import ApiError, printable
 from service.http.metrics import ApiMetrics
 from service.http.schemas import BatchIn, BatchOut, EventIn, PublishedOut
 from shared.events import FieldError, InvalidEvent
@@ -80,7 +80,15 @@ def publish_events(body: BatchIn, tenant: Tenant, publisher: Publishers, metrics
         {
             "published": [_logged(metrics, tenant, p, "batch") for p in result.published],
             "errors": [
-                {"index": i, "fields": [{"field": e.field, "problem": e.problem} for e in errors[i].errors]}
+                {
+                    "index": i,
+                    # printable: a field named in the body may hold a lone surrogate, and an answer
+                    # that cannot be encoded was a 500 after the valid turns had been published.
+                    "fields": [
+                        {"field": printable(e.field), "problem": printable(e.problem)}
+                        for e in errors[i].errors
+                    ],
+                }
                 for i in sorted(errors)
             ],
         }
