@@ -25,7 +25,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import BaseRoute, Match
 
 from producers.publisher import Publisher
-from service.http import logs
+from service.http import logs, rate_limits
 from service.http.deps import LazyPublisher
 from service.http.errors import install
 from service.http.metrics import ApiMetrics
@@ -79,6 +79,7 @@ def create_app(container: Container, *, auth: bool = True, publisher: Publisher 
         "Every request is scoped to the tenant of its API key.",
     )
     install(app)
+    rate_limits.install(app, settings)
     api_metrics = ApiMetrics(
         lambda: api.store_counts(container),
         lambda: api.queue_depths(settings),
