@@ -145,6 +145,13 @@ class Settings(BaseSettings):
     rate_limit_recall_per_s: float = Field(default=20.0, gt=0)
     rate_limit_recall_burst: int = Field(default=100, ge=1)
 
+    # Fair scheduling of ingest (producers/fair_share.py): each tenant's first fair_share_turns turns
+    # published in a fair_share_window_s window go at the normal priority, the rest to the back of
+    # the queue (taken when no normal message waits), so one tenant's backlog does not hold up the
+    # others' turns. 0 turns it off.
+    fair_share_turns: int = Field(default=1000, ge=0)
+    fair_share_window_s: int = Field(default=60, ge=1)
+
     # Recall.
     recall_candidates: int = Field(default=50, ge=1, le=2000)
     # The relevance floor (shared/recall/floor.py): recall returns fewer than k items rather than
