@@ -63,6 +63,7 @@ def main() -> None:
     whole = E5Embedder(threads=threads)
     whole.embed_query("warm up")
     cut = build_embedder(Settings(embedder="e5", embedding_threads=threads, query_embedding_cache=0))
+    cut.embed_query("warm up")  # its own engine, loaded on first use: not part of the measure
     print(f"tokens: turn {whole.token_count(turn)}, query {whole.token_count(query, True)}")
     print(f"cut   query  4,000 chars: {timed(lambda: cut.embed_query(query)):.2f} s")
     print(f"cut   turn  32,000 chars: {timed(lambda: cut.embed_passages([turn])):.2f} s")
