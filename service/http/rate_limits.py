@@ -37,6 +37,10 @@ log = logging.getLogger("cuemem.api")
 
 PUBLISH = "publish"
 RECALL = "recall"
+# In the OpenAPI document of each limited route.
+RATE_LIMITED: dict[int | str, dict[str, object]] = {
+    429: {"description": "over the tenant's rate limit: wait the `Retry-After` seconds and retry"}
+}
 
 
 @dataclass(frozen=True)
