@@ -119,7 +119,8 @@ class RateLimits:
 def _redis_storage(url: str) -> RedisStorage:
     # A pool from the URL as redis-py spells it: the embedded default's Redis is a unix socket
     # (kombu's redis+socket://), a scheme the library's own URL parsing does not take.
-    pool = redis.ConnectionPool.from_url(redis_py_url(url))
+    # Short timeouts: a Redis that hangs must not hang every request (the check then lets it pass).
+    pool = redis.ConnectionPool.from_url(redis_py_url(url), socket_timeout=2, socket_connect_timeout=2)
     return RedisStorage("redis://", connection_pool=pool, key_prefix="cuemem:ratelimit")
 
 

@@ -128,3 +128,13 @@ def client_retries_once(env: ApiEnv, it_settings: Settings) -> None:
 def test_the_limits_can_be_turned_off(it_settings: Settings) -> None:
     with running_api(limited(it_settings, rate_limits=False)) as env:
         assert {recall(env, A).status_code for _ in range(4)} == {200}
+
+
+def test_an_unreachable_redis_lets_requests_through(it_settings: Settings) -> None:
+    # The limits guard against a noisy tenant; a recall must still answer while Redis is down.
+    from service.http.rate_limits import RECALL, RateLimits
+
+    down = limited(it_settings, redis_url="redis://127.0.0.1:1/0")
+    limits = RateLimits(down)
+    for _ in range(4):  # past the burst of 2, had it been counted
+        limits.take(RECALL, A)
