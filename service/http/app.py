@@ -25,7 +25,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import BaseRoute, Match
 
 from producers.publisher import Publisher
-from service.http import logs
+from service.http import logs, rate_limits
 from service.http.deps import TENANT_SCOPE_KEY, LazyPublisher
 from service.http.errors import install, internal_error
 from service.http.guard import RequestGuard
@@ -93,6 +93,7 @@ def create_app(container: Container, *, auth: bool = True, publisher: Publisher 
         redoc_url=None,
     )
     install(app)
+    rate_limits.install(app, settings)
     api_metrics = ApiMetrics(
         lambda: api.store_counts(container),
         lambda: api.queue_depths(settings),

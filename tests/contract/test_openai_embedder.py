@@ -17,6 +17,7 @@ from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer,
 from workers.endpoints.call_options import BackoffWait
 from workers.endpoints.embedders import EmbeddingError, build_embedder
 from workers.endpoints.embedders.openai_compat import OpenAIEmbedder, retry_after_s
+from workers.endpoints.embedders.window import WindowCut
 
 SECRET = "sk-test-very-secret-key"
 DIM = 4
@@ -277,7 +278,9 @@ def test_build_embedder_openai(stub: StubServer) -> None:
         embedding_timeout_s=3.0,
         query_embedding_cache=0,  # the adapter itself (the cache: tests/unit/test_query_cache.py)
     )
-    embedder = build_embedder(settings)
+    cut = build_embedder(settings)
+    assert isinstance(cut, WindowCut)  # the model's window (tests/contract/test_embedding_window.py)
+    embedder = cut.inner
     assert isinstance(embedder, OpenAIEmbedder)
     assert embedder.model_name == "openai:bge-m3"
     assert embedder.dim == DIM
