@@ -30,6 +30,7 @@ from shared.lifecycle.erasure import (
 from shared.ports import IndexUnavailable
 from shared.queues import TaskName
 from workers.bootstrap import Container
+from workers.redis.rewrite import rewrite_if_embedded
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def erase_user(container: Container, tenant_id: str, user_id: str) -> ErasureRep
     except IndexUnavailable as exc:
         unverified.append(f"index: {exc}; the owner deletes the points when it gets to the task")
     stores = _recounted(container, tenant_id, user_id, stores)
-    _rewrite_embedded_redis(container)
+    rewrite_if_embedded(container.redis_client(), container.settings.resolved_data_dir)
     report = ErasureReport(tenant_id, user_id, tuple(stores), tuple(unverified))
     log.info(
         "user %s/%s erased: %d items in %d stores, verified %s, %.0f ms",
@@ -119,13 +120,3 @@ def _erase_points(container: Container, tenant_id: str, user_id: str) -> list[St
         return from_wire(rows)
 
     return here_or_at_owner(here, at_owner)
-
-
-def _rewrite_embedded_redis(container: Container) -> None:
-    """On the embedded default, the Redis files rewritten without the deleted keys (the append-only
-    file held every write until its next rewrite); a Redis of one's own is its operator's."""
-    from workers.redis.rewrite import is_embedded, rewrite_files
-
-    client = container.redis_client()
-    if client is not None and is_embedded(client, container.settings.resolved_data_dir):
-        rewrite_files(client)

@@ -22,6 +22,13 @@ log = logging.getLogger(__name__)
 POLL_S = 0.05
 
 
+def rewrite_if_embedded(client: redis.Redis | None, data_dir: Path) -> None:
+    """After a privacy delete: the files of the embedded Redis rewritten (``rewrite_files``); any
+    other Redis is left to its operator."""
+    if client is not None and is_embedded(client, data_dir):
+        rewrite_files(client)
+
+
 def is_embedded(client: redis.Redis, data_dir: Path) -> bool:
     """Whether this Redis keeps its files inside ``data_dir`` (the embedded default's)."""
     try:
