@@ -6,6 +6,7 @@ processed; the stalled sweep parks an event it re-drove too often."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -22,6 +23,7 @@ from shared.models import Memory, MemoryStatus, MemoryType
 from shared.queues import TaskName
 from shared.scoring import DecayPolicy
 from shared.settings import Settings
+from tests.support.services import cuemem_in_process, hash_cli_env
 from workers.bootstrap import Container, build_container
 from workers.db.out_of_range import LATEST
 
@@ -131,7 +133,7 @@ def test_reconcile_repairs_every_other_user_past_a_bad_turn_and_a_bad_memory(c, 
     assert (again["missing"], again["turns_missing"], again["skipped"]) == (0, 0, 1)
 
 
-def test_the_timeline_shows_a_turn_of_year_10000_at_the_last_instant(c, clean_db):
+def test_the_timeline_shows_a_turn_of_year_10000_at_the_last_instant(c, settings, clean_db):
     _record(c, [_turn("bob", 1), _turn("bob", 2)])
     _sql(c, "UPDATE events SET at = '10000-01-01T09:59:00+00' WHERE event_id = 'e-bob-2'")
     _sql(c, "UPDATE events SET at = '-infinity' WHERE event_id = 'e-bob-1'")
@@ -140,6 +142,11 @@ def test_the_timeline_shows_a_turn_of_year_10000_at_the_last_instant(c, clean_db
         ("e-bob-1", "0001-01-01T00:00:00+00:00"),
         ("e-bob-2", LATEST.isoformat()),
     ]
+    out = cuemem_in_process(
+        settings, "timeline", "--user", "bob", "--session", "s1", "--json", **hash_cli_env(settings)
+    )
+    assert out.returncode == 0, out.stderr
+    assert [t["at"] for t in json.loads(out.stdout)] == ["0001-01-01T00:00:00+00:00", LATEST.isoformat()]
 
 
 def test_decay_and_archive_go_past_a_memory_last_used_at_infinity(c, clean_db, caplog):
