@@ -142,6 +142,9 @@ class Settings(BaseSettings):
     visibility_timeout_s: int = Field(default=3600, ge=10)
     task_time_limit_s: int = Field(default=300, ge=5)
     max_deliveries: int = Field(default=5, ge=1)
+    # How often the stalled sweep sends one event on at one stage before parking it as a dead
+    # letter: a poisoned event must not be re-driven (and dead-lettered) every minute for ever.
+    max_redrives: int = Field(default=5, ge=1)
     max_retries: int = Field(default=8, ge=0)
     retry_backoff_max_s: int = Field(default=120, ge=1)
     publish_retries: int = Field(default=5, ge=1)
