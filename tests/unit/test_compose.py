@@ -37,7 +37,8 @@ PREFIX = "CUEMEM_"
 # ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:?message}, ${NAME?message}, ${NAME:+alt}
 INTERPOLATION = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}")
 CUEMEM_NAME = re.compile(r"\bCUEMEM_[A-Z0-9_]+\b")
-SECRET_NAME = re.compile(r"PASSWORD|API_KEY|SECRET|TOKEN|AUTH")
+# A token as a credential (CUEMEM_METRICS_TOKEN), not a count of tokens (CUEMEM_EMBEDDING_MAX_TOKENS).
+SECRET_NAME = re.compile(r"PASSWORD|API_KEY|SECRET|TOKEN(?!S)|AUTH")
 # Defaults a secret may fall back to: nothing, or the local-only password of the bundled Postgres.
 LOCAL_SECRET_DEFAULTS = {"", "cuemem"}
 ENV_LINE = re.compile(r"^(?P<commented>#\s*)?(?P<name>[A-Z][A-Z0-9_]*)=(?P<value>.*)$")
