@@ -372,7 +372,31 @@ def test_drift_repair_after_points_are_deleted_by_hand():
     assert other.id in w.index.ids("default", "u2")
 
 
-def test_rows_marked_unindexed_but_present_are_bookkept_and_foreign_vectors_left_alone():
+def test_a_right_point_whose_row_says_not_indexed_is_bookkept():
+    """The point is right (status and version) but the row says it was never indexed (a crash
+    between the upsert and ``mark_indexed``): the row is marked, the point left as it is."""
+    w = World()
+    m = w.add("a fact about port 9443")
+    w.agree()
+    with w.store.uow() as uow:
+        row = uow.memories.get("default", "u1", m.id)
+        assert row is not None and row.indexed_version == row.version
+        row.indexed_version = 0
+        uow.memories.save(row)
+        uow.commit()
+    before = w.index.payloads("default", "u1")
+    stats = w.reconcile()
+    assert {k: stats[k] for k in ("bookkept", "missing", "stale", "extra")} == {
+        "bookkept": 1, "missing": 0, "stale": 0, "extra": 0
+    }  # fmt: skip
+    with w.store.uow() as uow:
+        row = uow.memories.get("default", "u1", m.id)
+        assert row is not None and row.indexed_version == row.version
+    assert w.index.payloads("default", "u1") == before
+    assert w.reconcile()["bookkept"] == 0
+
+
+def test_vectors_of_another_model_are_left_alone_not_counted_as_extra():
     w = World()
     m = w.add("a fact about port 9443")
     with w.store.uow() as uow:  # the row moved on (e.g. a crash before mark_indexed)
