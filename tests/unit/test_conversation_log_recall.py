@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from shared.indexing.collections import TURNS
 from shared.indexing.reindex import rebuild_collection, rebuild_indexes
 from shared.ingest.record import record_event
@@ -152,7 +154,7 @@ def test_past_statements_come_back_only_on_request_and_marked():
 
 
 def test_the_prior_leans_by_type_and_half_life_score_and_stays_small():
-    from shared.recall.fusion import SCORE_WEIGHT, TYPE_WEIGHTS, prior
+    from shared.recall.fusion import TYPE_WEIGHTS, prior
     from shared.recall.request import Candidate, memory_item
 
     h = TurnHarness()
@@ -162,12 +164,17 @@ def test_the_prior_leans_by_type_and_half_life_score_and_stays_small():
     top = prior(Candidate(memory_item(memory), memory=memory))
     memory.score = 0.0
     bottom = prior(Candidate(memory_item(memory), memory=memory))
-    assert (
-        top == TYPE_WEIGHTS[memory.type.value] * (1 + SCORE_WEIGHT)
-        and bottom == TYPE_WEIGHTS[memory.type.value]
-    )
-    # Never more than adjacent reciprocal ranks differ by (1/61 vs 1/62 is 1.6 %) plus the type's lean.
-    assert top / bottom - 1 <= SCORE_WEIGHT + 1e-9 <= 0.02 + 1e-9
+    # The documented prior (docs/ARCHITECTURE.md, recall step "fused by reciprocal rank"): the
+    # type's weight (a preference 1.01) × (1 + 0.02 × half-life score / 10). Literals, not the
+    # module's constants, so a wrong weight fails here.
+    assert memory.type.value == "preference"
+    assert top == pytest.approx(1.01 * 1.02) and bottom == pytest.approx(1.01)
+    assert top / bottom - 1 == pytest.approx(0.02)  # at most 2 % from the score, 3 % in all
+    assert TYPE_WEIGHTS == {
+        "profile": 1.01, "preference": 1.01, "semantic": 1.01,
+        "fact": 1.0, "task": 1.0, "episodic": 1.0, "working": 1.0,
+        "turn": 0.99,
+    }  # fmt: skip
 
 
 def test_a_time_range_finds_a_turn_that_never_became_a_memory_and_comes_first():

@@ -121,17 +121,26 @@ def container_for(store, index, embedder, sent, clock_at=NOW, **settings):
 # --- the score and its settings ---------------------------------------------------------------
 
 
+# γ per day of each memory type, as documented in docs/ARCHITECTURE.md ("Memory value is
+# information × time"): literals, not the module's table, so a wrong default fails here.
+DOCUMENTED_GAMMA = {
+    MemoryType.EPISODIC: 0.90,
+    MemoryType.TASK: 0.93,
+    MemoryType.PREFERENCE: 0.97,
+    MemoryType.FACT: 0.98,
+    MemoryType.SEMANTIC: 0.99,
+    MemoryType.PROFILE: 0.999,
+}
+
+
 def test_gamma_defaults_per_type_and_overrides_from_settings():
-    for memory_type, gamma in DEFAULT_GAMMA.items():
-        if memory_type is MemoryType.PROFILE:
-            assert gamma >= 0.999  # identity-like facts barely decay
-        else:
-            assert 0.90 <= gamma <= 0.99, memory_type
+    assert DEFAULT_GAMMA == DOCUMENTED_GAMMA
+    assert set(DOCUMENTED_GAMMA) == set(MemoryType)  # every type has a documented γ
     policy = lifecycle.policy_from(
         Settings(decay_gamma={"episodic": 0.95}, decay_base=2.0, archive_after_days=10, task_ttl_days=3)
     )
     assert policy.decay.gamma[MemoryType.EPISODIC] == 0.95
-    assert policy.decay.gamma[MemoryType.FACT] == DEFAULT_GAMMA[MemoryType.FACT]
+    assert policy.decay.gamma[MemoryType.FACT] == 0.98  # the documented default, not overridden
     assert policy.decay.base == 2.0
     assert policy.archive_after == timedelta(days=10) and policy.task_ttl == timedelta(days=3)
     with pytest.raises(ValidationError, match="not a memory type"):
