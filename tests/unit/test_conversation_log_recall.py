@@ -63,6 +63,8 @@ def test_a_turn_that_became_a_memory_lends_its_rank_to_the_memory_not_a_second_i
 def test_the_conversation_log_never_crosses_users():
     h = TurnHarness()
     h.drain(turn(1, CHAT, user="alice"))
+    # The control: alice herself finds it, so the empty answers below are not vacuous.
+    assert any("fox" in i.content for i in ask(h, "red fox near the old mill", user="alice").items)
     for other in ("bob", "alice ", "ALICE", "alice%", "*", "alice' OR '1'='1"):
         out = ask(h, "red fox near the old mill", user=other)
         assert all("fox" not in i.content for i in out.items), (other, out.items)
@@ -212,7 +214,9 @@ def test_the_conversation_log_never_brings_back_a_superseded_or_forgotten_statem
     assert berlin and all(m.status is MemoryStatus.SUPERSEDED for m in berlin)
     out = ask(h, "Berlin", k=10)
     assert all("Berlin" not in i.content for i in out.items), out.items
+    assert any("Munich" in i.content for i in ask(h, "where do I live", k=10).items)  # the control
     [locker] = [m for m in h.state.memories.values() if "4711" in m.content]
+    assert any("4711" in i.content for i in ask(h, "what is my locker code", k=10).items)  # before
     with h.store.uow() as uow:
         curation.forget(uow, "default", "u1", locker.id, NOW)
         uow.commit()
@@ -231,6 +235,8 @@ def test_a_redacted_turn_is_never_embedded_or_indexed_again():
     assert stats["turns_embedded"] == 0 and stats["turns_indexed"] == 1
     assert h.turns.ids("default", "u1") == {turn_point_id("default", "u1", "e-u1-s1-2")}
     assert all("fox" not in i.content for i in ask(h, "red fox old mill").items)
+    # The control: the turn that was not redacted is still found.
+    assert any("8443" in i.content for i in ask(h, "生产环境部署端口").items)
 
 
 def test_reindex_after_a_model_change_re_embeds_page_by_page_without_tripping_on_later_pages():

@@ -459,6 +459,9 @@ def test_maintain_a_year_later_archives_expires_keeps_used_preferences_and_agree
     # Recall no longer offers the expired task.
     c = container_for(w.store, w.index, w.embedder, [], clock_at=YEAR_LATER, reinforce_on_recall=False)
     assert task.id not in [i["id"] for i in recall_for(c, "u1", "明天下午三点开会", k=5)["items"]]
+    # The control: the same query finds it among the history, so the recall above could find it.
+    history = recall_for(c, "u1", "明天下午三点开会", k=5, include_history=True)["items"]
+    assert task.id in [i["id"] for i in history]
 
     # Every sweep, run again at the same time, changes nothing.
     history_before = len(w.store.state.history)
