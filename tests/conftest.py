@@ -84,11 +84,12 @@ def it_settings(clean_db: str, redis_url: str, tmp_path: Path) -> Settings:
 # What a test that kills a worker needs: its unacked messages handed out again in seconds, not
 # after production's hour. Redis hands out a message still unacked after the visibility timeout
 # even while its task runs, so the time limit must stay below it (``workers/reliability.py``
-# refuses otherwise): 40 s > 30 s + the tier's 4 s backoff. Only these tests run with a limit
-# shorter than production's 300 s; 30 s is well past what a task took on the loaded 2-core CI
-# machine (12 s was not: extractions were dead-lettered for it at load average 6 to 12).
-REDELIVERY_VISIBILITY_S = 40
-REDELIVERY_TIME_LIMIT_S = 30
+# refuses otherwise): 25 s > 20 s + the tier's 4 s backoff. Only these tests run with a limit
+# shorter than production's 300 s. 12 s was too short for the loaded 2-core CI machine
+# (extractions were dead-lettered for it at load average 6 to 12); every second of visibility
+# timeout is a second more per kill (40 s made the repeated-SIGKILL test 75 % longer).
+REDELIVERY_VISIBILITY_S = 25
+REDELIVERY_TIME_LIMIT_S = 20
 
 
 @pytest.fixture

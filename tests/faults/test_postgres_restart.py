@@ -27,7 +27,7 @@ def test_postgres_restarted_mid_ingest_leaves_no_half_written_memory(
             # then finishes its event: see "Delivery" in docs/RELIABILITY.md.
             "max_retries": 8,
             "retry_backoff_max_s": 8,
-            "visibility_timeout_s": 45,  # must exceed the task time limit plus the longest delay
+            "visibility_timeout_s": 30,  # must exceed the task time limit (20 s) plus the longest delay
         }
     )
     turns = make_turns(users=users, per_user=50)
