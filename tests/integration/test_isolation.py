@@ -253,6 +253,12 @@ def test_api_users_and_recall_paths_never_cross_tenants_or_users(world: World) -
     assert users_b == {"items": [{"user_id": "alice", "memories": 2, "active": 2}], "total": 1}
     for tenant, user in ((B, "alice"), (A, "bob")):
         foreign = world.foreign_markers(tenant, user)
+        # The control: through the same paths and keys the owner finds their own data, so the
+        # attacks below are not vacuous (an empty answer to everything would pass them).
+        own_body = {"user_id": user, "query": "银行卡密码", "k": 50, "reinforce": False}
+        for path in ("/v1/recall", "/v1/recall/prompt"):
+            r = client.post(path, json=own_body, headers=env.auth(tenant))
+            assert r.status_code == 200 and marker(tenant, user) in r.text, (path, tenant, user, r.text[:400])
         for query in _attacks(world, tenant, user):
             body = {"user_id": user, "query": query, "k": 50, "include_history": True, "reinforce": False}
             for session in (None, "s1"):
@@ -325,11 +331,11 @@ def test_mcp_tools_bound_to_one_user_never_reach_another(world: World) -> None:
                 _no_marker(text, foreign, f"mcp search_memory {query!r}")
                 n += 1
             # Tool arguments cannot name a user or tenant: extra arguments are not a way in.
+            # A tool error (``call`` turns it into is_error) or bob's own answer; anything else
+            # the server raises is a crash and fails the test.
             for extra in ({"user_id": "alice"}, {"tenant_id": B}, {"user": "alice", "tenant": B}):
-                try:
-                    is_error, text = await call("search_memory", {"query": "银行卡密码", **extra})
-                except Exception:  # noqa: BLE001 - a refusal of any kind is fine; a leak is not
-                    text = ""
+                is_error, text = await call("search_memory", {"query": "银行卡密码", **extra})
+                assert is_error or marker(A, "bob") in text, (extra, text[:400])
                 _no_marker(text, foreign, f"mcp search_memory with {extra}")
                 n += 1
             for memory in alice:

@@ -257,12 +257,47 @@ def test_uncommitted_work_is_discarded():
     assert h.state.events == {}
 
 
+# Each stage an event can stall at, and the task that takes it on (as docs/ARCHITECTURE.md's
+# pipeline lists them): literals, so a wrong step in the code's own table fails here.
+NEXT_TASK = {
+    "recorded": "memory.extract",
+    "extracted": "memory.embed",
+    "embedded": "memory.persist",
+    "persisted": "memory.index",
+    "indexed": "memory.resolve",
+}
+
+
 def test_resume_stalled_redrives_each_stage():
+    """One event stalled at each stage (its next message lost): the sweep sends each the task of
+    its stage, running what it sent takes every event to done, and a done event is left alone."""
     h = Harness()
-    h.run(TaskName.RECORD, (turn(1, "生产环境部署端口是8443"),))
+    event_of: dict[str, str] = {}
+    for n, stage in enumerate(NEXT_TASK):
+        user = f"u{n}"  # one conversation each: no event waits on another's resolution
+        message = turn(1, f"生产环境部署端口是{8440 + n}", user=user)
+        pending = [(TaskName.RECORD.value, (message,))]
+        while h.state.events.get(message["event_id"], {}).get("stage") != stage:
+            task, args = pending.pop(0)
+            pending = [(f.task, f.args) for f in h.run(task, args)]  # the next message: lost below
+        event_of[stage] = message["event_id"]
+    done = turn(1, "我不吃香菜", user="u-done")
+    h.drain(done)
+    assert h.state.events[done["event_id"]]["stage"] == "done"
     with h.store.uow() as uow:
         out = resume_stalled(uow, datetime.now(UTC) + timedelta(seconds=1))
-    assert [(f.task, f.args) for f in out] == [("memory.extract", ("e-u1-s1-1",))]
+    assert sorted((f.task, f.args) for f in out) == sorted(
+        (task, (event_of[stage],)) for stage, task in NEXT_TASK.items()
+    )
+    queue = [(f.task, f.args) for f in out]
+    while queue:
+        task, args = queue.pop(0)
+        queue.extend((f.task, f.args) for f in h.run(task, args))
+    assert {e: h.state.events[e]["stage"] for e in event_of.values()} == dict.fromkeys(
+        event_of.values(), "done"
+    )
+    with h.store.uow() as uow:
+        assert resume_stalled(uow, datetime.now(UTC) + timedelta(seconds=1)) == []
 
 
 def test_resume_stalled_leaves_events_that_reached_their_stage_recently():
