@@ -245,13 +245,13 @@ def test_ingest_reports_every_hostile_line_and_publishes_the_rest(
 
 _EVENT = b'{"user_id": "u", "session_id": "s", "role": "user", "content": '
 # Bodies no endpoint can parse, the same answer on all three: (body, status, error code, fields).
-# The codes and fields of the 400s are today's uneven parse-error shapes (a byte offset as the
-# field of the first one), which issue 18 evens out: update these rows with that change.
+# Every parse error names the body, its position in the problem (docs/RELIABILITY.md, "Hostile
+# input"): before, the first named a byte offset ("[0]") as its field and the others none.
 UNPARSABLE: list[tuple[bytes, int, str, list[str]]] = [
-    (b"\xff\xfe not utf-8", 400, "malformed_json", ["[0]"]),
-    (b'{"user_id": "caf\xe9"}', 400, "bad_request", []),
-    (b"[" * 100_000 + b"]" * 100_000, 400, "bad_request", []),
-    (_EVENT + b'"x", "metadata": ' + b'{"k": ' * 3_000 + b"1" + b"}" * 3_001, 400, "bad_request", []),
+    (b"\xff\xfe not utf-8", 400, "malformed_json", ["body"]),
+    (b'{"user_id": "caf\xe9"}', 400, "bad_request", ["body"]),
+    (b"[" * 100_000 + b"]" * 100_000, 400, "bad_request", ["body"]),
+    (_EVENT + b'"x", "metadata": ' + b'{"k": ' * 3_000 + b"1" + b"}" * 3_001, 400, "bad_request", ["body"]),
     (b"", 422, "invalid_input", ["body"]),
     (b"null", 422, "invalid_input", ["body"]),
 ]
@@ -289,6 +289,12 @@ def test_api_answers_hostile_bodies_with_the_status_and_field_of_each_problem(it
                 seen = (r.status_code, error["code"], [f["field"] for f in error["fields"]])
                 assert seen == (status, code, fields), (path, body[:60], r.text[:300])
                 assert error["message"], r.text
+        plain = {**auth, "Content-Type": "text/plain"}
+        for path in ("/v1/events", "/v1/recall", "/v1/events/batch"):
+            r = env.client.post(path, content=_EVENT + b'"x"}', headers=plain)
+            error = error_of(r)
+            seen = (r.status_code, error["code"], [f["field"] for f in error["fields"]])
+            assert seen == (415, "unsupported_media_type", ["Content-Type"]), (path, r.text[:300])
         for path, body, field in BAD_FIELD:
             r = env.client.post(path, content=body, headers=auth)
             error = error_of(r)
