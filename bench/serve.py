@@ -199,6 +199,8 @@ def run(cfg: ServeConfig) -> dict[str, Any]:
     data_dir = root / "data"
     # The embedded default: no configured services, the bundled model.
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUEMEM_")}
+    # Throughput is what is measured: the per-tenant recall budget would cap it at its rate.
+    env["CUEMEM_RATE_LIMITS"] = "false"
     started = time.perf_counter()
     try:
         ingest = _ingest(cfg, data_dir, env)

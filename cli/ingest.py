@@ -14,9 +14,14 @@ from tqdm import tqdm
 from cli.common import CliError, DataDir, settings_for, setup_logging
 from producers.jsonl import count_lines, read_jsonl
 from producers.publisher import BATCH_SIZE, Publisher
-from service.operations.waiting import throughput, wait_for, work_seconds
+from service.operations.waiting import WaitTimedOut, throughput, wait_for, work_seconds
 from shared.events import event_ref
+from shared.ingest.progress import Progress
 from workers.runtime.local import open_runtime
+
+# `--wait` ran out of time (2 is a usage error, 1 a rejected or failed line).
+EXIT_TIMED_OUT = 3
+FINAL_COUNTS = ("done", "duplicate", "rejected", "failed")
 
 
 def _publish_lines(
@@ -93,13 +98,30 @@ def ingest(
         if wait or embedded_broker:
             if embedded_broker and not wait:
                 typer.echo("embedded default: processing before exit (no external worker runs)", err=True)
-            state = wait_for(rt, list(published), timeout, show=show)
+            try:
+                state = wait_for(rt, list(published), timeout, show=show)
+            except WaitTimedOut as exc:
+                # What was published is not lost: say how far it got, then exit with the timeout code.
+                summary |= _counts(exc.state) | {"timed_out": True}
+                typer.echo(json.dumps(summary))
+                typer.echo(
+                    f"error: timed out after {timeout:g} s (--timeout): {summary['pending']} of "
+                    f"{len(published)} published turns still pending; they go on in the workers",
+                    err=True,
+                )
+                raise typer.Exit(EXIT_TIMED_OUT) from exc
             elapsed = time.perf_counter() - started
             summary |= throughput(len(published), elapsed, before, work_seconds(rt.settings))
             for event_id, reason in sorted(state.reasons.items(), key=lambda kv: published[kv[0]]):
                 typer.echo(f"line {published[event_id]}: {state.states[event_id]}: {reason}", err=True)
-            summary.update({k: state.counts.get(k, 0) for k in ("done", "duplicate", "rejected", "failed")})
+            summary |= _counts(state)
             failed = bool(state.counts.get("rejected") or state.counts.get("failed"))
         typer.echo(json.dumps(summary))
     if invalid or failed:
         raise typer.Exit(1)
+
+
+def _counts(state: Progress) -> dict[str, int]:
+    """The summary's counts: each final state, and ``pending`` for the turns still on their way."""
+    counts = {k: state.counts.get(k, 0) for k in FINAL_COUNTS}
+    return counts | {"pending": len(state.states) - sum(counts.values())}

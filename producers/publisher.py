@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -27,6 +28,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from producers import tracing
 from producers.broker import open_redis, send_only_app
+from producers.fair_share import FairShare
 from shared import keys
 from shared.events import (
     EventLimits,
@@ -111,6 +113,8 @@ class Publisher:
         working_memory_turns: int = 20,
         working_memory_ttl_s: int = 7 * 24 * 3600,
         redis_client: redis.Redis | None = None,
+        fair_share_turns: int = 0,
+        fair_share_window_s: int = 60,
     ):
         self.tenant_id = tenant_id
         self.limits = limits or EventLimits()
@@ -119,6 +123,7 @@ class Publisher:
         self._wm_ttl = working_memory_ttl_s
         self._redis = redis_client or open_redis(redis_url)
         self._assign = self._redis.register_script(_ASSIGN_SCRIPT)
+        self._fair_share = FairShare(self._redis, fair_share_turns, fair_share_window_s)
         # Tasks are sent by name: producers never import the workers' app.
         self._app = send_only_app(broker_url)
 
@@ -141,6 +146,8 @@ class Publisher:
             publish_attempts=settings.publish_retries,
             working_memory_turns=settings.working_memory_turns,
             working_memory_ttl_s=settings.working_memory_ttl_s,
+            fair_share_turns=settings.fair_share_turns,
+            fair_share_window_s=settings.fair_share_window_s,
         )
 
     @classmethod
@@ -285,10 +292,12 @@ class Publisher:
         task, args = (
             (TaskName.RECORD, [messages[0]]) if len(messages) == 1 else (TaskName.RECORD_BATCH, [messages])
         )
+        # A tenant past its share of the window goes to the back of the queue (producers/fair_share.py).
+        priority = self._fair_share.priority(Counter(event.tenant_id for event, _ in events))
         try:
             traced = _publish_attributes(events, task) if tracing.enabled() else None
             with tracing.span("cuemem.publish", traced, kind=tracing.PRODUCER):
-                self._send_once(entries, task, args)
+                self._send_once(entries, task, args, priority)
         except BaseException:
             # The caller is told the publish failed: the sweep must not record it behind its back
             # (a caller retrying under a new id would then get the turn twice).
@@ -302,12 +311,16 @@ class Publisher:
             (time.perf_counter() - started) * 1e3,
         )
 
-    def _send_once(self, entries: dict[str, dict[str, Any]], task: TaskName, args: list[Any]) -> None:
+    def _send_once(
+        self, entries: dict[str, dict[str, Any]], task: TaskName, args: list[Any], priority: int | None
+    ) -> None:
         for attempt in self._retrying():
             with attempt:
                 self._note_unrecorded(entries)
                 # Celery's own publish retry is off so that tenacity is the one retry policy.
-                self._app.send_task(task.value, args=args, queue=ROUTES[task].value, retry=False)
+                self._app.send_task(
+                    task.value, args=args, queue=ROUTES[task].value, retry=False, priority=priority
+                )
 
 
 def _publish_attributes(events: list[tuple[TurnPublished, bool]], task: TaskName) -> dict[str, Any]:

@@ -35,6 +35,11 @@ def deliveries_key(task_id: str, attempt: int) -> str:
     return f"{PREFIX}:deliveries:{task_id}:{attempt}"
 
 
+def redrives_key(event_id: str, stage: str) -> str:
+    """How often the stalled sweep re-drove this event at this stage (a new stage counts anew)."""
+    return f"{PREFIX}:redrives:{stage}:{event_id}"
+
+
 # The publish ledger: turns sent to the broker whose `memory.record` has not committed yet.
 # A zset (event id -> publish time, ms) and a hash (event id -> the record message as JSON).
 UNRECORDED = f"{PREFIX}:unrecorded"

@@ -105,6 +105,12 @@ class PublishLedger(Protocol):
         """Messages waiting in the pipeline queues; a sweep waits while there is a backlog, since
         a queued message is late, not lost."""
 
+    def count_redrives(self, stalled: Sequence[tuple[str, str]]) -> list[int]:
+        """Count one more re-drive of each (event id, stage) and return the counts (kept a week)."""
+
+    def forget_redrives(self, stalled: Sequence[tuple[str, str]]) -> None:
+        """Start these (event id, stage) counts again (the event was parked for an operator)."""
+
 
 @runtime_checkable
 class LossAwareIndex(Protocol):

@@ -51,6 +51,11 @@ class Settings(BaseSettings):
     embedding_dim: int = 384
     embedding_threads: int = Field(default=1, ge=1)
     embedding_timeout_s: float = 30.0
+    # The model's window: every text is cut to its first this many tokens before it is embedded
+    # (workers/endpoints/embedders/window.py); the whole text is still stored and keyword-indexed.
+    # e5 reads 512 at most; for "openai" set the remote model's window (counted by an estimate of
+    # one token per 3 UTF-8 bytes, since its tokenizer is not here).
+    embedding_max_tokens: int = Field(default=512, ge=8, le=1_000_000)
     # Query vectors kept per process (an LRU keyed by model and text): an agent asks the same
     # things again, and the model call is most of a recall's time. 0 turns it off.
     query_embedding_cache: int = Field(default=1024, ge=0, le=1_000_000)
@@ -114,6 +119,18 @@ class Settings(BaseSettings):
     max_id_chars: int = Field(default=128, ge=1, le=512)
     max_metadata_bytes: int = Field(default=16_384, ge=2)
 
+    # HTTP request bodies: a body over its route's limit is refused with 413 before it is read
+    # past the limit (service/http/guard.py). One turn or recall fits 1 MiB many times over; a
+    # batch (up to 1,000 turns) and an import file get their own limits (a larger import: the
+    # `cuemem import` command, which reads the file itself).
+    max_body_bytes: int = Field(default=1 << 20, ge=1024)
+    max_batch_body_bytes: int = Field(default=16 << 20, ge=1024)
+    max_import_body_bytes: int = Field(default=64 << 20, ge=1024)
+    # /metrics: the store's counts are read at most once per this many seconds, whatever the
+    # scrape rate; with a token set, a scrape must send `Authorization: Bearer <token>`.
+    metrics_cache_s: float = Field(default=15.0, ge=0)
+    metrics_token: SecretStr | None = None
+
     # Extraction: turns scored under this do not become long-term memories.
     importance_threshold: float = Field(default=5.0, ge=0, le=10)
 
@@ -125,10 +142,30 @@ class Settings(BaseSettings):
     visibility_timeout_s: int = Field(default=3600, ge=10)
     task_time_limit_s: int = Field(default=300, ge=5)
     max_deliveries: int = Field(default=5, ge=1)
+    # How often the stalled sweep sends one event on at one stage before parking it as a dead
+    # letter: a poisoned event must not be re-driven (and dead-lettered) every minute for ever.
+    max_redrives: int = Field(default=5, ge=1)
     max_retries: int = Field(default=8, ge=0)
     retry_backoff_max_s: int = Field(default=120, ge=1)
     publish_retries: int = Field(default=5, ge=1)
     worker_concurrency: int = Field(default=2, ge=1)
+
+    # Per-tenant rate limits on the API (service/http/rate_limits.py), counted in Redis across
+    # every serving process: turns published (a batch counts each turn) and recalls, each a rate
+    # per second with a burst (the burst in any window of burst/rate seconds). Over it: 429 with
+    # Retry-After. Off: no limit.
+    rate_limits: bool = True
+    rate_limit_publish_per_s: float = Field(default=200.0, gt=0)
+    rate_limit_publish_burst: int = Field(default=2000, ge=1)
+    rate_limit_recall_per_s: float = Field(default=20.0, gt=0)
+    rate_limit_recall_burst: int = Field(default=100, ge=1)
+
+    # Fair scheduling of ingest (producers/fair_share.py): each tenant's first fair_share_turns turns
+    # published in a fair_share_window_s window go at the normal priority, the rest to the back of
+    # the queue (taken when no normal message waits), so one tenant's backlog does not hold up the
+    # others' turns. 0 turns it off.
+    fair_share_turns: int = Field(default=1000, ge=0)
+    fair_share_window_s: int = Field(default=60, ge=1)
 
     # Recall.
     recall_candidates: int = Field(default=50, ge=1, le=2000)

@@ -99,7 +99,8 @@ class EventRepository(Protocol):
         """The stage of each of the events these pipeline keys name (keyed as given)."""
 
     def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
-        """(pipeline key, stage) of events not done that reached their stage before the given time."""
+        """(pipeline key, stage) of events not done that reached their stage before the given time,
+        except those parked (a dead letter names them and was not replayed)."""
 
     def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
         """Those of the events that belong to this user (others' ids are silently absent)."""
@@ -318,6 +319,10 @@ class LifecycleRepository(Protocol):
     def prune_recall_claims(self, before: datetime) -> int:
         """Forget recall claims older than ``before`` (past any redelivery)."""
 
+    def unscorable(self, limit: int) -> list[StatusChange]:
+        """Memories whose last use is at ±infinity (no age, so no score): the set-based sweeps
+        leave them alone, and name them (up to ``limit``) in their log."""
+
     def expire_tasks(
         self, now: datetime, stated_before: datetime, reasons: tuple[str, str], after_id: str, limit: int
     ) -> tuple[list[StatusChange], str | None]:
@@ -483,6 +488,9 @@ class UnitOfWork(Protocol):
     transfer: TransferRepository
     insight: InsightRepository
     traces: TraceContextRepository
+    # The errors of this store that mean it is unreachable, not that a row is bad: a sweep that
+    # skips a bad row must not skip every row because the database is restarting.
+    outages: tuple[type[BaseException], ...]
 
     def __enter__(self) -> UnitOfWork: ...
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from producers import tracing
-from shared.events import EventLimits, TurnPublished
+from shared.events import EventLimits, TurnPublished, event_ref
 from shared.indexing.collections import COLLECTIONS, Collection
 from shared.ingest.advance import IngestSteps
 from shared.ingest.conflicts import DEFAULT_STRATEGIES, Judge, Strategy
@@ -165,7 +165,7 @@ class Container:
 
         def run(event: TurnPublished, threshold: float, asked: str | None) -> Extraction:
             # LLM usage rows name the event they were spent on, also when a batch is extracted.
-            token = current_event_id.set(event.event_id)
+            token = current_event_id.set(event_ref(event.tenant_id, event.event_id))
             try:
                 return extract_with_llm(event, threshold, llm, asked)
             finally:
@@ -353,9 +353,10 @@ def _broker_dispatcher(settings: Settings) -> Callable[[Sequence[FollowUp]], Non
 
 
 def sql_uow_factory(database_url: str) -> tuple[Callable[[], UnitOfWork], Callable[[], None]]:
-    from sqlalchemy import create_engine
+    from sqlalchemy import create_engine, event
     from sqlalchemy.orm import sessionmaker
 
+    from workers.db.out_of_range import clamp_out_of_range_times
     from workers.db.uow import SqlUnitOfWork
 
     # JIT off: every statement here is small, but Postgres's cost estimates for a GIN overlap or a
@@ -368,6 +369,8 @@ def sql_uow_factory(database_url: str) -> tuple[Callable[[], UnitOfWork], Callab
         max_overflow=5,
         connect_args={"options": "-c jit=off"},
     )
+    # A stored time past Python's year 9999 is read as its last instant instead of failing the read.
+    event.listen(engine, "connect", lambda connection, _record: clamp_out_of_range_times(connection))
     sessions = sessionmaker(engine, expire_on_commit=False)
 
     def new_uow() -> UnitOfWork:

@@ -14,18 +14,30 @@ from shared.queues import Queue
 
 # kombu's Redis transport keeps delivered, not yet acknowledged messages in this hash.
 UNACKED = "unacked"
+# ... and each queue as one list per priority step: the queue's own name for 0, the name, this
+# separator and the step for the others (a tenant past its fair share is sent at 9).
+PRIORITY_SEP = "\x06\x16"
+PRIORITY_STEPS = (3, 6, 9)
+
+
+def queue_lists(name: str) -> list[str]:
+    """The Redis lists that hold the messages of queue ``name``, one per priority step."""
+    return [name, *(f"{name}{PRIORITY_SEP}{step}" for step in PRIORITY_STEPS)]
 
 
 def queue_depths(client: redis.Redis) -> dict[str, int]:
-    """Messages waiting per cuemem queue (LLEN of each list), plus ``unacked``: delivered to a
-    worker and not acknowledged yet. One pipelined round trip."""
+    """Messages waiting per cuemem queue (LLEN of each of its priority lists, summed), plus
+    ``unacked``: delivered to a worker and not acknowledged yet. One pipelined round trip."""
     names = [q.value for q in Queue]
     pipe = client.pipeline(transaction=False)
     for name in names:
-        pipe.llen(name)
+        for key in queue_lists(name):
+            pipe.llen(key)
     pipe.hlen(UNACKED)
-    values = pipe.execute()
-    return {name: int(v) for name, v in zip([*names, UNACKED], values, strict=True)}
+    values = [int(v) for v in pipe.execute()]
+    per_queue = len(PRIORITY_STEPS) + 1
+    depths = {name: sum(values[i * per_queue : (i + 1) * per_queue]) for i, name in enumerate(names)}
+    return depths | {UNACKED: values[-1]}
 
 
 class RedisClients:

@@ -25,11 +25,22 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import BaseRoute, Match
 
 from producers.publisher import Publisher
-from service.http import logs
-from service.http.deps import LazyPublisher
-from service.http.errors import install
+from service.http import logs, rate_limits
+from service.http.deps import TENANT_SCOPE_KEY, LazyPublisher
+from service.http.errors import install, internal_error
+from service.http.guard import RequestGuard
 from service.http.metrics import ApiMetrics
-from service.http.routes import events, health, inspection, inspector, memories, metrics, recall, transfer
+from service.http.routes import (
+    docs,
+    events,
+    health,
+    inspection,
+    inspector,
+    memories,
+    metrics,
+    recall,
+    transfer,
+)
 from service.operations import curation as api
 from shared.events import is_safe_id
 from workers.bootstrap import Container
@@ -53,6 +64,7 @@ ROUTERS = (
     health.router,
     metrics.router,
     inspector.router,
+    docs.router,
 )
 
 
@@ -77,12 +89,16 @@ def create_app(container: Container, *, auth: bool = True, publisher: Publisher 
         version=_version(),
         description="Long-term memory for LLM agents: publish chat turns, recall, curate memories. "
         "Every request is scoped to the tenant of its API key.",
+        docs_url=None,  # FastAPI's /docs and /redoc load scripts from a CDN: routes/docs.py instead
+        redoc_url=None,
     )
     install(app)
+    rate_limits.install(app, settings)
     api_metrics = ApiMetrics(
         lambda: api.store_counts(container),
         lambda: api.queue_depths(settings),
         lambda: api.task_runs(settings),
+        cache_s=settings.metrics_cache_s,
     )
     publishers = LazyPublisher(settings, publisher)
     app.state.container = container
@@ -94,6 +110,8 @@ def create_app(container: Container, *, auth: bool = True, publisher: Publisher 
     for router in ROUTERS:
         app.include_router(router)
         routes.extend(router.routes)
+    # Inside the request middleware, so that its refusals are logged and counted.
+    app.add_middleware(RequestGuard, routes=routes, container=container, auth=auth)  # type: ignore[arg-type]
     app.add_middleware(RequestMiddleware, routes=routes, metrics=api_metrics)  # type: ignore[arg-type]
     if not auth:
         # Without keys, a web page on a DNS-rebinding domain could reach this local API through
@@ -129,18 +147,28 @@ class RequestMiddleware:
         status = 500
         started = time.perf_counter()
 
+        started_response = False
+
         async def send_with_id(message: Message) -> None:
-            nonlocal status
+            nonlocal status, started_response
             if message["type"] == "http.response.start":
-                status = int(message["status"])
+                status, started_response = int(message["status"]), True
                 MutableHeaders(scope=message).append("X-Request-ID", rid)
             await send(message)
 
         try:
             await self.app(scope, receive, send_with_id)
+        except Exception:
+            # Here, not in an exception handler: Starlette runs those outside every middleware,
+            # after this one has reset the request id, and the 500's log line lost it.
+            log.exception("unhandled error on %s %s", scope.get("method", ""), scope.get("path", ""))
+            if started_response:
+                raise
+            await internal_error()(scope, receive, send_with_id)
         finally:
             elapsed = time.perf_counter() - started
             route, method = self._route(scope), str(scope.get("method", ""))
+            tenant = scope.get(TENANT_SCOPE_KEY)  # left by the guard once the key was checked
             self.metrics.requests.labels(method, route, str(status)).inc()
             self.metrics.request_seconds.labels(method, route).observe(elapsed)
             log.info(
@@ -149,7 +177,13 @@ class RequestMiddleware:
                 route,
                 status,
                 elapsed * 1e3,
-                extra={"method": method, "route": route, "status": status, "ms": round(elapsed * 1e3, 1)},
+                extra={
+                    "method": method,
+                    "route": route,
+                    "status": status,
+                    "ms": round(elapsed * 1e3, 1),
+                    "tenant_id": tenant,
+                },
             )
             logs.request_id.reset(token)
 

@@ -12,11 +12,13 @@ from typing import Annotated
 
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 
 from producers.publisher import Publisher
 from service.http.errors import ApiError
 from service.http.metrics import ApiMetrics
 from service.operations import curation as api
+from shared.events import FieldError
 from shared.lifecycle import curation
 from shared.settings import Settings
 from workers.bootstrap import Container
@@ -61,22 +63,52 @@ def publisher_of(request: Request) -> LazyPublisher:
     return publisher
 
 
+# Where the guard (service/http/guard.py) leaves the tenant it authenticated, before the body is read.
+TENANT_SCOPE_KEY = "cuemem.tenant_id"
+
+
+def key_of(authorization: str | None, x_api_key: str | None) -> str:
+    """The API key a request sends (``Authorization: Bearer <key>`` first, then ``X-API-Key``), as
+    FastAPI's ``HTTPBearer`` and ``APIKeyHeader`` read them; "" when there is none."""
+    scheme, credentials = get_authorization_scheme_param(authorization)
+    if authorization and scheme.lower() == "bearer" and credentials:
+        return credentials.strip()
+    return (x_api_key or "").strip()
+
+
+def authenticate(container: Container, auth: bool, key: str) -> str:
+    """The tenant of ``key``, or 401; without auth (``--no-auth``), ``CUEMEM_TENANT_ID``."""
+    if not auth:
+        return container.settings.tenant_id
+    if not key:
+        raise ApiError(
+            401,
+            "an API key is required: send `Authorization: Bearer <key>` or `X-API-Key`",
+            fields=[FieldError("Authorization", "is missing")],
+        )
+    tenant = api.tenant_of_key(container, key)
+    if tenant is None:
+        raise ApiError(
+            401,
+            "the API key is invalid or revoked",
+            fields=[FieldError("Authorization", "is not a valid key")],
+        )
+    return tenant
+
+
 def tenant_of(
     request: Request,
     bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_BEARER)] = None,
     x_api_key: Annotated[str | None, Security(_API_KEY)] = None,
 ) -> str:
-    """The tenant of the request's key; without auth (``--no-auth``), ``CUEMEM_TENANT_ID``."""
-    container = container_of(request)
-    if not request.app.state.auth:
-        return container.settings.tenant_id
+    """The tenant of the request's key: the guard has checked it already (before the body was
+    read); the check here serves an app built without it. The Security parameters put both
+    headers in the OpenAPI document."""
+    checked = request.scope.get(TENANT_SCOPE_KEY)
+    if isinstance(checked, str):
+        return checked
     key = bearer.credentials.strip() if bearer is not None else (x_api_key or "").strip()
-    if not key:
-        raise ApiError(401, "an API key is required: send `Authorization: Bearer <key>` or `X-API-Key`")
-    tenant = api.tenant_of_key(container, key)
-    if tenant is None:
-        raise ApiError(401, "the API key is invalid or revoked")
-    return tenant
+    return authenticate(container_of(request), request.app.state.auth, key)
 
 
 def checked_user(request: Request, user_id: str) -> str:

@@ -6,7 +6,6 @@ Every error answers ``{"error": {"code", "message", "fields": [{"field", "proble
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -20,8 +19,6 @@ from shared.lifecycle.curation import InvalidInput, MemoryNotFound, Refused
 from shared.lifecycle.erasure import ErasureFailed
 from shared.ports import EmbeddingModelMismatch, IndexUnavailable
 from shared.transfer import ImportRefused
-
-log = logging.getLogger(__name__)
 
 _CODES = {
     400: "bad_request",
@@ -48,12 +45,19 @@ class ApiError(Exception):
         super().__init__(message)
 
 
+def printable(text: str) -> str:
+    """``text`` that can be written as UTF-8: a lone surrogate of the input (JSON allows
+    ``"\\ud800"``, UTF-8 does not) shown as its escape. A field name echoed from a body may hold
+    one, and an answer that cannot be encoded was a 500 after a batch had been published."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def error_body(code: str, message: str, fields: Iterable[FieldError] = ()) -> dict[str, Any]:
     return {
         "error": {
             "code": code,
-            "message": message,
-            "fields": [{"field": f.field, "problem": f.problem} for f in fields],
+            "message": printable(message),
+            "fields": [{"field": printable(f.field), "problem": printable(f.problem)} for f in fields],
         }
     }
 
@@ -85,6 +89,13 @@ def _field_name(loc: Sequence[Any]) -> str:
 def validation_fields(errors: Sequence[Any]) -> list[FieldError]:
     fields = []
     for err in errors:
+        if err.get("type") == "json_invalid":
+            # FastAPI puts the byte offset where a field name goes: ("body", 12).
+            loc = err.get("loc", ())
+            at = f" at position {loc[1]}" if len(loc) > 1 else ""
+            reason = (err.get("ctx") or {}).get("error", "JSON decode error")
+            fields.append(FieldError("body", f"is not valid JSON: {reason}{at}"))
+            continue
         name = _field_name(err.get("loc", ()))
         if err.get("type") == "extra_forbidden":
             problem = (
@@ -108,9 +119,8 @@ def install(app: FastAPI) -> None:
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
-            return error_response(
-                400, "malformed_json", "the body is not valid JSON", validation_fields(errors)
-            )
+            fields = validation_fields(errors)
+            return error_response(400, "malformed_json", f"the body {fields[0].problem}", fields)
         fields = validation_fields(errors)
         return error_response(422, "invalid_input", "; ".join(str(f) for f in fields), fields)
 
@@ -150,11 +160,36 @@ def install(app: FastAPI) -> None:
         return error_response(503, "embedding_model_mismatch", str(exc))
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _CODES.get(exc.status_code, "error")
-        return error_response(exc.status_code, code, str(exc.detail), headers=getattr(exc, "headers", None))
+        message, fields = str(exc.detail), http_error_fields(request, exc)
+        if exc.status_code == 400 and fields and fields[0].field == "body":
+            message = f"the body could not be parsed: it {fields[0].problem}"
+        return error_response(exc.status_code, code, message, fields, getattr(exc, "headers", None))
 
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(500, "internal", "internal error; the server log has the details")
+
+def http_error_fields(request: Request, exc: StarletteHTTPException) -> list[FieldError]:
+    """The field an HTTP-level error is about, so that every 4xx names one: the body (too large, or
+    not parsable: FastAPI answers a body that is not UTF-8 or nested too deep for the JSON parser
+    with a bare 400, the parser's exception as its cause), the method, or the path."""
+    if exc.status_code == 413:
+        return [FieldError("body", str(exc.detail))]
+    if exc.status_code == 400:
+        cause = exc.__cause__
+        if isinstance(cause, UnicodeDecodeError):
+            return [FieldError("body", f"is not UTF-8 (byte {cause.start})")]
+        if isinstance(cause, RecursionError):
+            return [FieldError("body", "is nested too deeply")]
+        if cause is not None:
+            return [FieldError("body", f"is not valid JSON ({type(cause).__name__})")]
+        return [FieldError("body", str(exc.detail))]
+    if exc.status_code == 405:
+        return [FieldError("method", f"{request.method} is not allowed here")]
+    if exc.status_code == 404:
+        return [FieldError("path", "no such route or resource")]
+    return []
+
+
+def internal_error() -> JSONResponse:
+    """A 500: service/http/app.py's RequestMiddleware logs the exception with the request id."""
+    return error_response(500, "internal", "internal error; the server log has the details")

@@ -1,4 +1,10 @@
-"""Prometheus metrics of the API process, and the store's numbers read on each scrape.
+"""Prometheus metrics of the API process, and the store's numbers read when scraped (cached).
+
+The store's numbers are database and broker reads, and ``/metrics`` is served without a key (a
+Prometheus scraper has none; ``CUEMEM_METRICS_TOKEN`` asks for one): each read is kept for
+``CUEMEM_METRICS_CACHE_S`` seconds, so a storm of scrapes costs one read per interval. Every series
+is an aggregate over all tenants, labelled by status, stage, queue, task, operation or route
+template: none names a tenant, a user or an id.
 
 Counted here: HTTP requests by route and status, events published through the API, recalls and
 their latency per stage (from the recall trace's timings). Read at scrape time, so they hold for
@@ -11,8 +17,10 @@ task (``workers/redis/task_metrics.py``); Flower's own ``/metrics`` has the same
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -21,6 +29,36 @@ from prometheus_client.registry import Collector
 log = logging.getLogger(__name__)
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+T = TypeVar("T")
+
+
+class Cached(Generic[T]):
+    """``read()``'s outcome, its value or its exception, kept for ``ttl_s`` seconds of ``clock``: a
+    store that is down is not asked again by every scrape either. Concurrent scrapes wait for the
+    one read under way."""
+
+    def __init__(self, read: Callable[[], T], ttl_s: float, clock: Callable[[], float] = time.monotonic):
+        self._read = read
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._at: float | None = None
+        self._value: T | None = None
+        self._error: Exception | None = None
+
+    def __call__(self) -> T:
+        with self._lock:
+            now = self._clock()
+            if self._at is None or now - self._at >= self._ttl_s:
+                try:
+                    self._value, self._error = self._read(), None
+                except Exception as exc:
+                    self._value, self._error = None, exc
+                self._at = now
+            if self._error is not None:
+                raise self._error
+            return self._value  # type: ignore[return-value]
 
 
 class StoreCollector(Collector):
@@ -96,13 +134,17 @@ class StoreCollector(Collector):
 
 
 class ApiMetrics:
-    """One registry per app, so that several apps in one process (tests) never clash."""
+    """One registry per app, so that several apps in one process (tests) never clash. ``counts``,
+    ``depths`` and ``task_runs`` are read at most once per ``cache_s`` seconds of ``clock``."""
 
     def __init__(
         self,
         counts: Callable[[], dict[str, Any]],
         depths: Callable[[], dict[str, int]],
         task_runs: Callable[[], dict[str, dict[str, Any]]] | None = None,
+        *,
+        cache_s: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.registry = CollectorRegistry()
         self.requests = Counter(
@@ -134,7 +176,13 @@ class ApiMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(StoreCollector(counts, depths, task_runs))
+        self.registry.register(
+            StoreCollector(
+                Cached(counts, cache_s, clock),
+                Cached(depths, cache_s, clock),
+                Cached(task_runs, cache_s, clock) if task_runs else None,
+            )
+        )
 
     def observe_recall(self, result: dict[str, Any]) -> None:
         self.recalls.labels(str(result.get("stage", "none"))).inc()

@@ -25,6 +25,7 @@ from shared.queues import IndexKind
 from shared.settings import Settings
 from shared.storage import UnitOfWork
 from workers.bootstrap import Container, build_container
+from workers.redis.rewrite import rewrite_if_embedded
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +223,8 @@ def purge(container: Container, tenant_id: str, user_id: str, memory_id: str) ->
     wm = container.working_memory
     if wm is not None and purged.turns:
         wm.forget(tenant_id, user_id, purged.turns)
+        # The blanked turns' words were also in the Redis files (working memory, broker messages).
+        rewrite_if_embedded(container.redis_client(), container.settings.resolved_data_dir)
     if purged.windows:  # windows that held a blanked turn: embedded again without it, then pushed
         with container.uow() as uow:
             embed_windows(

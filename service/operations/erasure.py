@@ -30,6 +30,7 @@ from shared.lifecycle.erasure import (
 from shared.ports import IndexUnavailable
 from shared.queues import TaskName
 from workers.bootstrap import Container
+from workers.redis.rewrite import rewrite_if_embedded
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ def erase_user(container: Container, tenant_id: str, user_id: str) -> ErasureRep
     except IndexUnavailable as exc:
         unverified.append(f"index: {exc}; the owner deletes the points when it gets to the task")
     stores = _recounted(container, tenant_id, user_id, stores)
+    rewrite_if_embedded(container.redis_client(), container.settings.resolved_data_dir)
     report = ErasureReport(tenant_id, user_id, tuple(stores), tuple(unverified))
     log.info(
         "user %s/%s erased: %d items in %d stores, verified %s, %.0f ms",

@@ -23,7 +23,12 @@ _FINAL_STATES = ("done", "duplicate", "rejected", "failed")
 
 
 class WaitTimedOut(Exception):
-    """Some events were still in flight when the time given ran out; the message counts them."""
+    """Some events were still in flight when the time given ran out; the message counts them, and
+    ``state`` holds each event's state at that moment (for a caller's summary)."""
+
+    def __init__(self, message: str, state: Progress) -> None:
+        super().__init__(message)
+        self.state = state
 
 
 def wait_for(rt: Runtime, event_ids: list[str], timeout_s: float, *, show: bool = True) -> Progress:
@@ -41,7 +46,7 @@ def wait_for(rt: Runtime, event_ids: list[str], timeout_s: float, *, show: bool 
             check_alive(rt.workers)
             if time.monotonic() > deadline:
                 waiting = {k: v for k, v in state.counts.items() if k not in _FINAL_STATES}
-                raise WaitTimedOut(f"timed out after {timeout_s:.0f} s; still in flight: {waiting}")
+                raise WaitTimedOut(f"timed out after {timeout_s:.0f} s; still in flight: {waiting}", state)
             time.sleep(0.2)
     finally:
         bar.close()

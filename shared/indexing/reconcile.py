@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 from shared.indexing.collections import Collection, Indexes
 from shared.indexing.sync import INDEX_BATCH
+from shared.lifecycle.bad_rows import skipping_bad_rows
 from shared.ports import Embedder, LossAwareIndex, VectorIndex
+from shared.queues import TaskName
 from shared.storage import UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -101,19 +104,34 @@ def reconcile_indexes(
 ) -> dict[str, int]:
     """``reconcile_user`` for every user with rows, one transaction per user, collection after
     collection; one report, each collection's counts under its prefix (``turns_*``): ``users``,
-    ``points`` (the index's size) and the drift counts. Points of a user Postgres has no row of
-    at all are not visited (that needs a full scan: ``cuemem reindex``)."""
+    ``points`` (the index's size), the drift counts and, when there were any, ``skipped`` (users
+    with a bad row, recorded as dead letters by ``skipping_bad_rows``). Points of a user Postgres
+    has no row of at all are not visited (that needs a full scan: ``cuemem reindex``)."""
     totals: dict[str, int] = {}
     for collection, index in indexes.items():
-        users_key, points_key = collection.counts(("users", "points"))
+        users_key, points_key, skipped_key = collection.counts(("users", "points", "skipped"))
         found = {users_key: 0, points_key: 0, **dict.fromkeys(collection.report_keys, 0)}
         lost = _loss_of(index)
         after: tuple[str, str] | None = None
         while users := _users_after(uow_factory, collection, after, users_per_page):
             for tenant_id, user_id in users:
-                with uow_factory() as uow:
-                    counts = reconcile_user(uow, collection, index, embedder, tenant_id, user_id, tolerance)
-                    uow.commit()
+                counts = skipping_bad_rows(
+                    uow_factory,
+                    TaskName.RECONCILE.value,
+                    [tenant_id, user_id, collection.name],
+                    partial(
+                        _reconcile_user_in,
+                        collection=collection,
+                        index=index,
+                        embedder=embedder,
+                        tenant_id=tenant_id,
+                        user_id=user_id,
+                        tolerance=tolerance,
+                    ),
+                )
+                if counts is None:  # a bad row: recorded, and the other users go on
+                    found[skipped_key] = found.get(skipped_key, 0) + 1
+                    continue
                 found[users_key] += 1
                 for key, value in counts.items():
                     found[key] += value
@@ -123,6 +141,19 @@ def reconcile_indexes(
         log.info("%s index reconciliation: %s", collection.name, found)
         totals.update(found)
     return totals
+
+
+def _reconcile_user_in(
+    uow: UnitOfWork,
+    *,
+    collection: Collection[Any, Any],
+    index: VectorIndex,
+    embedder: Embedder,
+    tenant_id: str,
+    user_id: str,
+    tolerance: float,
+) -> dict[str, int]:
+    return reconcile_user(uow, collection, index, embedder, tenant_id, user_id, tolerance)
 
 
 def _users_after(

@@ -15,8 +15,9 @@ import pytest
 from shared.ports import Embedder
 from shared.settings import Settings
 from workers.endpoints.embedders import build_embedder
-from workers.endpoints.embedders.e5 import E5_DIM, E5Embedder
+from workers.endpoints.embedders.e5 import E5_DIM, E5_MAX_TOKENS, E5Embedder
 from workers.endpoints.embedders.query_cache import QueryCache
+from workers.endpoints.embedders.window import WindowCut
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -139,7 +140,9 @@ def test_chinese_query_is_nearest_its_paraphrases(
 def test_build_embedder_e5() -> None:
     built = build_embedder(Settings(embedder="e5", embedding_threads=2))
     assert isinstance(built, QueryCache)
-    embedder = built.inner
+    cut = built.inner
+    assert isinstance(cut, WindowCut) and cut.max_tokens == E5_MAX_TOKENS
+    embedder = cut.inner
     assert isinstance(embedder, E5Embedder)
     assert embedder.threads == 2
     assert embedder._model is None

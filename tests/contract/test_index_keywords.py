@@ -13,7 +13,7 @@ import pytest
 from qdrant_edge import Distance, EdgeConfig, EdgeShard, EdgeVectorParams
 
 from shared.ports import IndexPoint, SparseTerms, VectorIndex
-from shared.recall.sparse import AVERAGE_LENGTH, K1, B, sparse_document, sparse_query
+from shared.recall.sparse import sparse_document, sparse_query
 from tests.support.index_points import (
     DIM,
     FOREIGN_SCOPES,
@@ -38,7 +38,9 @@ def idf(df: int, n: int) -> float:
 
 
 def tf_weight(tf: int, length: int) -> float:
-    return tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / AVERAGE_LENGTH))
+    # BM25 as documented in docs/ARCHITECTURE.md: k1 = 1.2, b = 0.75, an average of 12 terms
+    # (literals, so a wrong parameter in shared/recall/sparse.py fails here).
+    return tf * (1.2 + 1) / (tf + 1.2 * (1 - 0.75 + 0.75 * length / 12.0))
 
 
 DOCS = {

@@ -243,28 +243,63 @@ def test_ingest_reports_every_hostile_line_and_publishes_the_rest(
 # --- the HTTP API --------------------------------------------------------------------------------
 
 
-def test_api_answers_hostile_bodies_with_a_4xx_naming_the_problem(it_settings: Settings) -> None:
+_EVENT = b'{"user_id": "u", "session_id": "s", "role": "user", "content": '
+# Bodies no endpoint can parse, the same answer on all three: (body, status, error code, fields).
+# Every parse error names the body, its position in the problem (docs/RELIABILITY.md, "Hostile
+# input"): before, the first named a byte offset ("[0]") as its field and the others none.
+UNPARSABLE: list[tuple[bytes, int, str, list[str]]] = [
+    (b"\xff\xfe not utf-8", 400, "malformed_json", ["body"]),
+    (b'{"user_id": "caf\xe9"}', 400, "bad_request", ["body"]),
+    (b"[" * 100_000 + b"]" * 100_000, 400, "bad_request", ["body"]),
+    (_EVENT + b'"x", "metadata": ' + b'{"k": ' * 3_000 + b"1" + b"}" * 3_001, 400, "bad_request", ["body"]),
+    (b"", 422, "invalid_input", ["body"]),
+    (b"null", 422, "invalid_input", ["body"]),
+]
+# Parsable bodies with one bad field: (path, body, the field the 422 names). Batches are left out:
+# their hostile items are answered per item (issue 18 changes that answer; see
+# tests/integration/test_api.py for the batch's own cases).
+BAD_FIELD: list[tuple[str, bytes, str]] = [
+    ("/v1/events", _EVENT + b'"\\u0000"}', "content"),
+    ("/v1/events", _EVENT + b'"\\ud800"}', "content"),
+    ("/v1/events", _EVENT + b'"x", "seq": 1e400}', "seq"),
+    ("/v1/recall", b'{"user_id": "u", "query": "\\u0000"}', "query"),
+    ("/v1/recall", b'{"user_id": "u", "query": "\\ud800"}', "query"),
+    ("/v1/recall", b'{"user_id": "u", "query": "x", "k": 1e400}', "k"),
+]
+
+
+def test_api_answers_hostile_bodies_with_the_status_and_field_of_each_problem(it_settings: Settings) -> None:
     with running_api(api_settings(it_settings)) as env:
         auth = {**env.auth("tenant-a"), "Content-Type": "application/json"}
-        bodies: list[bytes] = [
-            b"\xff\xfe not utf-8",
-            b'{"user_id": "caf\xe9"}',
-            b"[" * 100_000 + b"]" * 100_000,
-            b'{"user_id": "u", "session_id": "s", "role": "user", "content": "x", "metadata": '
-            + b'{"k": ' * 3_000
-            + b"1"
-            + b"}" * 3_001,
-            b"",
-            b"null",
-            b'{"user_id": "u", "session_id": "s", "role": "user", "content": "\\u0000"}',
-            b'{"user_id": "u", "session_id": "s", "role": "user", "content": "\\ud800"}',
-            b'{"user_id": "u", "session_id": "s", "role": "user", "content": "x", "seq": 1e400}',
-        ]
-        for body in bodies:
+        # The controls: the key and paths reach the handlers (a 401 or 404 for everything would
+        # otherwise pass as "a 4xx with a message"), and no key is a 401 of its own.
+        assert env.client.post("/v1/events", content=_EVENT + b'"x"}', headers=auth).status_code == 202
+        assert (
+            env.client.post("/v1/recall", content=b'{"user_id": "u", "query": "x"}', headers=auth).status_code
+            == 200
+        )
+        anonymous = env.client.post(
+            "/v1/events", content=b"null", headers={"Content-Type": "application/json"}
+        )
+        assert (anonymous.status_code, error_of(anonymous)["code"]) == (401, "unauthorized"), anonymous.text
+        for body, status, code, fields in UNPARSABLE:
             for path in ("/v1/events", "/v1/recall", "/v1/events/batch"):
                 r = env.client.post(path, content=body, headers=auth)
-                assert 400 <= r.status_code < 500, (path, body[:60], r.status_code, r.text[:300])
-                assert error_of(r)["message"], r.text
+                error = error_of(r)
+                seen = (r.status_code, error["code"], [f["field"] for f in error["fields"]])
+                assert seen == (status, code, fields), (path, body[:60], r.text[:300])
+                assert error["message"], r.text
+        plain = {**auth, "Content-Type": "text/plain"}
+        for path in ("/v1/events", "/v1/recall", "/v1/events/batch"):
+            r = env.client.post(path, content=_EVENT + b'"x"}', headers=plain)
+            error = error_of(r)
+            seen = (r.status_code, error["code"], [f["field"] for f in error["fields"]])
+            assert seen == (415, "unsupported_media_type", ["Content-Type"]), (path, r.text[:300])
+        for path, body, field in BAD_FIELD:
+            r = env.client.post(path, content=body, headers=auth)
+            error = error_of(r)
+            seen = (r.status_code, error["code"], [f["field"] for f in error["fields"]])
+            assert seen == (422, "invalid_input", [field]), (path, body[:60], r.text[:300])
 
 
 # --- dead letters: list and replay ------------------------------------------------------------

@@ -278,13 +278,14 @@ def test_a_record_message_the_broker_lost_is_sent_again_by_the_sweep(it_settings
     c.close()
 
 
-def test_sigkilled_worker_loses_nothing_and_duplicates_nothing(it_settings, start_workers):
+def test_sigkilled_worker_loses_nothing_and_duplicates_nothing(redelivery_settings, start_workers):
+    it_settings = redelivery_settings
     turns = make_turns(users=6, per_user=50)
     c = build_container(it_settings)
     with Publisher.from_settings(it_settings) as pub:
         published = publish_threaded(pub, turns, threads=2)
     ids = [p.event_id for p in published]
-    workers = start_workers()
+    workers = start_workers(it_settings)
 
     def done_count() -> int:
         with c.uow() as uow:
@@ -295,13 +296,13 @@ def test_sigkilled_worker_loses_nothing_and_duplicates_nothing(it_settings, star
         w.kill()  # SIGKILL the whole worker process group mid-run
     assert done_count() < len(ids), "the run finished before the kill; the test proved nothing"
 
-    workers = start_workers()
+    workers = start_workers(it_settings)
     # As beat would: the sweep re-drives what a killed worker lost in kombu's Redis transport
     # (a message popped but not yet noted as unacked). Older than the visibility timeout, so
     # messages Redis will hand out again are left to it.
     sweep = beat_sweep(it_settings, older_than_s=it_settings.visibility_timeout_s + 5)
     state = wait_processed(c, ids, workers, timeout=300, sweep=sweep)
-    assert state.counts == Counter({"done": len(ids)})
+    assert state.counts == Counter({"done": len(ids)}), dict(state.reasons)
     assert wait_until(lambda: c.ledger is not None and c.ledger.pending() == 0, 30), "turns left unsettled"
     counts = table_counts(c)
     assert counts["events"] == len(ids) and counts["event_receipts"] == len(ids)

@@ -102,10 +102,21 @@ def test_deleted_or_stale_index_degrades_recall_and_is_restored_exactly(it_setti
     c.close()
     with pytest.raises(AssertionError):
         faults.check_index_matches(c, it_settings, users, "stale on purpose")
+    # A lost ``memory.sync_index``: the point is there, with the id right and the status and version
+    # of before. The check compares those too, not only the ids.
+    c = build_container(it_settings)
+    old = sorted(expected_memories[victim])[3]
+    version = expected_memories[victim][old][1]
+    c.index().set_payload(
+        it_settings.tenant_id, victim, {old: {"status": "superseded", "version": version - 1}}
+    )
+    c.close()
+    with pytest.raises(AssertionError, match=r"stale 1 .*superseded"):
+        faults.check_index_matches(c, it_settings, users, "stale status on purpose")
     c = build_container(it_settings)
     repaired_stale = reconcile_indexes(c.uow, c.indexes(), c.embedder)
-    stale_counts = {k: repaired_stale[k] for k in ("missing", "extra", "turns_missing")}
-    assert stale_counts == {"missing": 3, "extra": 1, "turns_missing": 4}, repaired_stale
+    stale_counts = {k: repaired_stale[k] for k in ("missing", "extra", "stale", "turns_missing")}
+    assert stale_counts == {"missing": 3, "extra": 1, "stale": 1, "turns_missing": 4}, repaired_stale
     c.close()
     faults.check_index_matches(c, it_settings, users, "after reconciliation of a stale index")
 

@@ -14,9 +14,11 @@ from workers.bootstrap import build_container
 from workers.runtime.processes import check_alive
 
 
-def test_postgres_restarted_mid_ingest_leaves_no_half_written_memory(it_settings, own_postgres, workers_of):
+def test_postgres_restarted_mid_ingest_leaves_no_half_written_memory(
+    redelivery_settings, own_postgres, workers_of
+):
     users, restarts, down_s = (40, 3, 8.0) if faults.LONG else (8, 1, 5.0)
-    settings = it_settings.model_copy(
+    settings = redelivery_settings.model_copy(
         update={
             "database_url": own_postgres.url,
             # A retry budget that outlasts the outage, as production's (8 retries, backoff up to
@@ -25,7 +27,7 @@ def test_postgres_restarted_mid_ingest_leaves_no_half_written_memory(it_settings
             # then finishes its event: see "Delivery" in docs/RELIABILITY.md.
             "max_retries": 8,
             "retry_backoff_max_s": 8,
-            "visibility_timeout_s": 30,  # must exceed the task time limit plus the longest delay
+            "visibility_timeout_s": 30,  # must exceed the task time limit (20 s) plus the longest delay
         }
     )
     turns = make_turns(users=users, per_user=50)

@@ -214,10 +214,10 @@ def settle_or_lost(
 
 
 def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_seq(
-    it_settings, own_redis, workers_of
+    redelivery_settings, own_redis, workers_of
 ):
     users, crashes = (40, 4) if faults.LONG else (4, 2)
-    settings = it_settings.model_copy(
+    settings = redelivery_settings.model_copy(
         update={"broker_url": own_redis.url, "redis_url": own_redis.url, "publish_retries": 8}
     )
     turns = make_turns(users=users, per_user=40)

@@ -12,9 +12,11 @@ from workers.bootstrap import build_container
 from workers.runtime.processes import check_alive
 
 
-def test_redis_broker_restarted_mid_ingest_loses_and_duplicates_nothing(it_settings, own_redis, workers_of):
+def test_redis_broker_restarted_mid_ingest_loses_and_duplicates_nothing(
+    redelivery_settings, own_redis, workers_of
+):
     users, restarts, down_s = (40, 3, 5.0) if faults.LONG else (8, 1, 3.0)
-    settings = it_settings.model_copy(
+    settings = redelivery_settings.model_copy(
         # 8 attempts: the publisher's backoff (0.1 s doubling, capped at 5 s) spans about 11 s.
         update={"broker_url": own_redis.url, "redis_url": own_redis.url, "publish_retries": 8}
     )

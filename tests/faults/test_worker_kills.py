@@ -13,7 +13,9 @@ from workers.bootstrap import build_container
 from workers.runtime.processes import check_alive
 
 
-def test_workers_sigkilled_repeatedly_during_ingest_lose_and_duplicate_nothing(it_settings, workers_of):
+def test_workers_sigkilled_repeatedly_during_ingest_lose_and_duplicate_nothing(
+    redelivery_settings, workers_of
+):
     # 400 events by default keeps CI (the whole suite under 20 minutes) affordable; the long run
     # is 5,000 events with 6 kills.
     users, kills = (100, 6) if faults.LONG else (8, 3)
@@ -22,9 +24,9 @@ def test_workers_sigkilled_repeatedly_during_ingest_lose_and_duplicate_nothing(i
     rng = random.Random(faults.SEED)
     context = f"seed {faults.SEED}"
     started = time.monotonic()
-    c = build_container(it_settings)
-    workers = workers_of(it_settings).start_all()
-    ingest = faults.Ingest(it_settings, turns).start()
+    c = build_container(redelivery_settings)
+    workers = workers_of(redelivery_settings).start_all()
+    ingest = faults.Ingest(redelivery_settings, turns).start()
 
     killed: list[str] = []
     # Random moments spread over the run: each kill waits until a random share (5-70 %) of the
@@ -52,15 +54,15 @@ def test_workers_sigkilled_repeatedly_during_ingest_lose_and_duplicate_nothing(i
     published = ingest.join(timeout=300)
     assert len(published) == total
     ids = [p.event_id for p in published]
-    faults.finish(c, it_settings, ids, workers, timeout=900 if faults.LONG else 420)
-    figures = faults.check_and_stop(c, it_settings, workers, published, sorted(turns), context)
+    faults.finish(c, redelivery_settings, ids, workers, timeout=900 if faults.LONG else 420)
+    figures = faults.check_and_stop(c, redelivery_settings, workers, published, sorted(turns), context)
     faults.report(
         "sigkill",
         published,
         started,
         seed=faults.SEED,
         kills=killed,
-        **faults.log_counts(it_settings, retries="Retry in"),
+        **faults.log_counts(redelivery_settings, retries="Retry in"),
         done_at_last_kill=done_at_last_kill,
         worker_starts=workers.started,
         **figures,

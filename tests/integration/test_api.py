@@ -15,14 +15,15 @@ import redis
 from service.operations.curation import revoke_key
 from shared import keys as redis_keys
 from shared.models import MemoryStatus, MemoryType
-from tests.support.api import api_settings, build_env, error_of, fields_of, seed_memory
+from tests.support.api import INDEXES, api_settings, build_env, error_of, fields_of, seed_memory
 
 A, B = "tenant-a", "tenant-b"
 
 
 @pytest.fixture
-def env(it_settings):
-    env = build_env(api_settings(it_settings))
+def env(it_settings, request):
+    # The fake index unless a test asks for more: the curation tests run on the embedded engine too.
+    env = build_env(api_settings(it_settings), index=getattr(request, "param", "fake"))
     yield env
     env.client.app.state.close()  # type: ignore[attr-defined]
     env.container.close()
@@ -310,6 +311,7 @@ def test_list_and_get_memories(env):
     assert r.status_code == 405 and error_of(r)["code"] == "method_not_allowed"
 
 
+@pytest.mark.parametrize("env", INDEXES, indirect=True)
 def test_edit_reembeds_and_reindexes(env):
     c, h, container = env.client, env.auth(A), env.container
     m = seed_memory(container, A, "u1", "I drink coffee every morning", n=0)
@@ -348,6 +350,7 @@ def test_edit_reembeds_and_reindexes(env):
     assert c.patch("/v1/users/u1/memories/nope", json={"content": "x"}, headers=h).status_code == 404
 
 
+@pytest.mark.parametrize("env", INDEXES, indirect=True)
 def test_invalidate_restore_and_soft_delete(env):
     c, h = env.client, env.auth(A)
     m = seed_memory(env.container, A, "u1", "我住在柏林", n=0)
@@ -391,6 +394,7 @@ def test_invalidate_restore_and_soft_delete(env):
     assert r.json()["status_reason"] == "restored from the archive"  # the lifecycle's restore
 
 
+@pytest.mark.parametrize("env", INDEXES, indirect=True)
 def test_hard_delete_removes_derived_memories_and_vectors(env):
     c, h, container = env.client, env.auth(A), env.container
     x = seed_memory(container, A, "u1", "my card number is 4111-1111", n=0, kind=MemoryType.FACT)
@@ -429,6 +433,7 @@ INJECTIONS = [
 ]
 
 
+@pytest.mark.parametrize("env", INDEXES, indirect=True)
 def test_a_key_never_reaches_another_tenants_users(env):
     c, container = env.client, env.container
     secret = seed_memory(container, A, "u1", "我的银行卡密码是123456", n=0)

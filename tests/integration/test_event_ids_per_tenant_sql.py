@@ -102,3 +102,34 @@ def test_an_import_meets_another_tenants_event_id_without_a_clash(settings: Sett
         assert states["beta"].event.content == "beta's words" and states["beta"].turn_indexed  # untouched
     finally:
         container.close()
+
+
+def test_erasing_a_user_removes_only_its_llm_usage_not_another_tenants_with_the_same_event_id(
+    settings: Settings,
+) -> None:
+    from sqlalchemy import text
+
+    from shared.llm import LLMUsage
+    from workers.db.erasure import SqlUserData
+
+    container = build_container(settings)
+    try:
+        with container.uow() as uow:
+            _load(uow)
+            usage = LLMUsage("extract", "m", 10, 5, True, None, 1.0)
+            # Usage rows name the turn's pipeline key; an old row (before 0017) its bare id, whose
+            # event id another tenant now also holds: it is no longer known whose it is, so it stays.
+            uow.llm_calls.add(usage, event_ref("acme", "order-1001"))
+            uow.llm_calls.add(usage, event_ref("beta", "order-1001"))
+            uow.llm_calls.add(usage, "order-1001")
+            uow.commit()
+        with container.uow() as uow:
+            data = SqlUserData(uow.session)  # type: ignore[attr-defined]
+            assert data.count("acme", "u1")["llm_calls"] == (1, 2)
+            data.erase("acme", "u1")
+            uow.commit()
+        with container.uow() as uow:
+            left = sorted(uow.session.execute(text("SELECT event_id FROM llm_calls")).scalars())  # type: ignore[attr-defined]
+        assert left == ["beta/order-1001", "order-1001"]
+    finally:
+        container.close()

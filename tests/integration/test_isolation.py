@@ -29,8 +29,9 @@ from producers.publisher import Publisher
 from service.operations.recall import recall_for
 from shared.events import validate_turn
 from shared.models import Memory
+from shared.queues import IndexKind
 from shared.settings import Settings
-from tests.support.api import AT, ApiEnv, api_settings, build_env, seed_memory
+from tests.support.api import AT, INDEXES, ApiEnv, api_settings, build_env, seed_memory
 from tests.support.services import cuemem_in_process
 
 A, B = "tenant-a", "tenant-b"
@@ -75,9 +76,11 @@ def _visible(out: dict[str, Any]) -> dict[str, Any]:
     return {"items": out["items"], "prompt": out.get("prompt", "")}
 
 
-@pytest.fixture
-def world(it_settings: Settings) -> Iterator[World]:
-    env = build_env(api_settings(it_settings).model_copy(update={"tenant_id": A}))
+@pytest.fixture(params=INDEXES)
+def world(it_settings: Settings, request: pytest.FixtureRequest) -> Iterator[World]:
+    # Every attack on the fake index and on the embedded engine: the engine's own filters, not a
+    # synchronous copy of what the test wrote, then Postgres's re-read of what it found.
+    env = build_env(api_settings(it_settings).model_copy(update={"tenant_id": A}), index=request.param)
     c = env.container
     memories: dict[tuple[str, str], list[Memory]] = {}
     events: dict[tuple[str, str], list[str]] = {}
@@ -186,6 +189,13 @@ def _cli(settings: Settings, tenant: str, *args: str) -> subprocess.CompletedPro
 
 def test_cli_reads_never_cross_tenants_or_users(world: World) -> None:
     settings = world.env.container.settings
+    if world.env.index == "edge":
+        # The CLI opens the embedded indexes itself, as a second process would: this process
+        # lets go of them first (one owner per shard), and the CLI then searches the seeded points.
+        for kind in (IndexKind.MEMORIES, IndexKind.TURNS):
+            opened = world.env.container.index(kind)
+            if opened is not None:
+                opened.close()
     alice_a = world.memories[(A, "alice")]
     every = [marker(t, u) for t, u in OWNERS]
     runs = 0
@@ -243,6 +253,12 @@ def test_api_users_and_recall_paths_never_cross_tenants_or_users(world: World) -
     assert users_b == {"items": [{"user_id": "alice", "memories": 2, "active": 2}], "total": 1}
     for tenant, user in ((B, "alice"), (A, "bob")):
         foreign = world.foreign_markers(tenant, user)
+        # The control: through the same paths and keys the owner finds their own data, so the
+        # attacks below are not vacuous (an empty answer to everything would pass them).
+        own_body = {"user_id": user, "query": "银行卡密码", "k": 50, "reinforce": False}
+        for path in ("/v1/recall", "/v1/recall/prompt"):
+            r = client.post(path, json=own_body, headers=env.auth(tenant))
+            assert r.status_code == 200 and marker(tenant, user) in r.text, (path, tenant, user, r.text[:400])
         for query in _attacks(world, tenant, user):
             body = {"user_id": user, "query": query, "k": 50, "include_history": True, "reinforce": False}
             for session in (None, "s1"):
@@ -315,11 +331,11 @@ def test_mcp_tools_bound_to_one_user_never_reach_another(world: World) -> None:
                 _no_marker(text, foreign, f"mcp search_memory {query!r}")
                 n += 1
             # Tool arguments cannot name a user or tenant: extra arguments are not a way in.
+            # A tool error (``call`` turns it into is_error) or bob's own answer; anything else
+            # the server raises is a crash and fails the test.
             for extra in ({"user_id": "alice"}, {"tenant_id": B}, {"user": "alice", "tenant": B}):
-                try:
-                    is_error, text = await call("search_memory", {"query": "银行卡密码", **extra})
-                except Exception:  # noqa: BLE001 - a refusal of any kind is fine; a leak is not
-                    text = ""
+                is_error, text = await call("search_memory", {"query": "银行卡密码", **extra})
+                assert is_error or marker(A, "bob") in text, (extra, text[:400])
                 _no_marker(text, foreign, f"mcp search_memory with {extra}")
                 n += 1
             for memory in alice:

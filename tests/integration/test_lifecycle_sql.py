@@ -27,7 +27,7 @@ from shared.ports import IndexPoint
 from shared.scoring import DecayPolicy, score
 from shared.settings import Settings
 from tests.support.fakes import FakeStore
-from tests.support.services import hash_cli_env
+from tests.support.services import hash_cli_env, wait_until
 from workers.bootstrap import Container, build_container
 from workers.redis.beat_lock import BeatLock, BeatLockHeld, LockedScheduler
 
@@ -287,9 +287,23 @@ def test_two_beat_lock_holders_only_one_wins(redis_url):
     client.close()
 
 
+BEAT_TEST_QUEUE = "beat-lock-test"
+
+
 def _beat_app(redis_url: str) -> Celery:
+    # One entry due at every tick, sent to a queue of its own nothing consumes: what a tick sent
+    # can be counted there.
     app = Celery("beat-lock-test", broker=redis_url, set_as_current=False)
-    app.conf.update(cuemem_beat_lock={"url": redis_url, "ttl_s": 5}, beat_schedule={})
+    app.conf.update(
+        cuemem_beat_lock={"url": redis_url, "ttl_s": 5},
+        beat_schedule={
+            "always-due": {
+                "task": "beat-lock-test.noop",
+                "schedule": timedelta(milliseconds=1),
+                "options": {"queue": BEAT_TEST_QUEUE},
+            }
+        },
+    )
     return app
 
 
@@ -298,13 +312,16 @@ def test_a_second_scheduler_refuses_to_start_and_a_lost_lock_stops_the_first(red
     first = LockedScheduler(app=app, schedule_filename=str(tmp_path / "one"))
     with pytest.raises(BeatLockHeld, match="exactly one beat"):
         LockedScheduler(app=app, schedule_filename=str(tmp_path / "two"))
-    assert first.tick() >= 0  # renews and runs
-    first.close()  # releases: the next beat may start
-    third = LockedScheduler(app=app, schedule_filename=str(tmp_path / "three"))
     client = redis.Redis.from_url(redis_url)
+    # The control: a tick holding the lock renews it and sends the due entry.
+    assert wait_until(lambda: first.tick() >= 0 and client.llen(BEAT_TEST_QUEUE) > 0, 30, interval=0.01)
+    first.close()  # releases: the next beat may start
+    client.delete(BEAT_TEST_QUEUE)
+    third = LockedScheduler(app=app, schedule_filename=str(tmp_path / "three"))
     client.set("cuemem:beat:lock", "someone-else")  # the TTL ran out and another beat took over
     with pytest.raises(SystemExit):
         third.tick()
+    assert client.llen(BEAT_TEST_QUEUE) == 0, "the beat sent its due task after it lost the lock"
     third.close()
     assert client.get("cuemem:beat:lock") == b"someone-else"  # it never frees another's lock
     client.delete("cuemem:beat:lock")
@@ -340,8 +357,19 @@ def test_a_second_celery_beat_process_refuses_to_start(it_settings: Settings, tm
         assert second.returncode != 0
         assert b"another beat holds the lock" in second.stdout + second.stderr
         assert first.poll() is None and client.get("cuemem:beat:lock") == holder
-        time.sleep(3)  # past half the TTL: the running beat renewed its lock
-        assert client.pttl("cuemem:beat:lock") > 3500
+        # The running beat renews its lock: the TTL, falling since it was set, goes up again while
+        # the holder stays the same. Watched, not timed (the wait is only a hang guard).
+        lowest = [client.pttl("cuemem:beat:lock")]
+
+        def renewed() -> bool:
+            ttl = client.pttl("cuemem:beat:lock")
+            assert client.get("cuemem:beat:lock") == holder, "the beat lost its lock instead of renewing it"
+            if ttl > lowest[0]:
+                return True
+            lowest[0] = ttl
+            return False
+
+        assert wait_until(renewed, 120, interval=0.05), "the running beat never renewed its lock"
     finally:
         first.terminate()
         first.wait(30)

@@ -1,5 +1,8 @@
 """Building the HTTP API on the test services: real Postgres and Redis, the hashing embedder, and
-in-memory vector indexes (no worker: the contract tests seed memories directly)."""
+vector indexes owned by the test process (no worker: the contract tests seed memories directly):
+in-memory fakes by default, or the embedded engine (``INDEXES``), so that the tests that matter
+most (isolation, curation) also run on the real adapter, whose answers are not synchronous copies
+of what the test wrote."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from fastapi.testclient import TestClient
 
@@ -17,12 +20,19 @@ from shared.indexing.collections import MEMORIES
 from shared.indexing.sync import push_unindexed
 from shared.ingest.extract import memory_hash
 from shared.models import Memory, MemoryStatus, MemoryType, memory_id
+from shared.queues import IndexKind
 from shared.settings import Settings
 from shared.storage import FollowUp, HistoryEntry
 from tests.support.fake_index import FakeVectorIndex
 from workers.bootstrap import Container, build_container
 
 AT = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
+
+
+IndexChoice = Literal["fake", "edge"]
+# "fake": tests/support/fake_index.py; "edge": the embedded qdrant-edge engine under the settings'
+# data directory, opened (and owned) by the test process, as `cuemem serve` on one host does.
+INDEXES: tuple[IndexChoice, ...] = ("fake", "edge")
 
 
 @dataclass
@@ -32,6 +42,7 @@ class ApiEnv:
     keys: dict[str, str]  # tenant -> key
     key_ids: dict[str, str]
     sent: list[FollowUp] = field(default_factory=list)
+    index: IndexChoice = "fake"
 
     def auth(self, tenant: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.keys[tenant]}"}
@@ -41,23 +52,30 @@ def api_settings(it_settings: Settings) -> Settings:
     return it_settings.model_copy(update={"embedder": "hash", "index_turns": True})
 
 
-def build_env(settings: Settings, tenants: Sequence[str] = ("tenant-a", "tenant-b")) -> ApiEnv:
+def build_env(
+    settings: Settings, tenants: Sequence[str] = ("tenant-a", "tenant-b"), index: IndexChoice = "fake"
+) -> ApiEnv:
     from service.http.app import create_app
 
     sent: list[FollowUp] = []
-    container = build_container(
-        settings,
-        index=FakeVectorIndex(),
-        turn_index=FakeVectorIndex(),
-        dispatch=lambda followups: sent.extend(followups),
-    )
-    container.index().ensure(container.embedder.dim, container.embedder.model_name)
+    dispatch = sent.extend
+    if index == "fake":
+        container = build_container(
+            settings, index=FakeVectorIndex(), turn_index=FakeVectorIndex(), dispatch=dispatch
+        )
+        container.index().ensure(container.embedder.dim, container.embedder.model_name)
+    else:
+        container = build_container(settings, dispatch=dispatch)
+        for kind in (IndexKind.MEMORIES, IndexKind.TURNS):
+            opened = container.index(kind)
+            if opened is not None:
+                opened.ensure(container.embedder.dim, container.embedder.model_name)
     keys, key_ids = {}, {}
     for tenant in tenants:
         created = create_key(container, tenant, f"tests of {tenant}")
         keys[tenant], key_ids[tenant] = created["key"], created["id"]
     client = TestClient(create_app(container), raise_server_exceptions=False)
-    return ApiEnv(container, client, keys, key_ids, sent)
+    return ApiEnv(container, client, keys, key_ids, sent, index)
 
 
 @contextmanager

@@ -217,7 +217,12 @@ class FakeEventRepository(FakeRepository):
         return [p for p in pairs if after is None or p > after][:limit]
 
     def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
-        rows = [(r["stage_at"], i, r["stage"]) for i, r in self.s.events.items() if r["stage"] != "done"]
+        parked = {d.event_id for d in self.s.dead_letters}  # the fake's letters are never replayed
+        rows = [
+            (r["stage_at"], i, r["stage"])
+            for i, r in self.s.events.items()
+            if r["stage"] != "done" and i not in parked
+        ]
         return [(i, stage) for at, i, stage in sorted(rows) if at < stuck_before][:limit]
 
 

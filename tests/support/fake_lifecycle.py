@@ -5,11 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 
 from shared.models import Memory, MemoryStatus
+from shared.storage import StatusChange
 from tests.support.fake_state import FakeRepository, memories_of
 
 
 class FakeLifecycleRepository(FakeRepository):
     """The same semantics as the SQL adapter, row by row."""
+
+    def unscorable(self, limit: int) -> list[StatusChange]:
+        return []  # a Python datetime is always finite
 
     def claim_recall(self, recall_id: str, tenant_id: str, user_id: str, at: datetime) -> bool:
         if recall_id in self.s.recall_claims:

@@ -22,6 +22,8 @@ from tests.support.fake_state import FakeState
 class FakeUnitOfWork:
     """Commits by swapping in the working copy; leaving without commit discards it."""
 
+    outages: tuple[type[BaseException], ...] = ()
+
     def __init__(self, store: FakeStore):
         self._store = store
         self.committed = False

@@ -4,8 +4,9 @@ processes the tests kill and restart (``Workers``), and the checks each test end
 ``check_exactly_once``: every published event recorded once and ``done``, no pending memory, no
 event applied twice, each conversation's timeline in seq order and equal to what the producer was
 told. ``check_index_matches``: the index (memories and conversation-log turns) holding exactly
-what Postgres holds. ``CUEMEM_LONG_FAULTS=1`` runs the long variants (5,000 events, more kills);
-``CUEMEM_FAULT_SEED`` replays a run. Each test prints one ``FAULT-REPORT {json}`` line with its
+what Postgres holds, each point with its row's status and version. ``CUEMEM_LONG_FAULTS=1`` runs
+the long variants (5,000 events, more kills); ``CUEMEM_FAULT_SEED`` replays a run (default: a
+fixed seed; ``clock`` draws one). Each test prints one ``FAULT-REPORT {json}`` line with its
 figures (``pytest -rP`` shows them; docs/RELIABILITY.md quotes the last run).
 """
 
@@ -39,9 +40,25 @@ from workers.redis.ledger import RedisPublishLedger
 from workers.runtime.processes import WorkerProcess, start_index_owner, start_worker
 
 LONG = os.environ.get("CUEMEM_LONG_FAULTS") == "1"
-# A seed per run, printed in the report and the assertion messages, so a failing run can be
-# replayed with CUEMEM_FAULT_SEED.
-SEED = int(os.environ.get("CUEMEM_FAULT_SEED", str(time.time_ns() % 1_000_000)))
+# The seed of the random fault moments, printed in the report and the assertion messages. By
+# default a fixed one (what CI runs: a red run replays as it is, nothing to copy);
+# CUEMEM_FAULT_SEED=N replays a run of seed N, CUEMEM_FAULT_SEED=clock draws a new one from the
+# clock (to explore other moments; docs/RELIABILITY.md, "Running the fault tests").
+FIXED_SEED = 326749
+
+
+def fault_seed(given: str | None) -> int:
+    if given is None or not given.strip():
+        return FIXED_SEED
+    if given.strip() == "clock":
+        return time.time_ns() % 1_000_000
+    try:
+        return int(given)
+    except ValueError:
+        raise ValueError(f"CUEMEM_FAULT_SEED: {given!r} is neither a number nor 'clock'") from None
+
+
+SEED = fault_seed(os.environ.get("CUEMEM_FAULT_SEED"))
 
 
 def report(name: str, published: Sequence[Published], started: float, **figures: Any) -> None:
@@ -276,24 +293,41 @@ def check_exactly_once(
     }
 
 
-def postgres_index_state(c: Container, settings: Settings, users: list[str]) -> tuple[dict, dict, int]:
-    """What the two indexes must hold by Postgres: memory ids and turn point ids per user."""
+# What a point's payload must repeat of its Postgres row: a memory's status and version (a lost
+# ``memory.sync_index`` leaves the old ones in the index, with the id still right), a turn's event
+# and seq. The score is left out: decay moves it between syncs, within the sweep's tolerance.
+PointFacts = tuple[Any, ...]
+
+
+def _memory_facts(payload: dict[str, Any]) -> PointFacts:
+    return (payload.get("status"), payload.get("version"))
+
+
+def _turn_facts(payload: dict[str, Any]) -> PointFacts:
+    return (payload.get("event_id"), payload.get("seq"))
+
+
+def postgres_index_state(
+    c: Container, settings: Settings, users: list[str]
+) -> tuple[dict[str, dict[str, PointFacts]], dict[str, dict[str, PointFacts]], int]:
+    """What the two indexes must hold by Postgres, per user: each memory point's (status, version)
+    and each turn point's (event id, seq), by point id; and how many done turns have no vector."""
     with c.uow() as uow:
         model = uow.meta.get(EMBEDDING_MODEL_KEY)
         memories = {
             u: {
-                m.id
+                m.id: (m.status.value, m.version)
                 for m in uow.memories.for_user(settings.tenant_id, u, None)
                 if m.status is not MemoryStatus.PENDING
             }
             for u in users
         }
-        turns: dict[str, set[str]] = {}
+        turns: dict[str, dict[str, PointFacts]] = {}
         unembedded = 0
         for u in users:
             states = uow.events.turn_states(settings.tenant_id, u)
             turns[u] = {
-                turn_point_id(settings.tenant_id, u, s.event.event_id)
+                turn_point_id(settings.tenant_id, u, s.event.event_id): (s.event.event_id, s.event.seq)
                 for s in states
                 if s.embedding_model == model
             }
@@ -301,30 +335,45 @@ def postgres_index_state(c: Container, settings: Settings, users: list[str]) -> 
     return memories, turns, unembedded
 
 
-def index_state(settings: Settings, users: list[str]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """Read both embedded indexes; only when no worker owns them (after the workers stopped)."""
+def index_state(
+    settings: Settings, users: list[str]
+) -> tuple[dict[str, dict[str, PointFacts]], dict[str, dict[str, PointFacts]]]:
+    """Read both embedded indexes (the same facts by point id as ``postgres_index_state``); only
+    when no worker owns them (after the workers stopped)."""
     out = []
-    for name in ("qdrant", "qdrant-turns"):
+    for name, facts in (("qdrant", _memory_facts), ("qdrant-turns", _turn_facts)):
         index = EdgeVectorIndex(settings.resolved_data_dir / name)
         try:
-            out.append({u: index.ids(settings.tenant_id, u) for u in users})
+            out.append(
+                {u: {i: facts(p) for i, p in index.payloads(settings.tenant_id, u).items()} for u in users}
+            )
         finally:
             index.close()
     return out[0], out[1]
 
 
+def _differences(held: dict[str, PointFacts], truth: dict[str, PointFacts]) -> str:
+    missing = truth.keys() - held.keys()
+    extra = held.keys() - truth.keys()
+    stale = sorted(i for i in truth.keys() & held.keys() if held[i] != truth[i])
+    shown = "; ".join(f"{i}: index {held[i]} != Postgres {truth[i]}" for i in stale[:3])
+    counts = f"missing {len(missing)}, extra {len(extra)}, stale {len(stale)}"
+    return f"{counts} ({shown})" if shown else counts
+
+
 def check_index_matches(c: Container, settings: Settings, users: list[str], context: str) -> dict[str, int]:
+    """Both indexes hold exactly Postgres's points, each with its row's status and version
+    (memories) or event and seq (turns)."""
     memories, turns, unembedded = postgres_index_state(c, settings, users)
     points, turn_points = index_state(settings, users)
     for u in users:
         assert points[u] == memories[u], (
             f"{context}: {u}: Postgres has {len(memories[u])} memories, the index {len(points[u])} points "
-            f"(missing {len(memories[u] - points[u])}, extra {len(points[u] - memories[u])})"
+            f"({_differences(points[u], memories[u])})"
         )
         assert turn_points[u] == turns[u], (
             f"{context}: {u}: Postgres has {len(turns[u])} embedded turns, the turn index "
-            f"{len(turn_points[u])} "
-            f"(missing {len(turns[u] - turn_points[u])}, extra {len(turn_points[u] - turns[u])})"
+            f"{len(turn_points[u])} ({_differences(turn_points[u], turns[u])})"
         )
     assert unembedded == 0, f"{context}: {unembedded} done turns were never embedded"
     return {

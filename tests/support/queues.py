@@ -11,6 +11,7 @@ import redis
 
 from shared.queues import ROUTES, TaskName
 from tests.support.services import wait_until
+from workers.broker import queue_lists
 
 
 def queues_empty(broker_url: str) -> bool:
@@ -18,7 +19,7 @@ def queues_empty(broker_url: str) -> bool:
     client = redis.Redis.from_url(broker_url)
     try:
         return (
-            all(client.llen(q.value) == 0 for q in set(ROUTES.values()))
+            all(client.llen(key) == 0 for q in set(ROUTES.values()) for key in queue_lists(q.value))
             and client.zcard("unacked_index") == 0
         )
     finally:
@@ -29,7 +30,7 @@ def queue_report(broker_url: str) -> str:
     """The queues' lengths and the unacknowledged tasks by name: what an assertion should show."""
     client = redis.Redis.from_url(broker_url)
     try:
-        lengths = {q.value: client.llen(q.value) for q in set(ROUTES.values())}
+        lengths = {q.value: sum(client.llen(k) for k in queue_lists(q.value)) for q in set(ROUTES.values())}
         unacked = client.hgetall("unacked")
         tasks = [json.loads(v)[0]["headers"]["task"] for v in unacked.values()]
         return f"queues {lengths}, unacked {Counter(tasks)}"

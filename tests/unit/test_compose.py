@@ -37,7 +37,8 @@ PREFIX = "CUEMEM_"
 # ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:?message}, ${NAME?message}, ${NAME:+alt}
 INTERPOLATION = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}")
 CUEMEM_NAME = re.compile(r"\bCUEMEM_[A-Z0-9_]+\b")
-SECRET_NAME = re.compile(r"PASSWORD|API_KEY|SECRET|TOKEN|AUTH")
+# A token as a credential (CUEMEM_METRICS_TOKEN), not a count of tokens (CUEMEM_EMBEDDING_MAX_TOKENS).
+SECRET_NAME = re.compile(r"PASSWORD|API_KEY|SECRET|TOKEN(?!S)|AUTH")
 # Defaults a secret may fall back to: nothing, or the local-only password of the bundled Postgres.
 LOCAL_SECRET_DEFAULTS = {"", "cuemem"}
 ENV_LINE = re.compile(r"^(?P<commented>#\s*)?(?P<name>[A-Z][A-Z0-9_]*)=(?P<value>.*)$")
@@ -169,11 +170,19 @@ def test_beat_is_a_single_replica(services: dict[str, Any], compose_text: str) -
     assert re.search(r"never scale", compose_text, re.IGNORECASE), "say so where beat is defined"
 
 
-def test_redis_persists_with_append_only_file(services: dict[str, Any]) -> None:
+def test_redis_fsyncs_every_write_and_never_evicts(services: dict[str, Any]) -> None:
     redis = services["redis"]
     assert str(redis["image"]).startswith("redis:7")
     argv = _command(redis)
-    assert "--appendonly" in argv and argv[argv.index("--appendonly") + 1] == "yes", argv
+    # docs/RELIABILITY.md ("A crash of Redis", "Delivery"): fsync before every answer, so a host
+    # crash loses no acknowledged publish; and a broker that refuses writes when full rather than
+    # evicting queued messages, ledger entries or seq counters.
+    for flag, value in (
+        ("--appendonly", "yes"),
+        ("--appendfsync", "always"),
+        ("--maxmemory-policy", "noeviction"),
+    ):
+        assert flag in argv and argv[argv.index(flag) + 1] == value, f"{flag} {value} missing: {argv}"
     assert any(str(v).split(":")[1] == "/data" for v in redis["volumes"]), "AOF needs a volume"
     assert "redis-cli" in str(redis["healthcheck"]["test"])
 

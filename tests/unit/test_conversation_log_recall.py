@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from shared.indexing.collections import TURNS
 from shared.indexing.reindex import rebuild_collection, rebuild_indexes
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES, MemoryStatus, turn_point_id
@@ -60,6 +62,8 @@ def test_a_turn_that_became_a_memory_lends_its_rank_to_the_memory_not_a_second_i
 def test_the_conversation_log_never_crosses_users():
     h = TurnHarness()
     h.drain(turn(1, CHAT, user="alice"))
+    # The control: alice herself finds it, so the empty answers below are not vacuous.
+    assert any("fox" in i.content for i in ask(h, "red fox near the old mill", user="alice").items)
     for other in ("bob", "alice ", "ALICE", "alice%", "*", "alice' OR '1'='1"):
         out = ask(h, "red fox near the old mill", user=other)
         assert all("fox" not in i.content for i in out.items), (other, out.items)
@@ -151,7 +155,7 @@ def test_past_statements_come_back_only_on_request_and_marked():
 
 
 def test_the_prior_leans_by_type_and_half_life_score_and_stays_small():
-    from shared.recall.fusion import SCORE_WEIGHT, TYPE_WEIGHTS, prior
+    from shared.recall.fusion import TYPE_WEIGHTS, prior
     from shared.recall.request import Candidate, memory_item
 
     h = TurnHarness()
@@ -161,12 +165,17 @@ def test_the_prior_leans_by_type_and_half_life_score_and_stays_small():
     top = prior(Candidate(memory_item(memory), memory=memory))
     memory.score = 0.0
     bottom = prior(Candidate(memory_item(memory), memory=memory))
-    assert (
-        top == TYPE_WEIGHTS[memory.type.value] * (1 + SCORE_WEIGHT)
-        and bottom == TYPE_WEIGHTS[memory.type.value]
-    )
-    # Never more than adjacent reciprocal ranks differ by (1/61 vs 1/62 is 1.6 %) plus the type's lean.
-    assert top / bottom - 1 <= SCORE_WEIGHT + 1e-9 <= 0.02 + 1e-9
+    # The documented prior (docs/ARCHITECTURE.md, recall step "fused by reciprocal rank"): the
+    # type's weight (a preference 1.01) × (1 + 0.02 × half-life score / 10). Literals, not the
+    # module's constants, so a wrong weight fails here.
+    assert memory.type.value == "preference"
+    assert top == pytest.approx(1.01 * 1.02) and bottom == pytest.approx(1.01)
+    assert top / bottom - 1 == pytest.approx(0.02)  # at most 2 % from the score, 3 % in all
+    assert TYPE_WEIGHTS == {
+        "profile": 1.01, "preference": 1.01, "semantic": 1.01,
+        "fact": 1.0, "task": 1.0, "episodic": 1.0, "working": 1.0,
+        "turn": 0.99,
+    }  # fmt: skip
 
 
 def test_a_time_range_finds_a_turn_that_never_became_a_memory_and_comes_first():
@@ -204,7 +213,9 @@ def test_the_conversation_log_never_brings_back_a_superseded_or_forgotten_statem
     assert berlin and all(m.status is MemoryStatus.SUPERSEDED for m in berlin)
     out = ask(h, "Berlin", k=10)
     assert all("Berlin" not in i.content for i in out.items), out.items
+    assert any("Munich" in i.content for i in ask(h, "where do I live", k=10).items)  # the control
     [locker] = [m for m in h.state.memories.values() if "4711" in m.content]
+    assert any("4711" in i.content for i in ask(h, "what is my locker code", k=10).items)  # before
     with h.store.uow() as uow:
         curation.forget(uow, "default", "u1", locker.id, NOW)
         uow.commit()
@@ -223,6 +234,8 @@ def test_a_redacted_turn_is_never_embedded_or_indexed_again():
     assert stats["turns_embedded"] == 0 and stats["turns_indexed"] == 1
     assert h.turns.ids("default", "u1") == {turn_point_id("default", "u1", "e-u1-s1-2")}
     assert all("fox" not in i.content for i in ask(h, "red fox old mill").items)
+    # The control: the turn that was not redacted is still found.
+    assert any("8443" in i.content for i in ask(h, "生产环境部署端口").items)
 
 
 def test_reindex_after_a_model_change_re_embeds_page_by_page_without_tripping_on_later_pages():

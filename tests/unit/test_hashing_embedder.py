@@ -14,6 +14,7 @@ from shared.settings import Settings
 from workers.endpoints.embedders import build_embedder
 from workers.endpoints.embedders.hashing import HashingEmbedder, tokens
 from workers.endpoints.embedders.query_cache import QueryCache
+from workers.endpoints.embedders.window import WindowCut
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -106,7 +107,9 @@ def test_chinese_text_uses_character_bigrams() -> None:
 def test_build_embedder_hash_uses_configured_dim() -> None:
     built = build_embedder(Settings(embedder="hash", embedding_dim=64))
     assert isinstance(built, QueryCache)
-    embedder = built.inner
+    cut = built.inner
+    assert isinstance(cut, WindowCut)
+    embedder = cut.inner
     assert isinstance(embedder, HashingEmbedder)
     assert embedder.dim == 64
     assert embedder.model_name == "hash-v1-64"

@@ -8,11 +8,15 @@ from typing import Any
 
 import pytest
 
-from service.operations.index_followups import SENT, delete_points, here_or_at_owner
+from service.operations.index_followups import SENT, delete_points, here_or_at_owner, maintain_index
 from shared.ports import IndexOwnedElsewhere, IndexPoint, IndexUnavailable
 from shared.queues import IndexKind, TaskName
+from shared.settings import Settings
 from shared.storage import FollowUp
 from tests.support.fake_index import FakeVectorIndex
+from tests.support.fakes import FakeStore
+from workers.bootstrap import build_container
+from workers.endpoints.embedders.hashing import HashingEmbedder
 
 POINT = "00000000-0000-0000-0000-000000000001"
 
@@ -97,3 +101,29 @@ def test_a_waited_for_rebuild_goes_to_the_owner_only_when_one_holds_the_index() 
     unreachable = IndexUnavailable("qdrant server at http://127.0.0.1:6333 cannot be reached")
     with pytest.raises(IndexUnavailable, match="cannot be reached"):
         here_or_at_owner(lambda: _raise(unreachable), owner, falls_back=IndexOwnedElsewhere)
+
+
+class OptimizingIndex(FakeVectorIndex):
+    """Counts optimize calls; reports that it changed something."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.optimized = 0
+
+    def optimize(self) -> bool:
+        self.optimized += 1
+        return True
+
+
+def test_cuemem_maintain_optimizes_both_graphs_even_when_the_first_changed() -> None:
+    # An `or` that short-circuits after the memory index reported a change would skip the
+    # conversation log's graph (the engine builds a graph only in optimize: see
+    # tests/contract/test_edge_optimize.py).
+    memories, turns = OptimizingIndex(), OptimizingIndex()
+    settings = Settings(index_turns=True, broker_url=None, redis_url=None)
+    c = build_container(
+        settings, uow=FakeStore().uow, embedder=HashingEmbedder(dim=16), index=memories, turn_index=turns
+    )
+    _, optimized = maintain_index(c, [])
+    assert optimized is True
+    assert (memories.optimized, turns.optimized) == (1, 1)

@@ -121,17 +121,26 @@ def container_for(store, index, embedder, sent, clock_at=NOW, **settings):
 # --- the score and its settings ---------------------------------------------------------------
 
 
+# γ per day of each memory type, as documented in docs/ARCHITECTURE.md ("Memory value is
+# information × time"): literals, not the module's table, so a wrong default fails here.
+DOCUMENTED_GAMMA = {
+    MemoryType.EPISODIC: 0.90,
+    MemoryType.TASK: 0.93,
+    MemoryType.PREFERENCE: 0.97,
+    MemoryType.FACT: 0.98,
+    MemoryType.SEMANTIC: 0.99,
+    MemoryType.PROFILE: 0.999,
+}
+
+
 def test_gamma_defaults_per_type_and_overrides_from_settings():
-    for memory_type, gamma in DEFAULT_GAMMA.items():
-        if memory_type is MemoryType.PROFILE:
-            assert gamma >= 0.999  # identity-like facts barely decay
-        else:
-            assert 0.90 <= gamma <= 0.99, memory_type
+    assert DEFAULT_GAMMA == DOCUMENTED_GAMMA
+    assert set(DOCUMENTED_GAMMA) == set(MemoryType)  # every type has a documented γ
     policy = lifecycle.policy_from(
         Settings(decay_gamma={"episodic": 0.95}, decay_base=2.0, archive_after_days=10, task_ttl_days=3)
     )
     assert policy.decay.gamma[MemoryType.EPISODIC] == 0.95
-    assert policy.decay.gamma[MemoryType.FACT] == DEFAULT_GAMMA[MemoryType.FACT]
+    assert policy.decay.gamma[MemoryType.FACT] == 0.98  # the documented default, not overridden
     assert policy.decay.base == 2.0
     assert policy.archive_after == timedelta(days=10) and policy.task_ttl == timedelta(days=3)
     with pytest.raises(ValidationError, match="not a memory type"):
@@ -372,7 +381,31 @@ def test_drift_repair_after_points_are_deleted_by_hand():
     assert other.id in w.index.ids("default", "u2")
 
 
-def test_rows_marked_unindexed_but_present_are_bookkept_and_foreign_vectors_left_alone():
+def test_a_right_point_whose_row_says_not_indexed_is_bookkept():
+    """The point is right (status and version) but the row says it was never indexed (a crash
+    between the upsert and ``mark_indexed``): the row is marked, the point left as it is."""
+    w = World()
+    m = w.add("a fact about port 9443")
+    w.agree()
+    with w.store.uow() as uow:
+        row = uow.memories.get("default", "u1", m.id)
+        assert row is not None and row.indexed_version == row.version
+        row.indexed_version = 0
+        uow.memories.save(row)
+        uow.commit()
+    before = w.index.payloads("default", "u1")
+    stats = w.reconcile()
+    assert {k: stats[k] for k in ("bookkept", "missing", "stale", "extra")} == {
+        "bookkept": 1, "missing": 0, "stale": 0, "extra": 0
+    }  # fmt: skip
+    with w.store.uow() as uow:
+        row = uow.memories.get("default", "u1", m.id)
+        assert row is not None and row.indexed_version == row.version
+    assert w.index.payloads("default", "u1") == before
+    assert w.reconcile()["bookkept"] == 0
+
+
+def test_vectors_of_another_model_are_left_alone_not_counted_as_extra():
     w = World()
     m = w.add("a fact about port 9443")
     with w.store.uow() as uow:  # the row moved on (e.g. a crash before mark_indexed)
@@ -426,6 +459,9 @@ def test_maintain_a_year_later_archives_expires_keeps_used_preferences_and_agree
     # Recall no longer offers the expired task.
     c = container_for(w.store, w.index, w.embedder, [], clock_at=YEAR_LATER, reinforce_on_recall=False)
     assert task.id not in [i["id"] for i in recall_for(c, "u1", "明天下午三点开会", k=5)["items"]]
+    # The control: the same query finds it among the history, so the recall above could find it.
+    history = recall_for(c, "u1", "明天下午三点开会", k=5, include_history=True)["items"]
+    assert task.id in [i["id"] for i in history]
 
     # Every sweep, run again at the same time, changes nothing.
     history_before = len(w.store.state.history)

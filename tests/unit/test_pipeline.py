@@ -207,6 +207,18 @@ def test_exact_repeat_reinforces_instead_of_duplicating():
     assert h.index.ids("default", "u1") == {m.id}
 
 
+def test_repeats_arriving_out_of_order_keep_their_sources_in_event_time_order():
+    # Three sessions repeat one fact; the latest (by event time) is recorded first, as a slow
+    # producer or a redelivery can make it. The sources are the memory's history: told when.
+    h = Harness()
+    for session, minutes in (("late", 60), ("early", 0), ("middle", 30)):
+        h.drain(turn(1, "我不吃香菜", session=session, event_id=f"cilantro-{session}", minutes=minutes))
+    (m,) = active(h)
+    assert [s["event_id"] for s in m.sources] == ["cilantro-early", "cilantro-middle", "cilantro-late"]
+    assert [s["at"] for s in m.sources] == sorted(s["at"] for s in m.sources)
+    assert m.access_count == 2
+
+
 def test_users_never_share_memories():
     h = Harness()
     h.drain(turn(1, "我不吃香菜", user="alice"))
@@ -245,13 +257,48 @@ def test_uncommitted_work_is_discarded():
     assert h.state.events == {}
 
 
+# Each stage an event can stall at, and the task that takes it on (as docs/ARCHITECTURE.md's
+# pipeline lists them): literals, so a wrong step in the code's own table fails here.
+NEXT_TASK = {
+    "recorded": "memory.extract",
+    "extracted": "memory.embed",
+    "embedded": "memory.persist",
+    "persisted": "memory.index",
+    "indexed": "memory.resolve",
+}
+
+
 def test_resume_stalled_redrives_each_stage():
+    """One event stalled at each stage (its next message lost): the sweep sends each the task of
+    its stage, running what it sent takes every event to done, and a done event is left alone."""
     h = Harness()
-    h.run(TaskName.RECORD, (turn(1, "生产环境部署端口是8443"),))
+    event_of: dict[str, str] = {}
+    for n, stage in enumerate(NEXT_TASK):
+        user = f"u{n}"  # one conversation each: no event waits on another's resolution
+        message = turn(1, f"生产环境部署端口是{8440 + n}", user=user)
+        pending = [(TaskName.RECORD.value, (message,))]
+        while h.state.events.get(message["event_id"], {}).get("stage") != stage:
+            task, args = pending.pop(0)
+            pending = [(f.task, f.args) for f in h.run(task, args)]  # the next message: lost below
+        event_of[stage] = message["event_id"]
+    done = turn(1, "我不吃香菜", user="u-done")
+    h.drain(done)
+    assert h.state.events[done["event_id"]]["stage"] == "done"
     with h.store.uow() as uow:
         out = resume_stalled(uow, datetime.now(UTC) + timedelta(seconds=1))
-    # The stage message names the tenant with the event id (event ids are unique per tenant).
-    assert [(f.task, f.args) for f in out] == [("memory.extract", ("default/e-u1-s1-1",))]
+    # The stage messages name the tenant with the event id (event ids are unique per tenant).
+    assert sorted((f.task, f.args) for f in out) == sorted(
+        (task, (f"default/{event_of[stage]}",)) for stage, task in NEXT_TASK.items()
+    )
+    queue = [(f.task, f.args) for f in out]
+    while queue:
+        task, args = queue.pop(0)
+        queue.extend((f.task, f.args) for f in h.run(task, args))
+    assert {e: h.state.events[e]["stage"] for e in event_of.values()} == dict.fromkeys(
+        event_of.values(), "done"
+    )
+    with h.store.uow() as uow:
+        assert resume_stalled(uow, datetime.now(UTC) + timedelta(seconds=1)) == []
 
 
 def test_resume_stalled_leaves_events_that_reached_their_stage_recently():

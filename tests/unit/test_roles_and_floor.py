@@ -15,7 +15,7 @@ from shared.recall.cascade import recall
 from shared.recall.explain import Fused, Trace
 from shared.recall.fusion import prior
 from shared.recall.request import Candidate, RecallRequest, turn_item
-from shared.recall.roles import QUESTION_WEIGHT, asks_assistant, may_answer_first
+from shared.recall.roles import asks_assistant, may_answer_first
 from tests.support.pipeline import ASKED, NOW, TurnHarness, ask, turn
 
 
@@ -61,7 +61,8 @@ def test_an_assistant_question_weighs_half_unless_the_query_asks_about_the_assis
     question = _turn_candidate(Role.ASSISTANT, "好呀，你有什么忌口吗？")
     advice = _turn_candidate(Role.ASSISTANT, "那可以试试西湖醋鱼。")
     asked = _turn_candidate(Role.USER, "你有什么推荐吗？")
-    assert prior(question) == pytest.approx(QUESTION_WEIGHT * prior(asked))
+    # 0.5: an assistant turn that only asks (docs/ARCHITECTURE.md, "Who said it").
+    assert prior(question) == pytest.approx(0.5 * prior(asked))
     assert prior(question, about_assistant=True) == prior(advice) == prior(asked)
     assert not may_answer_first(question, False) and may_answer_first(question, True)
     assert may_answer_first(advice, False)

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.models import MemoryType
-from shared.scoring import DEFAULT_GAMMA, DecayPolicy, reinforcement, score
+from shared.scoring import DecayPolicy, reinforcement, score
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
@@ -19,7 +19,8 @@ def test_known_values():
     # reinforcement: ln(1 + 3) with base 1
     assert score(0.0, MemoryType.FACT, NOW, 3, NOW) == pytest.approx(math.log(4))
     policy = DecayPolicy(base=2.0, unit_hours=1.0)
-    expected = 5 * DEFAULT_GAMMA[MemoryType.TASK] ** 12 + 2 * math.log(2)
+    # γ of a task is 0.93 per unit (docs/ARCHITECTURE.md, "Memory value is information × time").
+    expected = 5 * 0.93**12 + 2 * math.log(2)
     assert score(5.0, MemoryType.TASK, NOW - timedelta(hours=12), 1, NOW, policy) == pytest.approx(expected)
 
 

@@ -87,9 +87,20 @@ def test_query_weighs_each_distinct_term_once() -> None:
     assert sparse_query("coffee coffee COFFEE") == SparseTerms((term_index("coffee"),), (1.0,))
 
 
+# BM25's parameters as documented in docs/ARCHITECTURE.md (recall, "a BM25 keyword search
+# inside the index"): k1 = 1.2, b = 0.75, an average document of 12 terms. Literals, not the
+# module's constants, so a wrong parameter fails here.
+DOCUMENTED_K1, DOCUMENTED_B, DOCUMENTED_AVERAGE_LENGTH = 1.2, 0.75, 12.0
+
+
+def test_bm25_parameters_are_the_documented_ones() -> None:
+    assert (K1, B, AVERAGE_LENGTH) == (DOCUMENTED_K1, DOCUMENTED_B, DOCUMENTED_AVERAGE_LENGTH)
+
+
 def test_document_weight_is_bm25_term_frequency() -> None:
     def expected(tf: int, length: int) -> float:
-        return tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / AVERAGE_LENGTH))
+        k1, b = DOCUMENTED_K1, DOCUMENTED_B
+        return tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / DOCUMENTED_AVERAGE_LENGTH))
 
     doc = weights(sparse_document("coffee coffee tea"))
 
@@ -112,7 +123,7 @@ def test_term_frequency_saturates() -> None:
         for n in (1, 2, 4, 8, 16)
     ]
     assert padded == sorted(padded)
-    assert max(padded) < K1 + 1
+    assert max(padded) < DOCUMENTED_K1 + 1
 
 
 def test_longer_documents_weigh_a_term_less() -> None:

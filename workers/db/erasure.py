@@ -1,16 +1,17 @@
 """A user's rows in every Postgres table, counted and deleted (``shared.lifecycle.erasure``).
 
 The tables keyed by tenant and user are scoped by those columns. Two are not: ``llm_calls`` (token
-usage), whose rows of the user name one of its stored events, and ``dead_letters``, judged letter
-by letter by their task and arguments (``shared.lifecycle.dead_letters.dead_letter_share``): a letter
-that is only the user's goes, a batch letter of several users keeps the others' part.
+usage), whose rows of the user name one of its stored events by its pipeline key (tenant/event
+id), and ``dead_letters``, judged letter by letter by their task and arguments
+(``shared.lifecycle.dead_letters.dead_letter_share``): a letter that is only the user's goes, a
+batch letter of several users keeps the others' part.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, func, select, union, update
+from sqlalchemy import ColumnElement, and_, delete, func, or_, select, union, update
 from sqlalchemy.orm import Session
 
 from shared.lifecycle.dead_letters import Share, dead_letter_share
@@ -65,7 +66,24 @@ class SqlUserData:
             "event_receipts": (ReceiptRow, and_(*ReceiptRow.owned_by(tenant_id, user_id))),
             "events": (EventRow, and_(*EventRow.owned_by(tenant_id, user_id))),
         }
-        return {"llm_calls": (LlmCallRow, LlmCallRow.event_id.in_(events)), **owned}
+        # Usage rows name the pipeline key of the turn they were spent on (tenant/event id): the
+        # same event id in another tenant is another turn, whose rows stay. Rows written before
+        # 0017 name the bare id, unique across tenants then: still this user's unless another
+        # tenant has since used the id.
+        keys = union(
+            select(func.concat(f"{tenant_id}/", EventRow.event_id)).where(
+                *EventRow.owned_by(tenant_id, user_id)
+            ),
+            select(func.concat(f"{tenant_id}/", ReceiptRow.event_id)).where(
+                *ReceiptRow.owned_by(tenant_id, user_id)
+            ),
+        )
+        elsewhere = select(EventRow.event_id).where(EventRow.tenant_id != tenant_id)
+        usage = or_(
+            LlmCallRow.event_id.in_(keys),
+            and_(LlmCallRow.event_id.in_(events), LlmCallRow.event_id.not_in(elsewhere)),
+        )
+        return {"llm_calls": (LlmCallRow, usage), **owned}
 
     def _user_events(self, tenant_id: str, user_id: str) -> set[str]:
         rows = self.session.scalars(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Select, func, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, Select, exists, func, or_, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import undefer
 
@@ -21,6 +21,7 @@ from shared.timeexpr import Span
 from workers.db.mapping import column_values, event_from_row, from_columns
 from workers.db.session import SessionRepository
 from workers.db.tables import (
+    DeadLetterRow,
     EventRow,
     ReceiptRow,
 )
@@ -357,7 +358,17 @@ class SqlEventRepository(SessionRepository):
     def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
         rows = self.session.execute(
             select(EventRow.tenant_id, EventRow.event_id, EventRow.stage)
-            .where(EventRow.stage != "done", EventRow.stage_at < stuck_before)
+            .where(
+                EventRow.stage != "done",
+                EventRow.stage_at < stuck_before,
+                # A parked event (a dead letter not replayed yet) is the operator's, not the sweep's:
+                # sent again, it would fail and be parked again every run. The sweep parks it under
+                # its pipeline key (tenant/event id), which names the tenant.
+                ~exists().where(
+                    DeadLetterRow.event_id == func.concat(EventRow.tenant_id, "/", EventRow.event_id),
+                    DeadLetterRow.replayed_at.is_(None),
+                ),
+            )
             .order_by(EventRow.stage_at, EventRow.tenant_id, EventRow.event_id)
             .limit(limit)
         )

@@ -51,11 +51,24 @@ class SqlLifecycleRepository(SessionRepository):
         self.session.execute(
             text(
                 f"UPDATE memories SET score = {score_sql(policy)} "
-                "WHERE tenant_id = :tenant AND user_id = :user AND id = ANY(:ids) AND status <> 'pending'"
+                "WHERE tenant_id = :tenant AND user_id = :user AND id = ANY(:ids) AND status <> 'pending' "
+                "AND isfinite(last_accessed_at)"
             ),
             scope,
         )
         return int(getattr(result, "rowcount", 0) or 0)
+
+    def unscorable(self, limit: int) -> list[StatusChange]:
+        # A last use at ±infinity (only SQL by hand writes one) has no age: the score's
+        # "now - last_accessed_at" raises, and would fail the whole set-based page it is in.
+        rows = self.session.execute(
+            text(
+                "SELECT id, tenant_id, user_id FROM memories WHERE NOT isfinite(last_accessed_at) "
+                "ORDER BY id LIMIT :limit"
+            ),
+            {"limit": limit},
+        ).all()
+        return [StatusChange(r.id, r.tenant_id, r.user_id, "last use at infinity") for r in rows]
 
     def prune_recall_claims(self, before: datetime) -> int:
         result = self.session.execute(delete(RecallClaimRow).where(RecallClaimRow.at < before))
@@ -110,7 +123,7 @@ class SqlLifecycleRepository(SessionRepository):
         limit: int,
     ) -> tuple[list[StatusChange], str | None]:
         candidates = (
-            "status = 'active' AND last_accessed_at <= :since "
+            "status = 'active' AND last_accessed_at <= :since AND isfinite(last_accessed_at) "
             f"AND ({score_sql(policy, now_param='since')}) < :threshold"
         )
         params = {"since": since, "threshold": threshold, "reason": reason, "now": now, "after": after_id}
@@ -135,7 +148,7 @@ class SqlLifecycleRepository(SessionRepository):
             text(
                 f"UPDATE memories SET score = {expr} "
                 "WHERE id > :after AND id <= :upper AND status <> 'pending' "
-                f"AND abs(score - ({expr})) > GREATEST(:tolerance, 1e-9)"
+                f"AND isfinite(last_accessed_at) AND abs(score - ({expr})) > GREATEST(:tolerance, 1e-9)"
             ),
             {"after": after_id, "upper": upper, "now": now, "tolerance": tolerance},
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from shared.api_keys import ApiKeyRepository
@@ -37,6 +38,8 @@ from workers.db.transfer import SqlTransfer
 
 
 class SqlUnitOfWork:
+    outages: tuple[type[BaseException], ...] = (OperationalError, InterfaceError)
+
     def __init__(self, session_factory: sessionmaker[Session]):
         self._session_factory = session_factory
 

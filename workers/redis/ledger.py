@@ -20,6 +20,9 @@ from shared import keys
 from shared.queues import PIPELINE_QUEUES, Queue
 from workers.broker import queue_depths
 
+# A count of re-drives outlives any sane stall (the sweep runs every minute): a week.
+REDRIVES_KEPT_S = 7 * 24 * 3600
+
 # Claim the overdue entries atomically, so two sweeps (or a sweep and a settle) never both
 # re-send one turn: read the overdue ids, move their time to now, return their messages.
 _CLAIM = """
@@ -66,6 +69,20 @@ class RedisPublishLedger:
             return 0
         depths = queue_depths(self._broker)
         return sum(depths[q.value] for q in (*PIPELINE_QUEUES, Queue.INDEX))
+
+    def count_redrives(self, stalled: Sequence[tuple[str, str]]) -> list[int]:
+        if not stalled:
+            return []
+        pipe = self._client.pipeline(transaction=False)
+        for event_id, stage in stalled:
+            key = keys.redrives_key(event_id, stage)
+            pipe.incr(key)
+            pipe.expire(key, REDRIVES_KEPT_S)
+        return [int(n) for n in pipe.execute()[::2]]
+
+    def forget_redrives(self, stalled: Sequence[tuple[str, str]]) -> None:
+        if stalled:
+            self._client.delete(*(keys.redrives_key(e, s) for e, s in stalled))
 
     def pending(self) -> int:
         """How many turns are published and not yet recorded (for reports and tests)."""

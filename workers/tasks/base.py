@@ -14,7 +14,6 @@ from typing import Any
 from celery import Task
 
 from producers import tracing
-from shared.events import split_ref
 from shared.queues import TaskName
 from shared.settings import get_settings
 from shared.storage import FollowUp, UnitOfWork
@@ -78,9 +77,9 @@ def run_unit(
     ``dispatch=False``, hand them back to the caller, who runs some of them in process)."""
     c = container()
     started = time.perf_counter()
-    # LLM usage rows name the event they were spent on: its event id (a stage's key also names
-    # the tenant, ``shared.events.event_ref``; the privacy delete finds the rows by event id).
-    token = current_event_id.set(split_ref(key)[1])
+    # LLM usage rows name the event they were spent on by its pipeline key (``shared.events.
+    # event_ref``: event ids are unique per tenant only); the privacy delete finds them by it.
+    token = current_event_id.set(key)
     traced = {"cuemem.task": name, "cuemem.unit.key": key} if tracing.enabled() else None
     try:
         with tracing.span("cuemem.unit", traced), c.uow() as uow:

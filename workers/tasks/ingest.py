@@ -233,4 +233,8 @@ def resume_stalled(self: Task, older_than_s: int = resume.STALLED_AFTER_S) -> No
     than ``older_than_s`` (keep it above the broker's visibility timeout)."""
     c = container()
     before = c.clock() - timedelta(seconds=older_than_s)
-    run_unit(self.name, "sweep", lambda uow: resume.resume_stalled(uow, before, c.ledger))
+    run_unit(
+        self.name,
+        "sweep",
+        lambda uow: resume.resume_stalled(uow, before, c.ledger, max_redrives=c.settings.max_redrives),
+    )

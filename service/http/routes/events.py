@@ -11,8 +11,9 @@ from fastapi import APIRouter
 
 from producers.publisher import Published
 from service.http.deps import Metrics, Publishers, Tenant
-from service.http.errors import ApiError
+from service.http.errors import ApiError, printable
 from service.http.metrics import ApiMetrics
+from service.http.rate_limits import PUBLISH, RATE_LIMITED, Limits
 from service.http.schemas import BatchIn, BatchOut, EventIn, PublishedOut
 from shared.events import FieldError, InvalidEvent
 
@@ -45,9 +46,14 @@ def _logged(metrics: ApiMetrics, tenant: str, published: Published, endpoint: st
     return PublishedOut(**published.__dict__)
 
 
-@router.post("/v1/events", status_code=202, response_model=PublishedOut, tags=["events"])
-def publish_event(body: EventIn, tenant: Tenant, publisher: Publishers, metrics: Metrics) -> PublishedOut:
+@router.post(
+    "/v1/events", status_code=202, response_model=PublishedOut, tags=["events"], responses=RATE_LIMITED
+)
+def publish_event(
+    body: EventIn, tenant: Tenant, publisher: Publishers, metrics: Metrics, limits: Limits
+) -> PublishedOut:
     """Publish one chat turn. It is recallable at once as working memory; workers do the rest."""
+    limits.take(PUBLISH, tenant)
     try:
         with _broker_errors():
             raw = {**body.model_dump(exclude_none=True), "tenant_id": tenant}
@@ -58,11 +64,14 @@ def publish_event(body: EventIn, tenant: Tenant, publisher: Publishers, metrics:
     return _logged(metrics, tenant, published, "single")
 
 
-@router.post("/v1/events/batch", response_model=BatchOut, tags=["events"])
-def publish_events(body: BatchIn, tenant: Tenant, publisher: Publishers, metrics: Metrics) -> BatchOut:
+@router.post("/v1/events/batch", response_model=BatchOut, tags=["events"], responses=RATE_LIMITED)
+def publish_events(
+    body: BatchIn, tenant: Tenant, publisher: Publishers, metrics: Metrics, limits: Limits
+) -> BatchOut:
     """Publish many turns; an invalid one is reported by its index and the others still land.
     The valid ones are sent as batches (``Publisher.publish_batch``): the workers record, embed
-    and index each batch in one go."""
+    and index each batch in one go. Each turn counts against the tenant's rate limit."""
+    limits.take(PUBLISH, tenant, cost=len(body.events))
     errors: dict[int, InvalidEvent] = {}
     positions: list[int] = []  # the request index of each turn handed to the publisher
     raws: list[Any] = []
@@ -80,7 +89,15 @@ def publish_events(body: BatchIn, tenant: Tenant, publisher: Publishers, metrics
         {
             "published": [_logged(metrics, tenant, p, "batch") for p in result.published],
             "errors": [
-                {"index": i, "fields": [{"field": e.field, "problem": e.problem} for e in errors[i].errors]}
+                {
+                    "index": i,
+                    # printable: a field named in the body may hold a lone surrogate, and an answer
+                    # that cannot be encoded was a 500 after the valid turns had been published.
+                    "fields": [
+                        {"field": printable(e.field), "problem": printable(e.problem)}
+                        for e in errors[i].errors
+                    ],
+                }
                 for i in sorted(errors)
             ],
         }

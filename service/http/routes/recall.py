@@ -9,6 +9,7 @@ from fastapi.responses import PlainTextResponse
 
 from service.http.deps import AppContainer, Metrics, Tenant
 from service.http.metrics import ApiMetrics
+from service.http.rate_limits import RATE_LIMITED, RECALL, Limits
 from service.http.schemas import RecallIn
 from service.operations.recall import recall_for
 from shared.lifecycle import curation
@@ -39,15 +40,19 @@ def _recall(container: Container, metrics: ApiMetrics, body: RecallIn, tenant: s
     return out
 
 
-@router.post("/v1/recall", tags=["recall"])
-def recall(body: RecallIn, tenant: Tenant, container: AppContainer, metrics: Metrics) -> dict[str, Any]:
+@router.post("/v1/recall", tags=["recall"], responses=RATE_LIMITED)
+def recall(
+    body: RecallIn, tenant: Tenant, container: AppContainer, metrics: Metrics, limits: Limits
+) -> dict[str, Any]:
     """Recall for one user: ``{stage, items, trace, prompt}``, as `cuemem recall --json`."""
+    limits.take(RECALL, tenant)
     return _recall(container, metrics, body, tenant)
 
 
-@router.post("/v1/recall/prompt", response_class=PlainTextResponse, tags=["recall"])
+@router.post("/v1/recall/prompt", response_class=PlainTextResponse, tags=["recall"], responses=RATE_LIMITED)
 def recall_prompt(
-    body: RecallIn, tenant: Tenant, container: AppContainer, metrics: Metrics
+    body: RecallIn, tenant: Tenant, container: AppContainer, metrics: Metrics, limits: Limits
 ) -> PlainTextResponse:
     """Only the prompt block, as text, ready to put in front of the model."""
+    limits.take(RECALL, tenant)
     return PlainTextResponse(_recall(container, metrics, body, tenant)["prompt"])

@@ -35,8 +35,9 @@ class EmbeddingError(RuntimeError):
 
 
 def build_embedder(settings: Settings) -> Embedder:
-    """The embedder ``settings.embedder`` names, configured from ``settings``, with an LRU of
-    query vectors in front (``CUEMEM_QUERY_EMBEDDING_CACHE``, 0: none).
+    """The embedder ``settings.embedder`` names, configured from ``settings``, behind the cut to
+    the model's window (``window.WindowCut``, ``CUEMEM_EMBEDDING_MAX_TOKENS``) and an LRU of query
+    vectors (``CUEMEM_QUERY_EMBEDDING_CACHE``, 0: none).
 
     Nothing is loaded or connected here: models and HTTP clients are created on first use,
     so it is safe to call before worker processes fork.
@@ -50,9 +51,13 @@ def build_embedder(settings: Settings) -> Embedder:
 
 
 def _build(settings: Settings) -> Embedder:
+    """The configured embedder behind its window cut: every text any path embeds passes here."""
+    from workers.endpoints.embedders.window import WindowCut, approximate_tokens
+
     kind = settings.embedder
+    max_tokens = settings.embedding_max_tokens
     if kind == "e5":
-        from workers.endpoints.embedders.e5 import E5_DIM, E5Embedder
+        from workers.endpoints.embedders.e5 import E5_DIM, E5_MAX_TOKENS, E5Embedder
 
         # The model's width is fixed; a different configured width would only surface later
         # as an index of the wrong shape, so refuse it here.
@@ -61,11 +66,20 @@ def _build(settings: Settings) -> Embedder:
                 f"embedder 'e5' produces {E5_DIM}-dimensional vectors but CUEMEM_EMBEDDING_DIM is "
                 f"{settings.embedding_dim}: unset it or set it to {E5_DIM}"
             )
-        return E5Embedder(threads=settings.embedding_threads)
+        if max_tokens > E5_MAX_TOKENS:
+            raise ValueError(
+                f"embedder 'e5' reads at most {E5_MAX_TOKENS} tokens but CUEMEM_EMBEDDING_MAX_TOKENS is "
+                f"{max_tokens}: unset it or set it to {E5_MAX_TOKENS} or less"
+            )
+        e5 = E5Embedder(threads=settings.embedding_threads)
+        return WindowCut(e5, e5.token_count, max_tokens)
     if kind == "hash":
-        from workers.endpoints.embedders.hashing import HashingEmbedder
+        from workers.endpoints.embedders.hashing import HashingEmbedder, tokens
 
-        return HashingEmbedder(dim=settings.embedding_dim)
+        # Its features stand in for tokens: the cut bounds a test run's work as it does a model's.
+        return WindowCut(
+            HashingEmbedder(dim=settings.embedding_dim), lambda text, _: len(tokens(text)), max_tokens
+        )
     if kind == "openai":
         model = settings.embedding_model
         base_url = settings.embedding_base_url
@@ -78,11 +92,13 @@ def _build(settings: Settings) -> Embedder:
             raise ValueError(f"embedder 'openai' needs {' and '.join(missing)} to be set")
         from workers.endpoints.embedders.openai_compat import OpenAIEmbedder
 
-        return OpenAIEmbedder(
+        remote = OpenAIEmbedder(
             base_url=base_url,
             api_key=settings.embedding_api_key,
             model=model,
             dim=settings.embedding_dim,
             timeout_s=settings.embedding_timeout_s,
         )
+        # No tokenizer of the remote model here: a conservative estimate from the UTF-8 length.
+        return WindowCut(remote, approximate_tokens, max_tokens)
     raise ValueError(f"unknown embedder {kind!r}: set CUEMEM_EMBEDDER to 'e5', 'openai' or 'hash'")

