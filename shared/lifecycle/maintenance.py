@@ -46,13 +46,14 @@ def recompute_scores(
     with uow_factory() as uow:
         unscorable = uow.lifecycle.unscorable(UNSCORABLE_NAMED)
     if unscorable:
-        # Left out by the set-based statements (they would fail their whole page); named here.
+        # Left out by the set-based statements (they would fail their whole page); named here,
+        # and counted (only when there are any, as the per-user sweeps count what they skip).
         log.warning(
             "%d+ memories have a last use at infinity and keep their score (and status): %s",
             len(unscorable),
             ", ".join(f"{u.tenant_id}/{u.user_id}/{u.memory_id}" for u in unscorable),
         )
-    stats["unscorable"] = len(unscorable)
+        stats["unscorable"] = len(unscorable)
     after = ""
     while True:
         with uow_factory() as uow:

@@ -80,7 +80,10 @@ def _visible(out: dict[str, Any]) -> dict[str, Any]:
 def world(it_settings: Settings, request: pytest.FixtureRequest) -> Iterator[World]:
     # Every attack on the fake index and on the embedded engine: the engine's own filters, not a
     # synchronous copy of what the test wrote, then Postgres's re-read of what it found.
-    env = build_env(api_settings(it_settings).model_copy(update={"tenant_id": A}), index=request.param)
+    # Rate limits off: the attacks send hundreds of recalls a second as one tenant, which is what
+    # a budget refuses (tests/integration/test_rate_limits.py); here every answer must be read.
+    isolated = api_settings(it_settings).model_copy(update={"tenant_id": A, "rate_limits": False})
+    env = build_env(isolated, index=request.param)
     c = env.container
     memories: dict[tuple[str, str], list[Memory]] = {}
     events: dict[tuple[str, str], list[str]] = {}
