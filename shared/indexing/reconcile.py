@@ -120,7 +120,7 @@ def reconcile_indexes(
                     TaskName.RECONCILE.value,
                     [tenant_id, user_id, collection.name],
                     partial(
-                        _reconcile_user_in,
+                        reconcile_user,
                         collection=collection,
                         index=index,
                         embedder=embedder,
@@ -141,19 +141,6 @@ def reconcile_indexes(
         log.info("%s index reconciliation: %s", collection.name, found)
         totals.update(found)
     return totals
-
-
-def _reconcile_user_in(
-    uow: UnitOfWork,
-    *,
-    collection: Collection[Any, Any],
-    index: VectorIndex,
-    embedder: Embedder,
-    tenant_id: str,
-    user_id: str,
-    tolerance: float,
-) -> dict[str, int]:
-    return reconcile_user(uow, collection, index, embedder, tenant_id, user_id, tolerance)
 
 
 def _users_after(
