@@ -1,5 +1,6 @@
 """Point ids are stored for ever: a memory's point id is its memory id, derived by uuid5 from
-(tenant, user, event id, position) under ``shared.models.MEMORY_NAMESPACE``. Changing the namespace
+(tenant, user, event id, position) under ``shared.models.MEMORY_NAMESPACE``, and a turn's from
+(tenant, user, event id) under the same namespace. Changing the namespace
 or the derivation would orphan every stored point (and make every redelivered event a new memory)
 with no other test failing, so the expected ids here are literals, not recomputed."""
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 import uuid
 
 from shared.indexing.points import memory_point
-from shared.models import MEMORY_NAMESPACE, memory_id
+from shared.models import MEMORY_NAMESPACE, memory_id, turn_point_id
 from tests.support.pipeline import Harness, active, turn
 
 
@@ -27,7 +28,12 @@ def test_a_stored_memory_and_its_index_point_carry_the_pinned_id() -> None:
 
 
 def test_the_point_id_namespace_is_pinned() -> None:
-    # Turn point ids (``turn_point_id``) derive from this namespace too. Their derivation itself is
-    # not pinned by a literal here: which fields it hashes (the tenant among them) is being settled
-    # with the hostile-input work (issue 18); once it is, pin a turn point id literal as above.
     assert uuid.UUID("6f1c1c0e-5d0f-4a8e-9a4e-2b7c2f9d1c01") == MEMORY_NAMESPACE
+
+
+def test_turn_point_ids_are_pinned_literals_and_name_the_tenant() -> None:
+    # (tenant, user, event id): event ids are unique per tenant only (migration 0017), so two
+    # tenants' turns with one event id are two points.
+    assert turn_point_id("default", "u1", "e-u1-s1-1") == "660b1675-8538-5f16-a30c-4360e2b86bd2"
+    assert turn_point_id("acme", "alice", "order-1001") == "d37e9b03-5655-5d1c-bd44-4c67814d0cfb"
+    assert turn_point_id("beta", "alice", "order-1001") == "c2079738-8d71-5681-b9d1-e1a90f3a9304"
