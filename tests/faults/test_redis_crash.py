@@ -14,12 +14,13 @@ from typing import Any
 import redis
 
 from shared import keys
-from shared.ingest.progress import progress
+from shared.events import event_ref
 from shared.queues import Queue
 from shared.settings import Settings
 from tests.support import faults
 from tests.support.own_servers import OwnRedis
 from tests.support.queues import beat_sweep, queue_report, queues_empty
+from tests.support.services import progress_by_id
 from tests.support.workload import make_turns
 from workers.bootstrap import Container, build_container
 from workers.runtime.processes import check_alive
@@ -197,7 +198,7 @@ def settle_or_lost(
             sweep()
             next_sweep = time.monotonic() + 5
         with c.uow() as uow:
-            state = progress(uow, ids)
+            state = progress_by_id(uow, ids)
         moving = [i for i, s in state.states.items() if s not in ("done", "queued", "rejected", "duplicate")]
         unrecorded = [i for i, s in state.states.items() if s == "queued"]
         idle = not moving and faults.ledger_pending(c) == 0 and queues_empty(broker)
@@ -320,7 +321,7 @@ def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_
             receipt = receipts.get(p.event_id)
             reason = receipt.reason if receipt is not None else None
             if reason is not None and reason.startswith("renumbered"):
-                stored = uow.events.get(p.event_id)
+                stored = uow.events.get(event_ref(settings.tenant_id, p.event_id))
                 assert stored is not None and stored.event.seq > p.seq, (p, stored)
                 assert reason.startswith(f"renumbered from seq {p.seq} to {stored.event.seq}:")
                 renumbered[p.event_id] = stored.event.seq

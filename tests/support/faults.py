@@ -28,12 +28,11 @@ from sqlalchemy.exc import OperationalError
 from producers.publisher import Published, Publisher
 from shared.events import InvalidEvent
 from shared.ingest.embed import EMBEDDING_MODEL_KEY
-from shared.ingest.progress import progress
 from shared.models import MemoryStatus, turn_point_id
 from shared.queues import PIPELINE_QUEUES, Queue
 from shared.settings import Settings
 from tests.support.queues import assert_queues_drain, beat_sweep
-from tests.support.services import table_counts, wait_processed, wait_until
+from tests.support.services import progress_by_id, table_counts, wait_processed, wait_until
 from workers.bootstrap import Container
 from workers.index.edge import EdgeVectorIndex
 from workers.redis.ledger import RedisPublishLedger
@@ -239,7 +238,7 @@ def check_exactly_once(
     ids = [p.event_id for p in published]
     assert len(set(ids)) == len(ids), f"{context}: the producer reported an event id twice"
     with c.uow() as uow:
-        state = progress(uow, ids)
+        state = progress_by_id(uow, ids)
     assert state.counts == Counter({"done": len(ids)}), (
         f"{context}: of {len(ids)} published events: {dict(state.counts)}; reasons {dict(state.reasons)}"
     )

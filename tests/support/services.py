@@ -48,7 +48,7 @@ def wait_processed(
             sweep()
             next_sweep = time.monotonic() + sweep_every_s
         with c.uow() as uow:
-            state = _progress_by_id(uow, event_ids)
+            state = progress_by_id(uow, event_ids)
         if state.complete:
             return state
         check_alive(workers)
@@ -57,7 +57,7 @@ def wait_processed(
         time.sleep(0.3)
 
 
-def _progress_by_id(uow: UnitOfWork, event_ids: Sequence[str]) -> Progress:
+def progress_by_id(uow: UnitOfWork, event_ids: Sequence[str]) -> Progress:
     """``progress`` of these turns, which the tests name by event id alone (or by pipeline key):
     each bare id is taken in the tenant whose receipt holds it (the tests give each id to one
     tenant), in ``default`` until one does; the answer is keyed as asked."""
