@@ -31,6 +31,7 @@ from producers.broker import open_redis, send_only_app
 from producers.fair_share import FairShare
 from shared import keys
 from shared.events import (
+    MAX_SEQ,
     EventLimits,
     FieldError,
     InvalidEvent,
@@ -52,6 +53,8 @@ if ARGV[1] ~= '' then
   local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
   if seq > cur then redis.call('SET', KEYS[1], seq) end
 else
+  -- Past 2^53 - 1 (ARGV[7]) Lua's doubles would hand out one seq twice: refuse, writing nothing.
+  if tonumber(redis.call('GET', KEYS[1]) or '0') >= tonumber(ARGV[7]) then return -1 end
   seq = redis.call('INCR', KEYS[1])
 end
 redis.call('ZADD', KEYS[2], seq, ARGV[2])
@@ -247,6 +250,7 @@ class Publisher:
             self._wm_ttl,
             int(event.at.timestamp() * 1000),
             session,
+            MAX_SEQ,
         ]
         keys_ = [
             keys.seq_key(tenant, user, session),
@@ -255,8 +259,13 @@ class Publisher:
         ]
         for attempt in self._retrying():
             with attempt:
-                return int(self._assign(keys=keys_, args=args))
-        raise AssertionError("unreachable")  # Retrying re-raises on the last attempt
+                seq = int(self._assign(keys=keys_, args=args))
+        if seq < 0:
+            raise InvalidEvent(
+                [FieldError("seq", f"the conversation's seqs are used up (the largest is {MAX_SEQ}); "
+                                   "continue it under a new session_id")]
+            )  # fmt: skip
+        return seq
 
     def _note_unrecorded(self, entries: Mapping[str, dict[str, Any]]) -> None:
         now_ms = int(time.time() * 1000)

@@ -9,6 +9,7 @@ import base64
 import json
 from typing import Any
 
+import pytest
 import redis
 
 from producers.publisher import Publisher
@@ -85,3 +86,28 @@ def test_a_turn_handed_a_taken_seq_after_the_counter_fell_back_is_renumbered(it_
     assert receipts[given.event_id].outcome == "rejected"
     client.close()
     c.close()
+
+
+def test_a_conversation_at_the_largest_seq_refuses_more_turns_naming_seq_and_sends_nothing(it_settings):
+    """Past 2^53 - 1 the counter (Lua's doubles) would hand out one seq twice, above the cap the
+    API enforces, and the recorder would drop both turns without a word: refused at publish."""
+    from shared.events import MAX_SEQ, InvalidEvent
+
+    client = redis.Redis.from_url(it_settings.broker_url)
+    with Publisher.from_settings(it_settings) as pub:
+        last = pub.publish(user_id="u", session_id="s", role="user", content="我不吃香菜", seq=MAX_SEQ)
+        with pytest.raises(InvalidEvent) as refused:
+            pub.publish(user_id="u", session_id="s", role="user", content="好的")
+        batch = pub.publish_batch(
+            [
+                {"user_id": "u", "session_id": "s", "role": "user", "content": "还有"},
+                {"user_id": "u", "session_id": "other", "role": "user", "content": "生产环境部署端口是8443"},
+            ]
+        )
+    assert last.seq == MAX_SEQ
+    assert [e.field for e in refused.value.errors] == ["seq"]
+    assert [(i, [e.field for e in exc.errors]) for i, exc in batch.errors] == [(0, ["seq"])]
+    assert [(p.session_id, p.seq) for p in batch.published] == [("other", 1)]
+    sent = take_record_messages(client)
+    assert [(m["session_id"], m["seq"]) for m in sent] == [("s", MAX_SEQ), ("other", 1)]
+    client.close()
