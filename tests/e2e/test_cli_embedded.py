@@ -12,6 +12,7 @@ through a module-scoped fixture; recall results are memoised so that a query run
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -409,6 +410,31 @@ def test_user_errors_exit_2_naming_the_option(tmp_path: Path, args: list[str], m
     assert mentions in run.stderr, run
     assert "Traceback" not in run.stderr
     assert run.stdout == ""
+
+
+def test_the_data_dir_and_everything_in_it_are_private_to_its_users(
+    ingested: Ingested, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Every turn's words are in the data dir. Run as root, the embedded Postgres serves as its own
+    OS user, which must pass through the dir (0711, no listing), and its package opens the dirs
+    above it to g+rx,o+rx: they are back to traverse-only. Nothing in it is readable by others."""
+    import stat
+
+    data_dir = ingested.data_dir
+    assert stat.S_IMODE(data_dir.stat().st_mode) == (0o711 if os.geteuid() == 0 else 0o700)
+    base = tmp_path_factory.getbasetemp()  # pytest makes its dirs 0700: none may be listable now
+    listable = [
+        (str(p), oct(stat.S_IMODE(p.stat().st_mode)))
+        for p in data_dir.parents
+        if p.is_relative_to(base) and stat.S_IMODE(p.stat().st_mode) & (stat.S_IRGRP | stat.S_IROTH)
+    ]
+    assert listable == []
+    readable = [
+        str(p.relative_to(data_dir))
+        for p in data_dir.rglob("*")
+        if not p.is_symlink() and p.exists() and stat.S_IMODE(p.stat().st_mode) & stat.S_IROTH
+    ]
+    assert readable == [], readable
 
 
 # --- 7. re-ingest ---------------------------------------------------------------------------------

