@@ -171,7 +171,8 @@ def test_llm_path_and_its_fallback_never_lose_a_memory(it_settings, start_worker
         rules = extract(validate_turn({"user_id": "l", "session_id": "s", "seq": 1, "role": "user",
                                        "content": "BROKEN 我不吃香菜"}))  # fmt: skip
         assert memories[broken].content == rules.drafts[0].content
-        assert ("scoring", True, 120, good) in [tuple(r) for r in calls]
-        assert any(r.operation == "scoring" and not r.ok and r.event_id == broken for r in calls)
+        # Usage rows name the turn by its pipeline key (event ids are unique per tenant only).
+        assert ("scoring", True, 120, f"default/{good}") in [tuple(r) for r in calls]
+        assert any(r.operation == "scoring" and not r.ok and r.event_id == f"default/{broken}" for r in calls)
         assert all("BROKEN" not in str(tuple(r)) for r in calls)
         c.close()

@@ -112,9 +112,9 @@ def _observed_waiting(c: Container, worker: Persisting) -> bool:
     raise AssertionError(f"persist neither finished nor waited for a lock in {WAIT_S} s")
 
 
-def _status(c: Container, event_id: str) -> list[MemoryStatus]:
+def _status(c: Container, user: str, event_id: str) -> list[MemoryStatus]:
     with c.uow() as uow:
-        return [m.status for m in uow.memories.from_event(event_id)]
+        return [m.status for m in uow.memories.from_event("default", user, event_id)]
 
 
 def test_persist_waits_for_the_users_lock_until_the_holder_commits(c: Container) -> None:
@@ -125,11 +125,11 @@ def test_persist_waits_for_the_users_lock_until_the_holder_commits(c: Container)
         worker.start()
         assert _observed_waiting(c, worker), "persist did not wait for the user's advisory lock"
         assert not worker.done.is_set()
-        assert _status(c, event_id) == [MemoryStatus.PENDING]
+        assert _status(c, "u1", event_id) == [MemoryStatus.PENDING]
         holder.commit()
     assert worker.done.wait(WAIT_S), "persist still waits after the lock's holder committed"
     assert worker.error is None, worker.error
-    assert _status(c, event_id) == [MemoryStatus.ACTIVE]
+    assert _status(c, "u1", event_id) == [MemoryStatus.ACTIVE]
 
 
 @pytest.mark.parametrize(("tenant", "user"), [("default", "u1"), ("acme", "u2")])
@@ -143,4 +143,4 @@ def test_the_lock_of_one_user_holds_up_no_other_user_or_tenant(c: Container, ten
         holder.commit()
     assert worker.done.wait(WAIT_S) and worker.error is None, worker.error
     assert not waited, f"persisting for default/u2 waited for the lock of {tenant}/{user}"
-    assert _status(c, event_id) == [MemoryStatus.ACTIVE]
+    assert _status(c, "u2", event_id) == [MemoryStatus.ACTIVE]
