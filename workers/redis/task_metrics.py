@@ -19,6 +19,7 @@ import redis
 
 from shared.keys import PREFIX
 from shared.ports import Embedder
+from workers.endpoints.embedders.wrapping import Wrapping
 
 log = logging.getLogger(__name__)
 
@@ -63,29 +64,21 @@ _EMBEDDING_KEY = f"{PREFIX}:metrics:embedding"
 _NOT_PIPELINE = frozenset({"memory.search", "memory.decay", "memory.consolidate", "memory.optimize_index"})
 
 
-class MeteredEmbedder:
+class MeteredEmbedder(Wrapping):
     """An embedder that adds each call's time and texts to one Redis hash, so that `cuemem ingest`
     can say which share of the workers' time went to the model (one pipelined round trip per
     call: a call embeds a whole batch)."""
 
     def __init__(self, inner: Embedder, client: redis.Redis) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._client = client
 
-    @property
-    def model_name(self) -> str:
-        return self._inner.model_name
-
-    @property
-    def dim(self) -> int:
-        return self._inner.dim
-
     def embed_query(self, text: str) -> list[float]:
-        return self._inner.embed_query(text)
+        return self.inner.embed_query(text)
 
     def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         started = time.perf_counter()
-        vectors = self._inner.embed_passages(texts)
+        vectors = self.inner.embed_passages(texts)
         try:
             pipe = self._client.pipeline(transaction=False)
             pipe.hincrbyfloat(_EMBEDDING_KEY, "seconds", time.perf_counter() - started)

@@ -12,23 +12,16 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from shared.ports import Embedder
+from workers.endpoints.embedders.wrapping import Wrapping
 
 
-class QueryCache:
+class QueryCache(Wrapping):
     """:class:`shared.ports.Embedder` that remembers the last ``size`` query vectors."""
 
     def __init__(self, inner: Embedder, size: int) -> None:
-        self.inner = inner
+        super().__init__(inner)
         # Tuples in the cache: a caller may change the list it gets without changing the cache.
         self._embed = lru_cache(maxsize=size)(lambda text: tuple(inner.embed_query(text)))
-
-    @property
-    def model_name(self) -> str:
-        return self.inner.model_name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         return self.inner.embed_passages(texts)

@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from shared.ports import Embedder
+from workers.endpoints.embedders.wrapping import Wrapping
 
 # (text, is_query) -> the number of tokens the model would read for it, specials and prefix included.
 TokenCounter = Callable[[str, bool], int]
@@ -68,24 +69,16 @@ def approximate_tokens(text: str, is_query: bool = False) -> int:
     return math.ceil(len(text.encode("utf-8")) / 3) + 2
 
 
-class WindowCut:
+class WindowCut(Wrapping):
     """:class:`shared.ports.Embedder` that hands ``inner`` each text cut to ``max_tokens``
     (by ``count``, the model's own token count where it has one)."""
 
     def __init__(self, inner: Embedder, count: TokenCounter, max_tokens: int) -> None:
         if max_tokens < 8:
             raise ValueError(f"max_tokens must be at least 8, got {max_tokens}")
-        self.inner = inner
+        super().__init__(inner)
         self.max_tokens = max_tokens
         self._count = count
-
-    @property
-    def model_name(self) -> str:
-        return self.inner.model_name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def cut(self, text: str, *, query: bool = False) -> str:
         return head_within(text, self.max_tokens, lambda t: self._count(t, query))
