@@ -1,7 +1,9 @@
 """The per-user advisory lock that persist takes (``lock_user``), on real Postgres: a second
 transaction persisting for the same user waits until the first commits (two workers persisting
 one repeat at once would otherwise both find no active copy and both create one), while other
-users and other tenants go on. The fake unit of work's lock is a no-op, so only this tier can see it.
+users and other tenants go on, and the waiting persist looks for a repeat only once it holds the
+lock (it then finds what the holder committed). The fake unit of work's lock is a no-op, so only
+this tier can see it.
 
 The second transaction runs in a thread; that it waits is read from Postgres itself (its backend
 in ``pg_locks``, an advisory lock not granted), not inferred from time."""
@@ -36,14 +38,14 @@ def c(it_settings: Settings) -> Iterator[Container]:
     container.close()
 
 
-def _embedded_event(c: Container, user: str) -> str:
+def _embedded_event(c: Container, user: str, seq: int = 1) -> str:
     """A memorable turn of ``user`` carried up to persist: its draft is pending."""
-    event_id = f"lock-{user}"
+    event_id = f"lock-{user}" if seq == 1 else f"lock-{user}-{seq}"
     message = {
         "event_id": event_id,
         "user_id": user,
         "session_id": "s1",
-        "seq": 1,
+        "seq": seq,
         "role": "user",
         "content": "我不吃香菜",
         "at": NOW.isoformat(),
@@ -144,3 +146,26 @@ def test_the_lock_of_one_user_holds_up_no_other_user_or_tenant(c: Container, ten
     assert worker.done.wait(WAIT_S) and worker.error is None, worker.error
     assert not waited, f"persisting for default/u2 waited for the lock of {tenant}/{user}"
     assert _status(c, "u2", event_id) == [MemoryStatus.ACTIVE]
+
+
+def test_the_duplicate_lookup_is_inside_the_users_lock(c: Container) -> None:
+    """Two workers persist one repeat at once: the lock is there so that the second looks for the
+    first's memory only after the first committed it. The worker here waits for the lock while the
+    holder persists the same fact and commits; the worker must then find that memory and reinforce
+    it. Had it looked before taking the lock, it found nothing, and the user keeps two copies."""
+    first, repeat = _embedded_event(c, "u1", seq=1), _embedded_event(c, "u1", seq=2)
+    with c.uow() as holder:
+        holder.memories.lock_user("default", "u1")
+        worker = Persisting(c, repeat)
+        worker.start()
+        assert _observed_waiting(c, worker), "persist did not wait for the user's advisory lock"
+        persist_event(holder, first, NOW)  # the other worker, holding the lock, persists the fact
+        holder.commit()
+    assert worker.done.wait(WAIT_S), "persist still waits after the lock's holder committed"
+    assert worker.error is None, worker.error
+    with c.uow() as uow:
+        active = uow.memories.for_user("default", "u1", [MemoryStatus.ACTIVE])
+        drafts = uow.memories.from_event("default", "u1", repeat)
+    assert len(active) == 1, f"the repeat was looked up outside the lock: {len(active)} active copies"
+    assert sorted(s["event_id"] for s in active[0].sources) == sorted([first, repeat])
+    assert drafts == [], "the repeat's draft outlived its reinforcement"
