@@ -73,3 +73,39 @@ def _check_flower(options: list[str]) -> None:
     for token in options:
         assert token.startswith("--")
         assert token[2:].split("=", 1)[0] in defined, f"flower has no option {token}"
+
+
+# What a durable Redis needs (docs/RELIABILITY.md, "A crash of Redis", "Delivery"): fsync before
+# every answer, so a host crash loses no acknowledged publish; and a broker that refuses writes when
+# full rather than evicting queued messages, ledger entries or seq counters.
+DURABLE_REDIS = {"appendonly": "yes", "appendfsync": "always", "maxmemory-policy": "noeviction"}
+
+
+def redis_server_config(argv: list[str]) -> dict[str, str]:
+    """The configuration ``redis-server`` runs with, read from its command line as Redis reads it
+    (``server.c``): each ``--name`` starts a config line whose arguments are the words up to the
+    next ``--name``, the lines are read like a redis.conf after any config file, names are
+    case-insensitive, and a later line for the same name wins. A config file or an ``include``
+    would hide options from this check, so they are refused."""
+    assert argv and Path(argv[0]).name == "redis-server", f"not a redis-server command: {argv}"
+    lines: list[list[str]] = []
+    for arg in argv[1:]:
+        if arg.startswith("--") and len(arg) > 2:
+            lines.append([arg[2:]])
+        elif not lines:
+            raise AssertionError(f"redis-server reads the config file {arg!r}: put the options on its line")
+        else:
+            lines[-1].append(arg)
+    config: dict[str, str] = {}
+    for name, *values in lines:
+        assert "=" not in name, f"redis-server takes `--{name.split('=')[0]} value`, not `--{name}`"
+        config[name.lower()] = " ".join(values)
+    assert "include" not in config, "an included config file could override these options unseen"
+    return config
+
+
+def assert_durable_redis(argv: list[str]) -> None:
+    config = redis_server_config(argv)
+    for name, value in DURABLE_REDIS.items():
+        effective = config.get(name, "").lower()
+        assert effective == value, f"redis-server runs with {name} {effective or '(default)'!r}: {argv}"

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from shared.settings import Settings
-from tests.support.deploy import check_command
+from tests.support.deploy import assert_durable_redis, check_command, redis_server_config
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -173,18 +173,39 @@ def test_beat_is_a_single_replica(services: dict[str, Any], compose_text: str) -
 def test_redis_fsyncs_every_write_and_never_evicts(services: dict[str, Any]) -> None:
     redis = services["redis"]
     assert str(redis["image"]).startswith("redis:7")
-    argv = _command(redis)
-    # docs/RELIABILITY.md ("A crash of Redis", "Delivery"): fsync before every answer, so a host
-    # crash loses no acknowledged publish; and a broker that refuses writes when full rather than
-    # evicting queued messages, ledger entries or seq counters.
-    for flag, value in (
-        ("--appendonly", "yes"),
-        ("--appendfsync", "always"),
-        ("--maxmemory-policy", "noeviction"),
-    ):
-        assert flag in argv and argv[argv.index(flag) + 1] == value, f"{flag} {value} missing: {argv}"
+    assert "entrypoint" not in redis, "the image's entrypoint runs the command: keep it"
+    assert_durable_redis(_command(redis))
     assert any(str(v).split(":")[1] == "/data" for v in redis["volumes"]), "AOF needs a volume"
     assert "redis-cli" in str(redis["healthcheck"]["test"])
+
+
+def test_redis_options_are_read_as_redis_reads_them() -> None:
+    """The last of a repeated option wins (a later ``--maxmemory-policy allkeys-lru`` evicts), names
+    are case-insensitive, an option takes every word up to the next one, and a config file (whose
+    content this check cannot see) is refused."""
+    durable = [
+        "redis-server",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--maxmemory-policy",
+        "noeviction",
+    ]
+    assert_durable_redis(durable)
+    config = redis_server_config([*durable, "--save", "900", "1", "--MAXMEMORY-POLICY", "allkeys-lru"])
+    assert config["maxmemory-policy"] == "allkeys-lru" and config["save"] == "900 1"
+    for overridden in (
+        [*durable, "--maxmemory-policy", "allkeys-lru"],
+        [*durable, "--Appendfsync", "everysec"],
+        [*durable, "--appendonly", "no"],
+        durable[:-2],
+    ):
+        with pytest.raises(AssertionError, match="redis-server runs with"):
+            assert_durable_redis(overridden)
+    for hidden in (["redis-server", "/etc/redis.conf", *durable[1:]], [*durable, "--include", "/x.conf"]):
+        with pytest.raises(AssertionError, match="config file"):
+            redis_server_config(hidden)
 
 
 def test_postgres_and_qdrant(services: dict[str, Any], compose: dict[str, Any]) -> None:
