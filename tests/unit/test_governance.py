@@ -203,6 +203,49 @@ def test_near_duplicate_reinforces_the_older_memory():
     assert retired.status is MemoryStatus.SUPERSEDED and retired.superseded_by == older.id
 
 
+def _source(event_id, at, session_id, seq):
+    return {"event_id": event_id, "at": at.isoformat(), "session_id": session_id, "seq": seq}
+
+
+def test_a_near_duplicate_merge_keeps_the_sources_in_conversation_order():
+    """Sources are kept in the order they were said (time, session, then seq as a number), whatever
+    order the two memories held them in: here the older memory's one source comes last, the newer's
+    two are a turn said earlier in another session and one at the same time with a smaller seq."""
+    from dataclasses import replace
+
+    from shared.ingest.conflicts import Relation, Verdict, apply
+
+    h = Harness()
+    h.say("我不吃香菜", "生产环境部署端口是8443")
+    t1, t2 = NOW - timedelta(days=2), NOW - timedelta(days=1)
+    older = replace(by_content(h, "我不吃香菜"), sources=[_source("e-late", t2, "s1", 10)])
+    newer = replace(
+        by_content(h, "生产环境部署端口是8443"),
+        sources=[_source("e-nine", t2, "s1", 9), _source("e-early", t1, "s2", 3)],
+    )
+    out = apply(older, newer, Verdict(Relation.DUPLICATE, "near-duplicate (cosine 0.990)"), NOW)
+    kept = out.changed[older.id]
+    assert [s["event_id"] for s in kept.sources] == ["e-early", "e-nine", "e-late"]
+    # Applying it again (a redelivered resolve) adds nothing and keeps the order.
+    again = apply(kept, newer, Verdict(Relation.DUPLICATE, "near-duplicate (cosine 0.990)"), NOW)
+    assert [s["event_id"] for s in again.changed[older.id].sources] == ["e-early", "e-nine", "e-late"]
+
+
+def test_an_exact_repeat_at_persist_keeps_the_sources_in_conversation_order():
+    """The same rule where persist reinforces a repeat (``shared/ingest/persist.py``): a repeat said
+    earlier than the memory it repeats (delivered late) goes first."""
+    from dataclasses import replace
+
+    from shared.ingest.persist import reinforce
+
+    h = Harness()
+    h.say("我不吃香菜")
+    t1, t2 = NOW - timedelta(days=2), NOW - timedelta(days=1)
+    memory = replace(by_content(h, "我不吃香菜"), sources=[_source("e-late", t2, "s1", 10)])
+    assert reinforce(memory, [_source("e-nine", t2, "s1", 9), _source("e-early", t1, "s2", 3)], NOW)
+    assert [s["event_id"] for s in memory.sources] == ["e-early", "e-nine", "e-late"]
+
+
 def test_english_seed_cases():
     cases = {
         ("I prefer americano", "Now I drink lattes instead"): ["active", "active"],
