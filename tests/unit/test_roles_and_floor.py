@@ -136,15 +136,28 @@ def _no_cues():
     return query_cues("gardening")
 
 
-def test_the_relative_floor_cuts_only_what_is_far_below_by_fused_score_and_by_meaning() -> None:
+@pytest.mark.parametrize("fused_scale", [1.0, 0.1], ids=["fused-x1", "fused-x0.1"])
+@pytest.mark.parametrize("dense_scale", [1.0, 0.5], ids=["dense-x1", "dense-x0.5"])
+def test_the_relative_floor_cuts_only_what_is_far_below_by_fused_score_and_by_meaning(
+    fused_scale: float, dense_scale: float
+) -> None:
+    """The floor is a fraction of the best match's scores, whatever their scale: the same answer
+    for scores ten times smaller (few paths agreeing) or cosines half as large (another model).
+    No fixed floor passes every scale: ``far`` must be cut at 0.04 and ``mid`` kept at 0.006, a
+    cosine of 0.5 must not save ``far`` while one of 0.425 saves ``near``."""
     fused = Fused()
-    best = _cand("best", fused, 0.5, 0.9)
-    far = _cand("far", fused, 0.04, 0.5)  # under 0.1 x 0.5, and 0.5 < 0.9 x 0.9
-    near = _cand("near", fused, 0.04, 0.85)  # as low a rank, but as close in meaning as the best
-    kept, trace = _fill([best, far, near], fused)
-    assert kept == ["best", "near"]
+    f, d = fused_scale, dense_scale
+    best = _cand("best", fused, 0.5 * f, 0.9 * d)
+    far = _cand("far", fused, 0.04 * f, 0.5 * d)  # under 0.1 x best, and 0.5 < 0.9 x 0.9
+    mid = _cand("mid", fused, 0.06 * f, 0.5 * d)  # as far in meaning, but over 0.1 x best
+    near = _cand("near", fused, 0.04 * f, 0.85 * d)  # as low as far, but as close in meaning as best
+    relative_only = {"floor_absolute": 0.0}
+    kept, trace = _fill([best, far, mid, near], fused, **relative_only)
+    assert kept == ["best", "mid", "near"]
     assert trace.cut == {"below_relative_floor": 1}
-    assert _fill([best, far, near], fused, floor_relative=0.0)[0] == ["best", "far", "near"]
+    assert _fill([best, far, mid, near], fused, floor_relative=0.0, **relative_only)[0] == [
+        "best", "far", "mid", "near"
+    ]  # fmt: skip
 
 
 def test_the_absolute_floor_cuts_a_lone_weak_match_even_when_close_in_meaning() -> None:
