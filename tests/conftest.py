@@ -12,9 +12,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from shared.settings import Settings
 from tests.support.databases import REDIS_URL, scratch_database
+
+# No Hypothesis example has a deadline (its default is 200 ms): a slow or loaded machine makes a
+# property test slower, never red. Every test's own ``@settings`` inherits this profile; another
+# one is chosen with ``--hypothesis-profile``.
+hypothesis_settings.register_profile("cuemem", deadline=None)
+hypothesis_settings.load_profile("cuemem")
 
 TABLES = [
     "events", "event_receipts", "memories", "dead_letters", "cuemem_meta", "memory_history", "llm_calls",

@@ -1,7 +1,7 @@
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.events import EventLimits, InvalidEvent, Role, validate_turn
@@ -111,6 +111,11 @@ def test_non_mapping_rejected():
 def test_message_round_trip():
     e = validate_turn({**GOOD, "at": "2026-03-01T10:00:00+08:00", "metadata": {"k": [1, "二"]}})
     assert validate_turn(e.to_message()) == e
+
+
+def test_property_tests_run_without_a_deadline():
+    """The profile of tests/conftest.py: a slow machine makes an example slower, never red."""
+    assert settings().deadline is None
 
 
 @given(
