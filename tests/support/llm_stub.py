@@ -38,7 +38,7 @@ def make(stub: StubServer, sink: ListSink | None = None, **overrides: Any) -> Op
         "base_url": stub.base_url,
         "api_key": SecretStr(SECRET),
         "models": MODELS,
-        "timeout_s": 5.0,
+        "timeout_s": 60.0,  # a hang guard: the tests of timeouts give their own
         "max_attempts": 4,
         "usage_sink": sink,
         "backoff_initial_s": 0.001,
