@@ -18,6 +18,7 @@ import dataclasses
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -44,17 +45,18 @@ WORKING = "working"
 MODEL_RECHECK_S = 30.0
 
 
-def check_embedding_model(container: Container) -> None:
+def check_embedding_model(container: Container, monotonic: Callable[[], float] = time.monotonic) -> None:
     """Refuse to search vectors of another model (the fix is `cuemem reindex`). A passed check
-    holds for ``MODEL_RECHECK_S`` in this process; a failed one is never remembered."""
-    if time.monotonic() < container.model_checked_until:
+    holds for ``MODEL_RECHECK_S`` (on ``monotonic``) in this process; a failed one is never
+    remembered."""
+    if monotonic() < container.model_checked_until:
         return
     with container.uow() as uow:
         stored = uow.meta.get(EMBEDDING_MODEL_KEY)
     configured = container.embedder.model_name
     if stored is not None and stored != configured:
         raise EmbeddingModelMismatch(stored, configured)
-    container.model_checked_until = time.monotonic() + MODEL_RECHECK_S
+    container.model_checked_until = monotonic() + MODEL_RECHECK_S
 
 
 def recall_for(

@@ -1,9 +1,8 @@
 """Recall's embedding-model check (service/operations/recall.py): refused on another model,
-read from Postgres once per ``MODEL_RECHECK_S`` per process, not once per recall."""
+read from Postgres once per ``MODEL_RECHECK_S`` per process, not once per recall. On an injected
+clock: how long the test takes plays no part."""
 
 from __future__ import annotations
-
-import time
 
 import pytest
 
@@ -30,18 +29,29 @@ def _container(stored: str | None):
     return build_container(Settings(), uow=uow, embedder=embedder), store, opened
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_a_passed_check_holds_for_a_while_then_is_read_again() -> None:
     c, store, opened = _container("same")
-    check_embedding_model(c)
+    clock = Clock()
+    check_embedding_model(c, clock)
     assert len(opened) == 1
-    assert time.monotonic() < c.model_checked_until <= time.monotonic() + MODEL_RECHECK_S
+    assert c.model_checked_until == clock.now + MODEL_RECHECK_S
     store.state.meta[EMBEDDING_MODEL_KEY] = "another-model"  # a reindex under another model
-    for _ in range(5):
-        check_embedding_model(c)
+    checked_at = clock.now
+    for step in range(5):
+        clock.now = checked_at + step * MODEL_RECHECK_S / 5
+        check_embedding_model(c, clock)
     assert len(opened) == 1  # no Postgres round trip per recall
-    c.model_checked_until = 0.0  # the window has passed
+    clock.now = checked_at + MODEL_RECHECK_S  # the window has passed
     with pytest.raises(EmbeddingModelMismatch):
-        check_embedding_model(c)
+        check_embedding_model(c, clock)
     assert len(opened) == 2
 
 
@@ -52,8 +62,9 @@ def test_a_failed_check_is_never_remembered() -> None:
             check_embedding_model(c)
     assert len(opened) == 2 and c.model_checked_until == 0.0
     store.state.meta[EMBEDDING_MODEL_KEY] = c.embedder.model_name  # reindexed with this model
-    check_embedding_model(c)
-    assert c.model_checked_until > time.monotonic()
+    clock = Clock()
+    check_embedding_model(c, clock)
+    assert c.model_checked_until == clock.now + MODEL_RECHECK_S
 
 
 def test_nothing_stored_yet_passes() -> None:
