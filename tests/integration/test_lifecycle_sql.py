@@ -336,7 +336,10 @@ def test_a_second_celery_beat_process_refuses_to_start(it_settings: Settings, tm
 
     from workers.runtime.embedded import settings_env
 
-    env = settings_env(it_settings.model_copy(update={"beat_lock_ttl_s": 6}))
+    # The lock lapses only if the first beat misses three renewals in a row (one each TTL / 3):
+    # a TTL long enough that a loaded machine stalling it while the second beat starts up does not
+    # hand the lock over; the renewal watched below comes within TTL / 3.
+    env = settings_env(it_settings.model_copy(update={"beat_lock_ttl_s": 30}))
 
     celery_beat = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "beat", "-l", "INFO"]
 
