@@ -23,11 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import mcp.server  # noqa: F401  (`cuemem mcp` needs it, a dev dependency: missing, this fails, not skips)
 import pytest
 
 from tests.support.cli import CUEMEM, assert_nothing_running, child_env, kill_all
-
-pytest.importorskip("mcp")
 
 USER = "mcp-alice"
 START_TIMEOUT_S = 300  # embedded Postgres, Redis and two worker processes on a busy machine

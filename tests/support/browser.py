@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import playwright.sync_api  # noqa: F401  (a dev dependency: missing, the browser tests fail)
 import pytest
 
 from tests.support.api import ApiEnv
@@ -30,27 +31,15 @@ def _chromium() -> str | None:
 
 CHROMIUM = _chromium()
 
-try:
-    import playwright.sync_api  # noqa: F401
-
-    PLAYWRIGHT = True
-except ImportError:  # pragma: no cover - the dev extra installs it
-    PLAYWRIGHT = False
-
-# CI sets CUEMEM_REQUIRE_BROWSER=1 (.ci/run): there a missing browser fails these tests instead of
-# skipping them, so that the only in-browser XSS/CSP check cannot vanish with a warning.
+# Without Chromium these tests skip (and say why), except where CI sets CUEMEM_REQUIRE_BROWSER=1
+# (.ci/run): there a missing browser fails them, so that the only in-browser XSS/CSP check cannot
+# vanish with a warning. Playwright is a dev dependency: its absence fails them everywhere.
 REQUIRED = os.environ.get("CUEMEM_REQUIRE_BROWSER") == "1"
 
 needs_browser = pytest.mark.skipif(
-    not REQUIRED and (CHROMIUM is None or not PLAYWRIGHT),
-    reason="BROWSER TESTS SKIPPED: "
-    + (
-        "no Chromium (`chromium` on PATH or CUEMEM_TEST_CHROMIUM): "
-        "apt-get install -y chromium chromium-driver (.ci/run does it)"
-        if CHROMIUM is None
-        else ""
-    )
-    + ("" if PLAYWRIGHT else " playwright is not installed (pip install -e '.[dev]')"),
+    not REQUIRED and CHROMIUM is None,
+    reason="BROWSER TESTS SKIPPED: no Chromium (`chromium` on PATH or CUEMEM_TEST_CHROMIUM): "
+    "apt-get install -y chromium chromium-driver (.ci/run does it)",
 )
 
 
