@@ -3,7 +3,7 @@ Content-Security-Policy (a CSP violation or a script error is a console error, a
 
 from __future__ import annotations
 
-from tests.support.browser import needs_browser, serve, stop
+from tests.support.browser import WAIT_MS, needs_browser, serve, stop
 
 
 @needs_browser
@@ -11,7 +11,7 @@ def test_docs_render_from_this_origin_under_their_csp(env, browser):
     served = serve(env, env.client.app)
     try:
         page = browser.new_context().new_page()
-        page.set_default_timeout(15_000)
+        page.set_default_timeout(WAIT_MS)
         errors: list[str] = []
         origins: set[str] = set()
         page.on("pageerror", lambda exc: errors.append(str(exc)))

@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import playwright.sync_api  # noqa: F401  (a dev dependency: missing, the browser tests fail)
 import pytest
+from playwright.sync_api import expect  # a dev dependency: missing, the browser tests fail
 
 from tests.support.api import ApiEnv
 
@@ -30,6 +30,11 @@ def _chromium() -> str | None:
 
 
 CHROMIUM = _chromium()
+
+# How long a page action or an `expect` waits for its condition: a hang guard, not a time limit
+# (Playwright's own defaults, 30 s and 5 s, would turn a loaded machine's slow render red).
+WAIT_MS = 120_000
+expect.set_options(timeout=WAIT_MS)
 
 # Without Chromium these tests skip (and say why), except where CI sets CUEMEM_REQUIRE_BROWSER=1
 # (.ci/run): there a missing browser fails them, so that the only in-browser XSS/CSP check cannot
@@ -65,7 +70,7 @@ def serve(env: ApiEnv, app: Any) -> Served:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="inspector-uvicorn", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + WAIT_MS / 1000
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("uvicorn did not start")
@@ -98,7 +103,7 @@ class Watched:
 def open_page(browser: Any, url: str) -> tuple[Any, Watched]:
     context = browser.new_context(locale="en-US")
     page = context.new_page()
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(WAIT_MS)
     watched = Watched()
 
     def on_dialog(dialog: Any) -> None:
