@@ -3,8 +3,8 @@
 The index owner consumes ``cuemem.search`` then ``cuemem.index`` and checks the search queue
 first. A real owner process (the production command) is started on a broker holding a backlog of
 index writes plus searches sent through ``RemoteSearchIndex``; the test asserts on the order the
-owner took its messages in (its log) and on what the index queue still holds when a search has
-been answered, never on time.
+owner took its messages in (its log) and on what the index queue still held when a search was
+sent, never on time.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import threading
 
 import redis
 from celery import Celery
+from celery.signals import after_task_publish
 
 from shared.ports import IndexHit, IndexPoint
 from shared.queues import ROUTES, Queue, TaskName
@@ -111,16 +112,28 @@ def test_searches_are_answered_ahead_of_the_index_backlog(it_settings: Settings)
         assert "queue order priority: cuemem.search, cuemem.index" in log
 
         # A search sent while the owner is working through the backlog waits only for the task in
-        # hand. Counted, not timed: ``taken`` index messages had left the broker when the search
-        # was sent (Redis's count, exact); the log, read after the answer, says how many index
-        # messages the owner took before the search. The difference is what the search waited
-        # behind: at most the one in hand and one being popped, never the rest of the backlog.
+        # hand. Counted, not timed: the index queue's length is read the moment the search is on
+        # the broker (in Celery's after-publish signal, before the answer is awaited), so at least
+        # ``taken`` index messages had left it before the search came; the log, read after the
+        # answer, says how many the owner took before the search. The difference is at most what
+        # the search waited behind (the one in hand and one being popped), however slowly this
+        # thread ran; a search queued behind the backlog would show all ``left`` of it.
         assert wait_until(lambda: r.llen(Queue.INDEX.value) <= BACKLOG - 20, TIMEOUT_S, interval=0.01)
-        left = r.llen(Queue.INDEX.value)
-        assert left > 0, "the owner drained the whole backlog before the search was sent: nothing shown"
-        taken = BACKLOG - left
-        hits = remote.search(TENANT, USER, vector, 2)
+        left_when_sent: list[int] = []
+
+        def note_backlog(sender: object = None, **_: object) -> None:
+            if sender == TaskName.SEARCH.value:
+                left_when_sent.append(int(r.llen(Queue.INDEX.value)))
+
+        after_task_publish.connect(note_backlog, weak=False)
+        try:
+            hits = remote.search(TENANT, USER, vector, 2)
+        finally:
+            after_task_publish.disconnect(note_backlog)
         assert [h.id for h in hits] == seeded
+        [left] = left_when_sent
+        assert left > 2, "the owner drained the backlog before the search was sent: nothing shown"
+        taken = BACKLOG - left
         received = _received(owner)
         fourth = [i for i, name in enumerate(received) if name == TaskName.SEARCH.value][SEARCHES]
         waited_behind = received[:fourth].count(TaskName.SYNC_INDEX.value) - taken
