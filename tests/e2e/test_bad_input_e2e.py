@@ -24,6 +24,7 @@ from sqlalchemy import text
 
 from producers.broker import send_only_app
 from producers.publisher import Publisher
+from service.operations.waiting import broker_idle
 from shared.events import InvalidEvent
 from shared.queues import ROUTES, TaskName
 from shared.settings import Settings
@@ -368,7 +369,9 @@ def test_dead_letters_are_listed_and_replay_to_done_and_replaying_twice_changes_
     assert wait_until(lambda: client.llen(record_queue) == 0, 30)
     state = wait_processed(c, ["dl-poison", "dl-outage"], workers, timeout=60)
     assert state.states == {"dl-poison": "done", "dl-outage": "done"}
-    wait_until(lambda: False, 3)  # let a second record run to its end, if it were to change anything
+    # Until the second sends and whatever they queued ran to their end (nothing waiting, nothing
+    # delivered but unacknowledged), however long that takes, had they anything to change.
+    assert wait_until(lambda: broker_idle(settings), 120), "the replayed tasks never finished"
     assert table_counts(c) == counts and memory_snapshot(c) == snapshot
     with c.uow() as uow:
         timeline = uow.events.timeline("default", GOOD["user_id"], "dl")
