@@ -284,7 +284,7 @@ def test_build_embedder_openai(stub: StubServer) -> None:
         embedding_base_url=stub.base_url,
         embedding_api_key=SecretStr(SECRET),
         embedding_dim=DIM,
-        embedding_timeout_s=3.0,
+        embedding_timeout_s=60.0,  # a hang guard: the one answer is queued, a timeout would lose it
         query_embedding_cache=0,  # the adapter itself (the cache: tests/unit/test_query_cache.py)
     )
     cut = build_embedder(settings)
