@@ -203,9 +203,10 @@ def test_settings_from_the_environment(stub: StubServer, monkeypatch: pytest.Mon
     monkeypatch.setenv("CUEMEM_RERANK_API_KEY", SECRET)
     monkeypatch.setenv("CUEMEM_RERANK_MODEL", "bge-reranker-v2-m3")
     monkeypatch.setenv("CUEMEM_RERANK_TOP_N", "8")
-    monkeypatch.setenv("CUEMEM_RERANK_TIMEOUT_S", "1.5")
+    # Long enough to be a hang guard: the one queued answer must not be lost to a timeout.
+    monkeypatch.setenv("CUEMEM_RERANK_TIMEOUT_S", "90.5")
     settings = Settings()
-    assert (settings.rerank_top_n, settings.rerank_timeout_s) == (8, 1.5)
+    assert (settings.rerank_top_n, settings.rerank_timeout_s) == (8, 90.5)
     container = build_container(settings, uow=FakeStore().uow)
     try:
         reranker = container.reranker()
