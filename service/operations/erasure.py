@@ -17,7 +17,6 @@ from dataclasses import replace
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from service.operations.index_followups import here_or_at_owner
-from shared.keys import tag_is_ambiguous
 from shared.lifecycle.erasure import (
     ErasureFailed,
     ErasureReport,
@@ -51,11 +50,6 @@ def erase_user(container: Container, tenant_id: str, user_id: str) -> ErasureRep
     redis = container.user_keys()
     if redis is not None:
         stores += erase_store("redis", redis, tenant_id, user_id, compared=False)
-        if tag_is_ambiguous(tenant_id, user_id):
-            unverified.append(
-                "redis: with ':' in an id, this user's working memory, seq counters and sessions share "
-                "their keys with another tenant's or user's, and were left; the ledger was cleared"
-            )
     stores += _erase_rows(container, tenant_id, user_id)
     try:
         stores += _erase_points(container, tenant_id, user_id)
