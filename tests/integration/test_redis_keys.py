@@ -12,6 +12,8 @@ import pytest
 import redis
 
 from shared import keys
+from shared.settings import Settings
+from tests.support.services import run_cuemem
 from workers.redis.key_migration import upgrade_keys
 from workers.redis.seq_counter import RedisSeqCounter
 from workers.redis.user_keys import RedisUserKeys
@@ -170,3 +172,15 @@ def test_a_delete_takes_the_old_shared_keys_that_may_hold_the_users_turns(client
     deleted = RedisUserKeys(client).erase("ac", "me:bob")
     assert deleted["working_memory"] == 1 and deleted["seq_counters"] == 1
     assert _all_keys(client) == {keys.seq_key("ac:me", "bob", "s1"), "cuemem:seq:{ac:me:bobby}:s1"}
+
+
+def test_cuemem_migrate_moves_old_keys(it_settings: Settings, client: redis.Redis) -> None:
+    """The upgrade runs where the schema's does: `cuemem migrate` (the compose and Kubernetes
+    migrate step; every embedded start runs the same `upgrade_redis`)."""
+    client.set("cuemem:seq:{acme:u1}:s:1", 7)
+    client.set("cuemem:seq:{ac:me:bob}:s1", 2)
+    done = run_cuemem(it_settings, "migrate")
+    assert done.returncode == 0, done.stderr
+    assert _all_keys(client) == {keys.seq_key("acme", "u1", "s:1"), "cuemem:seq:{ac:me:bob}:s1"}
+    assert client.get(keys.seq_key("acme", "u1", "s:1")) == b"7"
+    assert "name two possible users" in done.stderr
