@@ -32,9 +32,9 @@ class RedisUserKeys:
         return {k.decode() if isinstance(k, bytes) else str(k) for k in found}
 
     def _mine(self, family: str, tenant_id: str, user_id: str) -> set[str]:
-        return self._scan(keys.user_pattern(family, tenant_id, user_id)) | self._scan(
-            legacy_pattern(family, tenant_id, user_id)
-        )
+        current = keys.user_pattern(family, tenant_id, user_id)
+        legacy = legacy_pattern(family, tenant_id, user_id)  # the same for most ids: scanned once
+        return self._scan(current) | (self._scan(legacy) if legacy != current else set())
 
     def _ledger(self, tenant_id: str, user_id: str) -> tuple[list[str], int]:
         """The ledger members of the user's unrecorded turns, and how many are the tenant's other
