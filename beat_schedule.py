@@ -35,4 +35,6 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "expire-tasks": _every(TaskName.EXPIRE, HOUR_S, 3000),
     "archive-stale-memories": _every(TaskName.ARCHIVE, 6 * HOUR_S, 5 * 3600),
     "reconcile-index": _every(TaskName.RECONCILE, 6 * HOUR_S, 5 * 3600),
+    # A privacy delete inside the rewrite window left the Redis files marked (workers/redis/rewrite.py).
+    "privacy-rewrite": _every(TaskName.PRIVACY_REWRITE, 60.0, 55),
 }

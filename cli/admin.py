@@ -165,17 +165,19 @@ def import_(
 
 
 def migrate(data_dir: DataDir = None) -> None:
-    """Bring the Postgres schema to the latest version (also done by every embedded start)."""
+    """Bring the Postgres schema to the latest version, and Redis's keys to their current form
+    (also done by every embedded start)."""
     setup_logging(True)
     settings = settings_for(data_dir)
     if settings.database_url:
         from sqlalchemy import create_engine
 
-        from workers.db.migrate import upgrade
+        from workers.db.migrate import upgrade, upgrade_redis
 
         engine = create_engine(settings.database_url)
         upgrade(engine)
         engine.dispose()
+        upgrade_redis(settings.effective_redis_url)
     else:
         with open_runtime(settings):
             pass

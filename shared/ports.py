@@ -186,7 +186,8 @@ class VectorIndex(Protocol):
         leaving vectors and other keys as they are; ids with no point are skipped. One call per
         batch (score refreshes touch many points)."""
 
-    def count(self) -> int: ...
+    def count(self, tenant_id: str | None = None) -> int:
+        """How many points the index holds: all of them, or one tenant's (every user's)."""
 
     def reset(self, dim: int, model_name: str) -> None:
         """Drop every point and start an empty index for ``model_name`` (used by reindex)."""

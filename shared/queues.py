@@ -41,6 +41,7 @@ class TaskName(StrEnum):
     RECONCILE = "memory.reconcile"  # Postgres vs index drift repair (beat, the index owner)
     DELETE_POINTS = "memory.delete_points"  # privacy delete: drop named points (the index owner)
     ERASE_POINTS = "memory.erase_points"  # delete a user everywhere: every point, counted (owner)
+    PRIVACY_REWRITE = "memory.privacy_rewrite"  # a privacy delete's deferred Redis file rewrite (beat)
 
 
 class SearchMode(StrEnum):
@@ -80,6 +81,7 @@ ROUTES: dict[TaskName, Queue] = {
     TaskName.RECONCILE: Queue.INDEX,
     TaskName.DELETE_POINTS: Queue.INDEX,
     TaskName.ERASE_POINTS: Queue.INDEX,
+    TaskName.PRIVACY_REWRITE: Queue.MAINTENANCE,
 }
 
 # Queues that a general worker consumes; the index owner consumes INDEX_OWNER_QUEUES (see ARCHITECTURE).

@@ -145,6 +145,9 @@ class Settings(BaseSettings):
     # How often the stalled sweep sends one event on at one stage before parking it as a dead
     # letter: a poisoned event must not be re-driven (and dead-lettered) every minute for ever.
     max_redrives: int = Field(default=5, ge=1)
+    # At most one rewrite of the embedded Redis's files per this many seconds after privacy
+    # deletes (workers/redis/rewrite.py): a later delete's rewrite waits for the window's end.
+    privacy_rewrite_min_interval_s: float = Field(default=60.0, ge=0)
     max_retries: int = Field(default=8, ge=0)
     retry_backoff_max_s: int = Field(default=120, ge=1)
     publish_retries: int = Field(default=5, ge=1)

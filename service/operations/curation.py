@@ -25,7 +25,7 @@ from shared.queues import IndexKind
 from shared.settings import Settings
 from shared.storage import UnitOfWork
 from workers.bootstrap import Container, build_container
-from workers.redis.rewrite import rewrite_if_embedded
+from workers.redis.rewrite import after_privacy_delete
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +224,10 @@ def purge(container: Container, tenant_id: str, user_id: str, memory_id: str) ->
     if wm is not None and purged.turns:
         wm.forget(tenant_id, user_id, purged.turns)
         # The blanked turns' words were also in the Redis files (working memory, broker messages).
-        rewrite_if_embedded(container.redis_client(), container.settings.resolved_data_dir)
+        settings = container.settings
+        after_privacy_delete(
+            container.redis_client(), settings.resolved_data_dir, settings.privacy_rewrite_min_interval_s
+        )
     if purged.windows:  # windows that held a blanked turn: embedded again without it, then pushed
         with container.uow() as uow:
             embed_windows(

@@ -17,7 +17,6 @@ from dataclasses import replace
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from service.operations.index_followups import here_or_at_owner
-from shared.keys import tag_is_ambiguous
 from shared.lifecycle.erasure import (
     ErasureFailed,
     ErasureReport,
@@ -26,11 +25,12 @@ from shared.lifecycle.erasure import (
     erase_store,
     failures,
     from_wire,
+    moved_elsewhere,
 )
 from shared.ports import IndexUnavailable
 from shared.queues import TaskName
 from workers.bootstrap import Container
-from workers.redis.rewrite import rewrite_if_embedded
+from workers.redis.rewrite import after_privacy_delete
 
 log = logging.getLogger(__name__)
 
@@ -51,19 +51,20 @@ def erase_user(container: Container, tenant_id: str, user_id: str) -> ErasureRep
     redis = container.user_keys()
     if redis is not None:
         stores += erase_store("redis", redis, tenant_id, user_id, compared=False)
-        if tag_is_ambiguous(tenant_id, user_id):
-            unverified.append(
-                "redis: with ':' in an id, this user's working memory, seq counters and sessions share "
-                "their keys with another tenant's or user's, and were left; the ledger was cleared"
-            )
     stores += _erase_rows(container, tenant_id, user_id)
     try:
         stores += _erase_points(container, tenant_id, user_id)
     except IndexUnavailable as exc:
         unverified.append(f"index: {exc}; the owner deletes the points when it gets to the task")
     stores = _recounted(container, tenant_id, user_id, stores)
-    rewrite_if_embedded(container.redis_client(), container.settings.resolved_data_dir)
     report = ErasureReport(tenant_id, user_id, tuple(stores), tuple(unverified))
+    if report.deleted:
+        # The user's words may be in the Redis files (its keys, and the broker messages of its
+        # turns, consumed long ago or not): bounded, at most one rewrite per window.
+        settings = container.settings
+        after_privacy_delete(
+            container.redis_client(), settings.resolved_data_dir, settings.privacy_rewrite_min_interval_s
+        )
     log.info(
         "user %s/%s erased: %d items in %d stores, verified %s, %.0f ms",
         tenant_id, user_id, report.deleted, len(stores), report.verified,
@@ -87,8 +88,11 @@ def _erase_rows(container: Container, tenant_id: str, user_id: str) -> list[Stor
             locker.memories.lock_user(tenant_id, user_id)
             with container.uow() as uow:
                 uow.erasure.pin_snapshot()
+                elsewhere = uow.erasure.everyone_else(tenant_id, user_id)
                 parts = erase_store("postgres", uow.erasure, tenant_id, user_id)
-                wrong = failures(parts)
+                wrong = failures(parts) or moved_elsewhere(
+                    elsewhere, uow.erasure.everyone_else(tenant_id, user_id)
+                )
                 if wrong is not None:  # leaving the unit rolls it back: nothing of it is deleted
                     raise ErasureFailed(f"Postgres, rolled back: {wrong}")
                 uow.commit()

@@ -1,6 +1,8 @@
 """Deleting one user everywhere (a privacy request), and proving it: every store says how many of
-the user's rows it deleted, how many are left (must be 0), and how many belong to everyone else
-before and after (must not move).
+the user's rows it deleted, how many are left (must be 0), and how many belong to the tenant's
+other users before and after (must not move). The report goes to the tenant's key holder, so it
+counts within that tenant only; Postgres also compares every other tenant's rows on its snapshot
+(``RowData.everyone_else``), unreported, and rolls back should any of them move.
 
 Three kinds of store hold a user's data, each behind its own port: Postgres (the truth: events,
 receipts, memories, history, cue counts, recall claims, dead letters and LLM call records of the
@@ -75,7 +77,7 @@ class UserData(Protocol):
     """One kind of store's view of a user's data, per named part (table, key family, index)."""
 
     def count(self, tenant_id: str, user_id: str) -> dict[str, tuple[int, int]]:
-        """Each part: (the user's items, everyone else's items)."""
+        """Each part: (the user's items, the items of the tenant's other users)."""
 
     def erase(self, tenant_id: str, user_id: str) -> dict[str, int]:
         """Delete the user's items; each part: how many were deleted."""
@@ -87,6 +89,20 @@ class RowData(UserData, Protocol):
     def pin_snapshot(self) -> None:
         """Read one snapshot for the rest of the unit (call before anything else in it), so that
         another user's commit between the counts does not read as a change the erasure made."""
+
+    def everyone_else(self, tenant_id: str, user_id: str) -> dict[str, int]:
+        """Each part: the items of every other user of every tenant. Compared before and after
+        the erasure (``moved_elsewhere``), never reported: it is the deployment's volume."""
+
+
+def moved_elsewhere(before: Mapping[str, int], after: Mapping[str, int]) -> str | None:
+    """What of everyone else's (any tenant) an erasure changed, part by part, or None."""
+    moved = [
+        f"{part}: other users' items {before[part]} -> {after.get(part)}"
+        for part in before
+        if before[part] != after.get(part)
+    ]
+    return "; ".join(moved) or None
 
 
 def erase_store(
@@ -122,8 +138,8 @@ def failures(parts: list[StoreErasure]) -> str | None:
 
 
 class IndexData:
-    """The vector indexes as ``UserData``: the user's points by its ids, everyone else's as the
-    index's total less the user's. Used where the index lives (this process or the owner)."""
+    """The vector indexes as ``UserData``: the user's points by its ids, the tenant's other users'
+    as the tenant's total less the user's. Used where the index lives (this process or the owner)."""
 
     def __init__(self, indexes: Mapping[str, VectorIndex]) -> None:
         self._indexes = indexes
@@ -132,7 +148,7 @@ class IndexData:
         out = {}
         for kind, index in self._indexes.items():
             mine = len(index.ids(tenant_id, user_id))
-            out[kind] = (mine, index.count() - mine)
+            out[kind] = (mine, index.count(tenant_id) - mine)
         return out
 
     def erase(self, tenant_id: str, user_id: str) -> dict[str, int]:

@@ -129,6 +129,11 @@ def test_ids_and_count(index: VectorIndex) -> None:
     assert index.ids(TENANT, USER) == {pid(n) for n in range(1, 6)}
     assert index.ids(TENANT, "bob") == {pid(10)}
     assert index.count() == 6
+    # Per tenant (the privacy delete's report counts within the caller's tenant only); a tenant
+    # whose id prefixes another's, or holds ':', counts its own points alone.
+    index.upsert([point(20, basis(0), tenant=f"{TENANT}:x"), point(21, basis(0), tenant=TENANT[:-1])])
+    assert index.count(TENANT) == 6 and index.count(f"{TENANT}:x") == 1 and index.count(TENANT[:-1]) == 1
+    assert index.count("nobody") == 0 and index.count() == 8
 
 
 def test_reset_drops_everything_and_switches_model(index: VectorIndex) -> None:

@@ -26,7 +26,7 @@ from tests.support.services import run_cuemem, wait_processed
 USER_TABLES = ["events", "event_receipts", "memories", "memory_history", "memory_cue_counts", "recall_claims"]
 TURNS = {
     ("acme", "u1"): ["My passport number is P-7731, keep it safe", "我女儿叫小雨，今年五岁"],
-    ("acme", "u2"): ["I moved to Lisbon last spring", "我每天早上跑步五公里"],
+    ("acme", "u10"): ["I moved to Lisbon last spring", "我每天早上跑步五公里"],
     ("globex", "u1"): ["Our release train ships every Thursday", "我对花生过敏"],
 }
 
@@ -79,16 +79,16 @@ def test_a_user_deleted_everywhere_leaves_everyone_else_untouched(
             published += publish_turns(client, api_keys[tenant], user, turns)
         wait_processed(container, published, workers)
         victim_event = next(e for e in published if _owner(container, e) == ("acme", "u1"))
-        other_event = next(e for e in published if _owner(container, e) == ("acme", "u2"))
+        other_event = next(e for e in published if _owner(container, e) == ("acme", "u10"))
         # What the stores hold beyond the pipeline's rows: dead letters naming each user's event,
         # and turns of both users still unrecorded in the publish ledger.
         victim_turn = {"event_id": "x1", "tenant_id": "acme", "user_id": "u1", "content": "victim's words"}
-        other_turn = {"event_id": "x2", "tenant_id": "acme", "user_id": "u2", "content": "other words"}
+        other_turn = {"event_id": "x2", "tenant_id": "acme", "user_id": "u10", "content": "other words"}
         letters = [  # (task, args, what stays of it)
             ("memory.extract", [victim_event], None),
             ("memory.extract", [other_event], [other_event]),
             ("memory.record_batch", [[victim_turn, other_turn]], [[other_turn]]),
-            ("memory.sync_index", ["acme", "u2"], ["acme", "u2"]),
+            ("memory.sync_index", ["acme", "u10"], ["acme", "u10"]),
             ("memory.sync_index", ["acme", "u1"], None),
             ("memory.sync_index", ["globex", "u1"], ["globex", "u1"]),
         ]
@@ -98,7 +98,7 @@ def test_a_user_deleted_everywhere_leaves_everyone_else_untouched(
                 uow.dead_letters.add(DeadLetter(task, None, event_id, args, "test", 1))
             uow.commit()
         client_redis = redis.Redis.from_url(settings.redis_url or "")
-        for tenant, user, event_id in (("acme", "u1", "late-1"), ("acme", "u2", "late-2")):
+        for tenant, user, event_id in (("acme", "u1", "late-1"), ("acme", "u10", "late-2")):
             member = keys.ledger_member(tenant, event_id)
             message = {"event_id": event_id, "tenant_id": tenant, "user_id": user, "content": "late turn"}
             client_redis.zadd(keys.UNRECORDED, {member: 1})
@@ -117,12 +117,14 @@ def test_a_user_deleted_everywhere_leaves_everyone_else_untouched(
         assert report["verified"] is True and report["unverified"] == []
         stores = report["stores"]
         assert stores["postgres.events"]["deleted"] == 2 and stores["postgres.events"]["left"] == 0
-        # Touched: the three letters holding the victim's data; everyone else's four stay.
+        # Touched: the three letters holding the victim's data; everyone else's four stay, three
+        # of them acme's: the report counts within the caller's tenant (globex's letter is not
+        # shown to acme).
         assert stores["postgres.dead_letters"] == {
             "deleted": 3,
             "left": 0,
-            "others_before": 4,
-            "others_after": 4,
+            "others_before": 3,
+            "others_after": 3,
             "compared": True,
         }
         assert stores["redis.ledger"]["deleted"] == 1 and stores["redis.ledger"]["others_after"] == 1
@@ -145,11 +147,11 @@ def test_a_user_deleted_everywhere_leaves_everyone_else_untouched(
         }
         # The index at its owner: the victim recalls nothing; the others recall their own words.
         assert _recall(client, api_keys["acme"], "u1", "passport number") == []
-        assert any("Lisbon" in t for t in _recall(client, api_keys["acme"], "u2", "where did I move"))
+        assert any("Lisbon" in t for t in _recall(client, api_keys["acme"], "u10", "where did I move"))
         assert any("Thursday" in t for t in _recall(client, api_keys["globex"], "u1", "release train"))
 
         # The CLI, on the same services: another user of acme, and the victim again (nothing left).
-        done = run_cuemem(settings, "delete-user", "--user", "u2", "--tenant", "acme", "--yes")
+        done = run_cuemem(settings, "delete-user", "--user", "u10", "--tenant", "acme", "--yes")
         assert done.returncode == 0, done.stderr
         cli_report = json.loads(done.stdout)
         assert cli_report["verified"] is True and cli_report["stores"]["postgres.memories"]["deleted"] >= 1
@@ -221,4 +223,79 @@ def test_an_erasure_that_touches_another_users_rows_is_rolled_back(
             ("u2", 1),
         ]
     assert erase_user(c, "acme", "u1").verified  # the real one, on the same rows
+    c.close()
+
+
+def test_the_report_counts_only_the_callers_tenant_and_a_delete_reaching_another_is_rolled_back(
+    clean_db: str, it_settings: Settings
+) -> None:
+    """A tenant's key holder reads the report: its counts of everyone else stay inside that tenant
+    (tenant B saw the whole deployment's volume), while every other tenant's rows are still
+    compared, unreported: a delete reaching another tenant's rows (an injected bug) rolls back."""
+    import dataclasses
+    from datetime import UTC, datetime
+
+    import pytest
+
+    from service.operations.erasure import erase_user
+    from shared.lifecycle.erasure import ErasureFailed
+    from tests.support.rows import memory_row
+    from workers.bootstrap import build_container
+    from workers.db.erasure import SqlUserData
+
+    c = build_container(it_settings)
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    owners = [("acme", "u1")] * 2 + [("acme", "u10")] + [("globex", "u1")] * 3 + [("acme:u1", "x")] * 4
+    with c.uow() as uow:
+        for i, (tenant, user) in enumerate(owners):
+            uow.memories.add(memory_row(i, tenant, user, now, cues=["k:x"]))
+        for args in (["acme", "u1"], ["acme", "u10"], ["globex", "u1"], ["globex", "u2"], ["acme:u1", "x"]):
+            uow.dead_letters.add(DeadLetter("memory.sync_index", None, None, args, "test", 1))
+        uow.commit()
+
+    class Leaky(SqlUserData):
+        def erase(self, tenant_id: str, user_id: str) -> dict[str, int]:
+            self.session.execute(text("DELETE FROM memories WHERE tenant_id = 'globex'"))
+            return super().erase(tenant_id, user_id)
+
+    class LeakyUnit:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def __enter__(self) -> Any:
+            uow = self.inner.__enter__()
+            uow.erasure = Leaky(uow.session)
+            return uow
+
+        def __exit__(self, *exc: object) -> None:
+            self.inner.__exit__(*exc)
+
+    leaky = dataclasses.replace(c, uow=lambda: LeakyUnit(c.uow()))
+    with pytest.raises(ErasureFailed, match=r"memories: other users' items 8 -> 5"):
+        erase_user(leaky, "acme", "u1")
+
+    report = erase_user(c, "acme", "u1").to_public()
+    stores = report["stores"]
+    assert report["verified"] is True
+    assert stores["postgres.memories"] == {
+        "deleted": 2, "left": 0, "others_before": 1, "others_after": 1, "compared": True,
+    }  # fmt: skip
+    assert stores["postgres.dead_letters"]["deleted"] == 1
+    assert stores["postgres.dead_letters"]["others_before"] == 1  # acme's u10, no other tenant's
+    # Nothing of globex or acme:u1 shows anywhere in the report.
+    with c.uow() as uow:
+        for table in USER_TABLES:  # every other part of the report: acme's other users, read with SQL
+            n = uow.session.execute(
+                text(f"SELECT count(*) FROM {table} WHERE tenant_id = 'acme' AND user_id <> 'u1'")
+            ).scalar_one()
+            assert stores[f"postgres.{table}"]["others_after"] == n, table
+    assert {k: s["others_after"] for k, s in stores.items() if k.split(".")[0] != "postgres"} == {
+        "redis.seq_counters": 0, "redis.working_memory": 0, "redis.sessions": 0, "redis.ledger": 0,
+        "index.memories": 0, "index.turns": 0,
+    }  # fmt: skip
+    with c.uow() as uow:
+        left = uow.session.execute(
+            text("SELECT tenant_id, count(*) FROM memories GROUP BY 1 ORDER BY 1")
+        ).all()
+    assert left == [("acme", 1), ("acme:u1", 4), ("globex", 3)]
     c.close()

@@ -297,6 +297,64 @@ def test_api_users_and_recall_paths_never_cross_tenants_or_users(world: World) -
     print("ISOLATION api requests", requests)
 
 
+# --- ids joined by ":" and ids prefixing each other, in Redis ------------------------------------
+
+# Redis keys once read {<tenant>:<user>}: tenant ac with user me:bob and tenant ac:me with user bob
+# shared every key (issue 29). Prefix pairs: u1/u10, tenants ac/ac:me.
+# (owner, other): the other is deleted, so the owner holds the longer id where one prefixes the other.
+REDIS_PAIRS = [
+    (("ac", "me:bob"), ("ac:me", "bob")),
+    (("ac", "u10"), ("ac", "u1")),
+    (("ac:me", "u1"), ("ac", "u1")),
+]
+
+
+def test_colon_and_prefix_pairs_share_nothing_in_redis_through_the_api(it_settings: Settings) -> None:
+    """The issue's requests: ``ac:me``/``bob`` tells a PIN (seq 1), ``ac``/``me:bob`` speaks in a
+    session of the same name (seq 1, not 2) and recalls nothing of the PIN, with or without a
+    session, before and after ``ac`` deletes ``me:bob``; then each prefix pair, the same."""
+    settings = api_settings(it_settings).model_copy(update={"rate_limits": False})
+    env = build_env(settings, tenants=("ac", "ac:me"))
+    client = env.client
+
+    def publish(tenant: str, user: str, content: str) -> int:
+        body = {"user_id": user, "session_id": "s1", "role": "user", "content": content}
+        r = client.post("/v1/events", json=body, headers=env.auth(tenant))
+        assert r.status_code == 202, r.text
+        return int(r.json()["seq"])
+
+    def recalled(tenant: str, user: str, session: str | None) -> str:
+        body = {"user_id": user, "query": "bank PIN", "k": 20, "reinforce": False, "session_id": session}
+        r = client.post("/v1/recall", json=body, headers=env.auth(tenant))
+        assert r.status_code == 200, r.text
+        return json.dumps(_visible(r.json()), ensure_ascii=False)
+
+    try:
+        for owner, other in REDIS_PAIRS:
+            secret = f"my bank PIN is {marker(*owner)}"
+            assert publish(*owner, secret) == 1
+            assert publish(*other, "what is my bank PIN") == 1, (owner, other)
+            for session in (None, "s1"):
+                assert marker(*owner) not in recalled(*other, session), (other, session)
+                assert marker(*owner) in recalled(*owner, session)  # the control
+            r = client.delete(f"/v1/users/{quote(other[1], safe='')}", headers=env.auth(other[0]))
+            assert r.status_code == 200 and r.json()["verified"], r.text
+            for session in (None, "s1"):
+                assert marker(*owner) not in recalled(*other, session), (other, session)
+                assert marker(*owner) in recalled(*owner, session), "the other's delete took the owner's"
+            # The owner's counter and working memory survived the other's delete; the other's
+            # conversation starts anew.
+            assert publish(*owner, "and my card ends in 11") == 2
+            assert publish(*other, "hello again") == 1
+            # Reset both for the next pair (the delete's own oracle is tests/integration/test_delete_user.py).
+            for tenant, user in (owner, other):
+                r = client.delete(f"/v1/users/{quote(user, safe='')}", headers=env.auth(tenant))
+                assert r.status_code == 200, r.text
+    finally:
+        env.client.app.state.close()  # type: ignore[attr-defined]
+        env.container.close()
+
+
 # --- MCP -----------------------------------------------------------------------------------------
 
 

@@ -148,8 +148,8 @@ class FakeVectorIndex:
             if stored is not None and stored.in_scope(tenant_id, user_id):
                 self._points[point_id] = _Stored(stored.vector, {**stored.payload, **update}, stored.sparse)
 
-    def count(self) -> int:
-        return len(self._points)
+    def count(self, tenant_id: str | None = None) -> int:
+        return sum(tenant_id in (None, s.payload["tenant_id"]) for s in self._points.values())
 
     def reset(self, dim: int, model_name: str) -> None:
         self._points.clear()

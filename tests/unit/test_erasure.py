@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from shared.lifecycle.dead_letters import dead_letter_share
-from shared.lifecycle.erasure import StoreErasure, failures
+from shared.lifecycle.erasure import IndexData, StoreErasure, failures, moved_elsewhere
+from tests.support.fake_index import FakeVectorIndex
+from tests.support.index_points import DIM, MODEL, basis, point
 
 EVENTS = {"e1", "e2"}  # the user's stored events
 
@@ -58,3 +60,22 @@ def test_a_report_verifies_what_its_store_can_compare() -> None:
     problem = failures([exact, live, left])
     assert problem is not None and "postgres.events: 0 of the user's left, everyone else's 5 -> 4" in problem
     assert "index.turns: 1 of the user's left" in problem and "redis.ledger" not in problem
+
+
+def test_the_index_part_counts_the_tenants_other_users_only() -> None:
+    index = FakeVectorIndex()
+    index.ensure(DIM, MODEL)
+    index.upsert(
+        [
+            point(1, basis(0), tenant="acme", user="u1"),
+            point(2, basis(0), tenant="acme", user="u10"),
+            point(3, basis(0), tenant="globex", user="u1"),
+            point(4, basis(0), tenant="acme:u1", user="x"),
+        ]
+    )
+    assert IndexData({"memories": index}).count("acme", "u1") == {"memories": (1, 1)}
+
+
+def test_everyone_elses_items_that_moved_are_named() -> None:
+    assert moved_elsewhere({"memories": 8, "events": 2}, {"memories": 8, "events": 2}) is None
+    assert moved_elsewhere({"memories": 8}, {"memories": 5}) == "memories: other users' items 8 -> 5"

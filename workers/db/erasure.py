@@ -5,6 +5,11 @@ usage), whose rows of the user name one of its stored events by its pipeline key
 id), and ``dead_letters``, judged letter by letter by their task and arguments
 (``shared.lifecycle.dead_letters.dead_letter_share``): a letter that is only the user's goes, a
 batch letter of several users keeps the others' part.
+
+The report counts the tenant's other users only (``count``): a table's rows of the tenant by its
+column, usage rows by their pipeline key's tenant (or, for a bare id, the event's), letters that
+name the tenant and no other (``dead_letter_tenants``, as the inspector shows them). Every other
+user's rows in every tenant (``everyone_else``) are compared on the same snapshot, not reported.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, delete, func, or_, select, union, update
 from sqlalchemy.orm import Session
 
-from shared.lifecycle.dead_letters import Share, dead_letter_share
+from shared.lifecycle.dead_letters import Share, dead_letter_share, dead_letter_tenants, event_ids_named
 from workers.db.tables import (
     CueCountRow,
     DeadLetterRow,
@@ -85,6 +90,29 @@ class SqlUserData:
         )
         return {"llm_calls": (LlmCallRow, usage), **owned}
 
+    @staticmethod
+    def _tenant_rows(tenant_id: str) -> dict[str, ColumnElement[bool]]:
+        """Each table's rows of the tenant, every user's (dead letters aside)."""
+        events_here = select(EventRow.event_id).where(EventRow.tenant_id == tenant_id)
+        elsewhere = select(EventRow.event_id).where(EventRow.tenant_id != tenant_id)
+        usage = or_(
+            LlmCallRow.event_id.startswith(f"{tenant_id}/", autoescape=True),
+            and_(LlmCallRow.event_id.in_(events_here), LlmCallRow.event_id.not_in(elsewhere)),
+        )
+        tables = (HistoryRow, RecallClaimRow, MemoryRow, CueCountRow, ReceiptRow, EventRow)
+        return {"llm_calls": usage} | {t.__tablename__: t.tenant_id == tenant_id for t in tables}
+
+    def _letter_tenants(self, letters: list[tuple[int, str, list[Any]]]) -> dict[int, set[str] | None]:
+        named = {e for _, task, args in letters for e in event_ids_named(task, args)}
+        rows = self.session.execute(
+            select(EventRow.event_id, EventRow.tenant_id).where(EventRow.event_id.in_(sorted(named)))
+        ).all()
+        # A bare id two tenants hold names neither: the letter counts as no tenant's.
+        tenants: dict[str, str] = {}
+        for event_id, tenant in rows:
+            tenants[event_id] = tenant if event_id not in tenants else ""
+        return {i: dead_letter_tenants(task, args, tenants) for i, task, args in letters}
+
     def _user_events(self, tenant_id: str, user_id: str) -> set[str]:
         rows = self.session.scalars(
             union(
@@ -94,36 +122,52 @@ class SqlUserData:
         )
         return set(rows)
 
+    def _all_letters(self) -> list[tuple[int, str, list[Any]]]:
+        rows = self.session.execute(select(DeadLetterRow.id, DeadLetterRow.task_name, DeadLetterRow.args))
+        return [(int(i), task, list(args or [])) for i, task, args in rows]
+
     def _letters(self, tenant_id: str, user_id: str) -> list[tuple[int, Share, list[Any] | None]]:
         """Every dead letter with its share of the user (``dead_letter_share``): letters are few
         and their arguments' shape depends on the task, so they are judged here, not in SQL."""
         events = self._user_events(tenant_id, user_id)
-        rows = self.session.execute(select(DeadLetterRow.id, DeadLetterRow.task_name, DeadLetterRow.args))
         out = []
-        for letter_id, task, args in rows:
-            share, rest = dead_letter_share(task, list(args or []), tenant_id, user_id, events)
-            out.append((int(letter_id), share, rest))
+        for letter_id, task, args in self._all_letters():
+            share, rest = dead_letter_share(task, args, tenant_id, user_id, events)
+            out.append((letter_id, share, rest))
         return out
 
-    def count(self, tenant_id: str, user_id: str) -> dict[str, tuple[int, int]]:
+    def _counts(self, tenant_id: str, user_id: str, *, tenant_only: bool) -> dict[str, tuple[int, int]]:
+        """Each part: (the user's items, other users' items: the tenant's, or every tenant's)."""
         scopes = self._scopes(tenant_id, user_id)
         letters = self._letters(tenant_id, user_id)
+        named = self._letter_tenants(self._all_letters()) if tenant_only else {}
         # The user's: letters holding any of its data; everyone else's: letters not only its own.
         counts = {
             "dead_letters": (
                 sum(share != "none" for _, share, _ in letters),
-                sum(share != "all" for _, share, _ in letters),
+                sum(
+                    share != "all" and (not tenant_only or named.get(i) == {tenant_id})
+                    for i, share, _ in letters
+                ),
             )
         }
+        tenant_rows = self._tenant_rows(tenant_id)
         for part in PARTS[1:]:
             table, mine = scopes[part]
             # IS NOT TRUE, not NOT: an LLM call with no event id is someone else's, not unknown.
-            query = select(func.count().filter(mine), func.count().filter(mine.is_not(True))).select_from(
-                table
-            )
-            user, others = self.session.execute(query).one()
-            counts[part] = (int(user), int(others))
+            others: ColumnElement[bool] = mine.is_not(True)
+            if tenant_only:
+                others = and_(others, tenant_rows[part])
+            query = select(func.count().filter(mine), func.count().filter(others)).select_from(table)
+            user, rest = self.session.execute(query).one()
+            counts[part] = (int(user), int(rest))
         return counts
+
+    def count(self, tenant_id: str, user_id: str) -> dict[str, tuple[int, int]]:
+        return self._counts(tenant_id, user_id, tenant_only=True)
+
+    def everyone_else(self, tenant_id: str, user_id: str) -> dict[str, int]:
+        return {part: n for part, (_, n) in self._counts(tenant_id, user_id, tenant_only=False).items()}
 
     def erase(self, tenant_id: str, user_id: str) -> dict[str, int]:
         letters = self._letters(tenant_id, user_id)

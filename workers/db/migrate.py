@@ -1,4 +1,5 @@
-"""Run Alembic migrations from code (the CLI's `cuemem migrate`, and every embedded start)."""
+"""Run Alembic migrations from code (the CLI's `cuemem migrate`, and every embedded start), and
+the Redis key upgrade that goes with them (``workers/redis/key_migration.py``)."""
 
 from __future__ import annotations
 
@@ -26,3 +27,18 @@ def upgrade(engine: Engine) -> None:
         connection.exec_driver_sql("SELECT pg_advisory_xact_lock(727271)")
         cfg.attributes["connection"] = connection
         command.upgrade(cfg, "head")
+
+
+def upgrade_redis(redis_url: str | None) -> None:
+    """Move per-user Redis keys of an older form to the current one (idempotent; nothing to do
+    without a Redis)."""
+    if not redis_url:
+        return
+    from producers.broker import open_redis
+    from workers.redis.key_migration import upgrade_keys
+
+    client = open_redis(redis_url)
+    try:
+        upgrade_keys(client)
+    finally:
+        client.close()

@@ -272,10 +272,15 @@ class EdgeVectorIndex:
                 # One flush per batch, as for upserts.
                 shard.flush()
 
-    def count(self) -> int:
+    def count(self, tenant_id: str | None = None) -> int:
+        scope = (
+            None
+            if tenant_id is None
+            else Filter(must=[FieldCondition("tenant_id", match=MatchValue(tenant_id))])
+        )
         with self._mutex:
             shard = self._current_shard()
-            return 0 if shard is None else shard.count(CountRequest(exact=True))
+            return 0 if shard is None else shard.count(CountRequest(exact=True, filter=scope))
 
     def lost(self) -> str | None:
         """Why the index is incomplete (its files vanished; see edge_shards.py), or None.

@@ -113,7 +113,7 @@ class RemoteSearchIndex:
 
     ensure = upsert = delete = ids = payloads = set_payload = reset = optimize = _read_only
 
-    def count(self) -> int:
+    def count(self, tenant_id: str | None = None) -> int:
         return self._read_only()
 
     def close(self) -> None:
@@ -208,8 +208,8 @@ class LocalOrRemoteIndex:
     def set_payload(self, tenant_id: str, user_id: str, payloads: Mapping[str, Mapping[str, Any]]) -> None:
         self._local.set_payload(tenant_id, user_id, payloads)
 
-    def count(self) -> int:
-        return self._local.count()
+    def count(self, tenant_id: str | None = None) -> int:
+        return self._local.count(tenant_id)
 
     def reset(self, dim: int, model_name: str) -> None:
         self._local.reset(dim, model_name)

@@ -245,11 +245,18 @@ class QdrantServerIndex:
             ]
             self._client.batch_update_points(self._collection, operations, wait=True)
 
-    def count(self) -> int:
+    def count(self, tenant_id: str | None = None) -> int:
+        scope = (
+            None
+            if tenant_id is None
+            else models.Filter(
+                must=[models.FieldCondition(key="tenant_id", match=models.MatchValue(value=tenant_id))]
+            )
+        )
         with _translate_errors(self._collection):
             if not self._collection_exists():
                 return 0
-            return self._client.count(self._collection, exact=True).count
+            return self._client.count(self._collection, count_filter=scope, exact=True).count
 
     def reset(self, dim: int, model_name: str) -> None:
         with _translate_errors(self._collection):

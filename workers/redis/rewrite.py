@@ -6,6 +6,13 @@ On the embedded default (a Redis whose directory is inside cuemem's data dir) th
 asks for both, ``BGREWRITEAOF`` then ``BGSAVE``, and waits until they are done. A Redis of one's
 own is left to its operator (docs/RELIABILITY.md, "What a privacy delete leaves on disk"): its
 files, replicas and backups are theirs to manage, and its ``CONFIG`` may be disabled.
+
+A rewrite copies the whole dataset, so it is bounded (``after_privacy_delete``): only a delete that
+deleted something asks for one, and at most one runs per ``CUEMEM_PRIVACY_REWRITE_MIN_INTERVAL_S``
+(a Redis key with that expiry is the window). A delete inside the window leaves a pending mark in
+Redis instead; the next privacy delete after the window, or beat's ``memory.privacy_rewrite``
+(every minute), whichever comes first, rewrites the files then (``flush_pending``). The mark is
+cleared before the rewrite starts, so a delete during it marks again: none is left out.
 """
 
 from __future__ import annotations
@@ -17,16 +24,40 @@ from pathlib import Path
 
 import redis
 
+from shared.keys import PREFIX
+
 log = logging.getLogger(__name__)
 
 POLL_S = 0.05
+PENDING_KEY = f"{PREFIX}:privacy_rewrite:pending"  # a delete's words may still be in the files
+WINDOW_KEY = f"{PREFIX}:privacy_rewrite:window"  # set while a rewrite ran within the window
 
 
-def rewrite_if_embedded(client: redis.Redis | None, data_dir: Path) -> None:
-    """After a privacy delete: the files of the embedded Redis rewritten (``rewrite_files``); any
-    other Redis is left to its operator."""
-    if client is not None and is_embedded(client, data_dir):
-        rewrite_files(client)
+def after_privacy_delete(client: redis.Redis | None, data_dir: Path, min_interval_s: float) -> bool:
+    """After a privacy delete that deleted something: the embedded Redis's files rewritten now, or
+    marked for the next rewrite when one ran within ``min_interval_s`` (``flush_pending``). Any
+    other Redis is left to its operator. True when the files were rewritten now."""
+    if client is None or not is_embedded(client, data_dir):
+        return False
+    client.set(PENDING_KEY, 1)
+    return flush_pending(client, data_dir, min_interval_s)
+
+
+def flush_pending(client: redis.Redis | None, data_dir: Path, min_interval_s: float) -> bool:
+    """Rewrite the embedded Redis's files when a privacy delete marked them and no rewrite ran in
+    the last ``min_interval_s``; True when it did. Run after each delete and by beat."""
+    if client is None or not client.exists(PENDING_KEY) or not is_embedded(client, data_dir):
+        return False
+    window_ms = int(min_interval_s * 1000)
+    if window_ms > 0 and not client.set(WINDOW_KEY, 1, nx=True, px=window_ms):
+        log.info(
+            "privacy delete: the Redis files are rewritten once the window ends (%.0f s)", min_interval_s
+        )
+        return False
+    client.delete(PENDING_KEY)  # before the rewrite: a delete during it marks again
+    if not rewrite_files(client):
+        client.set(PENDING_KEY, 1)  # another rewrite was running, or ours ran late: once more
+    return True
 
 
 def is_embedded(client: redis.Redis, data_dir: Path) -> bool:

@@ -1,43 +1,44 @@
 """A user's data in Redis, counted and deleted (``shared.lifecycle.erasure.UserData``).
 
 Per user (``shared/keys.py``): the seq counter and the working memory of each conversation, and
-the list of the user's sessions, all under the user's ``{tenant:user}`` hash tag; and in the
-publish ledger, the user's turns still unrecorded, whose messages carry tenant and user. Counting
-everyone else's walks every key of those families (SCAN) and the whole ledger: a privacy request
-is rare, and its report must be exact.
+the list of the user's sessions, all under the user's hash tag; and in the publish ledger, the
+user's turns still unrecorded, whose messages carry tenant and user. The user's keys are found by
+the exact pattern of its tag (``keys.user_pattern``: the encoded ids hold no glob character and the
+tag's ``}`` ends the user id, so user ``u1`` never matches ``u10``), plus the keys written before
+that encoding under the user's raw ``{tenant:user}`` tag (``key_migration.legacy_pattern``): such a
+key may be shared with another user (the ambiguity the encoding removed) and goes with either
+user's delete. Everyone else's is counted within the caller's tenant only (``keys.tenant_pattern``
+and the ledger messages' tenant): a report never shows another tenant's volume.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import redis
 
 from shared import keys
+from workers.redis.key_migration import legacy_pattern
 
-FAMILIES = {"seq_counters": "seq", "working_memory": "wm", "sessions": "sessions"}
+FAMILIES = {"seq_counters": keys.SEQ, "working_memory": keys.WORKING_MEMORY, "sessions": keys.SESSIONS}
 
 
 class RedisUserKeys:
     def __init__(self, client: redis.Redis) -> None:
         self._redis = client
 
-    def _keys(self, family: str) -> Iterator[str]:
-        for key in self._redis.scan_iter(match=f"{keys.PREFIX}:{family}:*", count=1000):
-            yield key.decode() if isinstance(key, bytes) else str(key)
+    def _scan(self, pattern: str) -> set[str]:
+        found = self._redis.scan_iter(match=pattern, count=1000)
+        return {k.decode() if isinstance(k, bytes) else str(k) for k in found}
 
-    @staticmethod
-    def _mine(family: str, key: str, tenant_id: str, user_id: str) -> bool:
-        if family == "sessions":
-            return key == keys.user_sessions_key(tenant_id, user_id)
-        # Every key of the family for this user begins so (the session id follows): compare the
-        # whole prefix, never a pattern, so no other user's key can match.
-        builder = keys.seq_key if family == "seq" else keys.working_memory_key
-        return key.startswith(builder(tenant_id, user_id, ""))
+    def _mine(self, family: str, tenant_id: str, user_id: str) -> set[str]:
+        current = keys.user_pattern(family, tenant_id, user_id)
+        legacy = legacy_pattern(family, tenant_id, user_id)  # the same for most ids: scanned once
+        return self._scan(current) | (self._scan(legacy) if legacy != current else set())
 
     def _ledger(self, tenant_id: str, user_id: str) -> tuple[list[str], int]:
-        """The ledger members of the user's unrecorded turns, and how many are anyone else's."""
+        """The ledger members of the user's unrecorded turns, and how many are the tenant's other
+        users'."""
         mine: list[str] = []
         others = 0
         for member, raw in self._redis.hscan_iter(keys.UNRECORDED_MESSAGES, count=1000):
@@ -48,17 +49,16 @@ class RedisUserKeys:
                 owner = (None, None)  # unreadable: not provably the user's, so left alone
             if owner == (tenant_id, user_id):
                 mine.append(member.decode() if isinstance(member, bytes) else str(member))
-            else:
+            elif owner[0] == tenant_id:
                 others += 1
         return mine, others
 
     def count(self, tenant_id: str, user_id: str) -> dict[str, tuple[int, int]]:
         counts: dict[str, tuple[int, int]] = {}
-        ambiguous = keys.tag_is_ambiguous(tenant_id, user_id)
         for part, family in FAMILIES.items():
-            found = list(self._keys(family))
-            mine = 0 if ambiguous else sum(self._mine(family, k, tenant_id, user_id) for k in found)
-            counts[part] = (mine, len(found) - mine)
+            mine = self._mine(family, tenant_id, user_id)
+            tenants = self._scan(keys.tenant_pattern(family, tenant_id))
+            counts[part] = (len(mine), len(tenants - mine))
         ledger, others = self._ledger(tenant_id, user_id)
         counts["ledger"] = (len(ledger), others)
         return counts
@@ -74,9 +74,8 @@ class RedisUserKeys:
             pipe.hdel(keys.UNRECORDED_MESSAGES, *ledger)
             pipe.execute()
         deleted["ledger"] = len(ledger)
-        if keys.tag_is_ambiguous(tenant_id, user_id):  # another user's keys would go too
-            return {**deleted, **dict.fromkeys(FAMILIES, 0)}
         for part, family in FAMILIES.items():
-            mine = [k for k in self._keys(family) if self._mine(family, k, tenant_id, user_id)]
-            deleted[part] = int(self._redis.delete(*mine)) if mine else 0
+            mine = sorted(self._mine(family, tenant_id, user_id))
+            # One key per DEL: a legacy key may sit in another cluster slot than the user's tag.
+            deleted[part] = sum(int(self._redis.delete(k)) for k in mine)
         return deleted

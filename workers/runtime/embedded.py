@@ -136,13 +136,14 @@ def embedded_services(settings: Settings) -> Iterator[Settings]:
         resolved = settings.model_copy(update=update)
         from sqlalchemy import create_engine
 
-        from workers.db.migrate import upgrade
+        from workers.db.migrate import upgrade, upgrade_redis
 
         engine = create_engine(str(resolved.database_url))
         try:
             upgrade(engine)
         finally:
             engine.dispose()
+        upgrade_redis(resolved.effective_redis_url)
         yield resolved
     finally:
         for handle in reversed(handles):

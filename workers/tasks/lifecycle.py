@@ -69,3 +69,14 @@ def consolidate(self: Task) -> None:
     c = container()
     summarize = llm_summarizer(c.llm)
     finish_sweep(self.name, c, *maintenance.consolidate(c.uow, c.embedder, c.clock(), summarize=summarize))
+
+
+@app.task(name=TaskName.PRIVACY_REWRITE.value, base=PipelineTask, bind=True)
+def privacy_rewrite(self: Task) -> None:
+    """Rewrite the embedded Redis's files when a privacy delete inside the window marked them."""
+    from workers.redis.rewrite import flush_pending
+
+    c = container()
+    settings = c.settings
+    if flush_pending(c.redis_client(), settings.resolved_data_dir, settings.privacy_rewrite_min_interval_s):
+        log.info("%s: the Redis files rewritten after a deferred privacy delete", self.name)
