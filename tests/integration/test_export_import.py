@@ -1,8 +1,9 @@
 """Export and import: a user's memory made by the real pipeline (worker processes, the index at
 its owner), exported with the CLI, imported into a fresh database and data dir, answers the same
-recalls (ids, contents, order); a second import changes nothing; a file of another format
-version or with a broken line is refused naming the line, with nothing imported; a file made
-with another embedding model is re-embedded; the API does the same within the key's tenant."""
+recalls (ids, contents, order); a
+second import changes nothing; a file of another format version or with a broken line is refused
+naming the line, with nothing imported; a file made with another embedding model is re-embedded;
+the API does the same within the key's tenant. The two-tenant cases: test_import_tenants.py."""
 
 from __future__ import annotations
 

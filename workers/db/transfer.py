@@ -7,11 +7,12 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Table, select, update
+from sqlalchemy import Table, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from shared.models import MemoryStatus
 from shared.transfer import ImportRefused
 from workers.db.tables import EventRow, HistoryRow, MemoryRow, ReceiptRow
 
@@ -54,36 +55,21 @@ def _export_rows(
     query = select(*_columns(name)).where(table.c.tenant_id == tenant_id)
     if user_id is not None:
         query = query.where(table.c.user_id == user_id)
+    if name == "memories":
+        # A draft still in the pipeline (pending) is the pipeline's, not the user's memory yet.
+        query = query.where(table.c.status != MemoryStatus.PENDING.value)
     query = query.order_by(table.c.user_id, *(table.c[c] for c in _ORDER[name]))
     for row in session.execute(query.execution_options(yield_per=500)).mappings():
         yield {k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()}
 
 
-def _typed(name: str, number: int, row: dict[str, Any]) -> dict[str, Any]:
-    columns = {c.name: c for c in _columns(name)}
-    unknown = sorted(set(row) - set(columns))
-    if unknown:
-        raise ImportRefused(number, f"{name} has no column {unknown[0]!r}")
-    for column in columns.values():
-        required = not column.nullable and column.default is None and column.server_default is None
-        if required and row.get(column.name) is None:
-            raise ImportRefused(number, f"{name}.{column.name} is required")
-    out = dict(row)
-    for key, value in row.items():
-        if isinstance(columns[key].type, DateTime) and value is not None:
-            try:
-                out[key] = datetime.fromisoformat(value)
-            except (TypeError, ValueError):
-                raise ImportRefused(number, f"{name}.{key}: {value!r} is not an ISO 8601 time") from None
-    return out
-
-
 def _import_rows(session: Session, name: str, rows: Sequence[tuple[int, dict[str, Any]]]) -> set[str]:
-    """Insert the rows a table does not hold yet; returns the keys inserted. A key held by another
-    tenant or user refuses the file (the caller's unit of work then writes nothing)."""
+    """Insert the rows (checked by ``shared/transfer_rows.py``) a table does not hold yet; returns
+    the keys inserted. A key held by another tenant or user refuses the file (the caller's unit of
+    work then writes nothing)."""
     if not rows:
         return set()
-    typed = [_typed(name, number, row) for number, row in rows]
+    typed = [row for _, row in rows]
     key = _KEYS.get(name)
     table = _table(name)
     inserted: set[str] = set()
@@ -116,7 +102,9 @@ def _import_rows(session: Session, name: str, rows: Sequence[tuple[int, dict[str
     if kept:
         for number, row in kept:
             if owners.get(row[key]) != f"{row['tenant_id']}\x1f{row['user_id']}":
-                raise ImportRefused(number, f"{name} {key} {row[key]!r} exists for another tenant or user")
+                raise ImportRefused(
+                    number, f"{name}.{key}: {row[key]!r} is held by another user of this tenant"
+                )
     return inserted
 
 
