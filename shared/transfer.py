@@ -24,9 +24,11 @@ Import reads the file a line at a time (``split_lines``, ``ImportFile``) and che
 publish and the API check their fields (``shared/transfer_rows.py``) before it is written, a batch
 at a time, all in one transaction that commits after the end line: a bad line anywhere refuses the
 whole file, naming the line and the column, and nothing is written. A row whose id exists already
-(the same file imported twice) is kept as it is, so an import is idempotent; an id that exists
-for another user (or, for a memory id, another tenant) refuses the whole file. Event ids are unique
-per tenant only: another tenant's turn with the same id is no clash.
+(the same file imported twice) is kept as it is, so an import is idempotent; an event id held by
+another user of the tenant refuses the file. Event ids are unique per tenant only: another
+tenant's turn with the same id is no clash. Memory ids are made the tenant's own: a file's memory
+id stays only when the importing user holds it already, any other becomes
+``shared.models.imported_memory_id``, so what an import answers never depends on another tenant.
 """
 
 from __future__ import annotations
@@ -253,6 +255,9 @@ class TransferRepository(Protocol):
 
     def import_rows(self, table: str, rows: Sequence[tuple[int, dict[str, Any]]]) -> set[str]:
         """Insert the rows the table does not hold; the keys inserted. Raises ImportRefused."""
+
+    def held_memory_ids(self, tenant_id: str, memory_ids: Sequence[str]) -> set[tuple[str, str]]:
+        """(user, id) of the memories of these ids that the tenant holds; no other tenant's."""
 
     def drop_vectors(self, memory_ids: Sequence[str]) -> list[tuple[str, str]]:
         """Clear these memories' vectors; their (id, content), to embed again."""

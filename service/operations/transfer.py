@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from service.operations.index_followups import sync_index
 from shared.ingest.embed import check_embedding_model, embed_windows
+from shared.models import imported_memory_id
 from shared.storage import UnitOfWork
 from shared.transfer import (
     TABLES,
@@ -111,6 +112,8 @@ class _Import:
 
     def write(self, uow: UnitOfWork, table: str, batch: Batch) -> None:
         self.users |= {row["user_id"] for _, row in batch}
+        if table in ("memories", "memory_history"):
+            batch = self._own_ids(uow, table, batch)
         if table == "memory_history":
             # History follows its memory: a memory kept from an earlier import keeps its history.
             batch = [(n, row) for n, row in batch if row["memory_id"] in self.memories]
@@ -121,6 +124,24 @@ class _Import:
             self._memories_written(uow, sorted(inserted))
         elif table == "events":
             self._events_written(uow, [row for _, row in batch if row["event_id"] in inserted])
+
+    def _own_ids(self, uow: UnitOfWork, table: str, batch: Batch) -> Batch:
+        """The batch with the tenant's own memory ids: a file's id that this user holds already
+        stays (the same memory, imported again), every other becomes ``imported_memory_id``,
+        whoever else may hold it (models.py says why)."""
+        columns = ("id", "superseded_by") if table == "memories" else ("memory_id", "related_id")
+        named = sorted({row[c] for _, row in batch for c in columns if row.get(c) is not None})
+        held = uow.transfer.held_memory_ids(self.tenant_id, named)
+
+        def own(user: str, memory_id: str | None) -> str | None:
+            if memory_id is None or (user, memory_id) in held:
+                return memory_id
+            return imported_memory_id(self.tenant_id, user, memory_id)
+
+        return [
+            (n, {**row, **{c: own(row["user_id"], row.get(c)) for c in columns if c in row}})
+            for n, row in batch
+        ]
 
     def _memories_written(self, uow: UnitOfWork, ids: list[str]) -> None:
         if self.reembed and ids:

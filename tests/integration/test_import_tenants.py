@@ -1,6 +1,9 @@
 """Export and import between two tenants whose ids pair up (``ac`` / ``ac:me``), each with users
 whose ids do too (``u1`` / ``u10``), over the API on real Postgres (issue 29):
 
+- a memory id another tenant holds imports exactly as an id nobody holds: the same answer, and
+  the importing user's memory under the id the import gives it (no existence oracle, and no way
+  to take an id another tenant's pipeline will mint);
 - a file is refused whole, naming the line and the field, for the values the probe stored (a
   time in year 9999, a role ``robot``, a NaN score, a 3-dimension vector) and for a bad line
   after more than one batch was written: nothing of it stays, in either tenant;
@@ -23,6 +26,7 @@ from sqlalchemy import text
 from service.operations.transfer import BATCH, export_lines
 from shared.events import EventLimits
 from shared.ingest.record import record_event
+from shared.models import imported_memory_id, memory_id
 from shared.settings import Settings
 from tests.support.api import ApiEnv, api_settings, build_env, seed_memory
 from tests.support.services import run_cuemem
@@ -89,6 +93,37 @@ def _moved(env: ApiEnv, user: str, new_id: str) -> list[str]:
                 row["memory_id"] = new_id
         out.append(json.dumps(item, ensure_ascii=False))
     return out
+
+
+def _same_shape(answer: dict[str, Any], user: str) -> str:
+    return json.dumps(answer).replace(f'"{user}"', '"USER"')
+
+
+def test_a_memory_id_of_another_tenant_imports_as_one_nobody_holds(env: ApiEnv) -> None:
+    held = memory_id("ac", "u1", "ev-ac-u1-0", 0)  # ac's u1's memory (seed_memory's id)
+    nobody = str(uuid.uuid4())
+    before = _counts(env)
+    answers = {}
+    for user, file_id in (("u2", held), ("u20", nobody)):
+        r = _post(env, "ac:me", _moved(env, user, file_id))
+        assert r.status_code == 200, r.text
+        answers[user] = r.json()
+        assert answers[user]["imported"] == dict.fromkeys(TABLES, 1)
+    assert _same_shape(answers["u2"], "u2") == _same_shape(answers["u20"], "u20")
+    for user, file_id in (("u2", held), ("u20", nobody)):
+        r = env.client.get(f"/v1/users/{user}/memories", headers=env.auth("ac:me"))
+        assert [m["id"] for m in r.json()["items"]] == [imported_memory_id("ac:me", user, file_id)]
+        # Imported again: found in place, under the same id.
+        again = _post(env, "ac:me", _moved(env, user, file_id)).json()
+        assert again["imported"] == dict.fromkeys(TABLES, 0), again
+        assert again["already_present"] == dict.fromkeys(TABLES[:3], 1)
+    # ac's memory is untouched, and ac still holds exactly what it held.
+    r = env.client.get(f"/v1/users/u1/memories/{held}", headers=env.auth("ac"))
+    assert r.status_code == 200 and r.json()["content"] == "ac/u1 drinks green tea", r.text
+    after = _counts(env)
+    assert {k: v for k, v in after.items() if k[1] == "ac"} == {
+        k: v for k, v in before.items() if k[1] == "ac"
+    }
 
 
 @pytest.mark.parametrize(
@@ -182,4 +217,26 @@ def test_the_cli_names_the_line_without_a_traceback(
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
     (message,) = done.stderr.strip().splitlines()
     assert problem in message and "nothing was imported" in message, message
+    assert _counts(env) == before
+
+
+def test_an_event_id_is_per_tenant_and_per_user(env: ApiEnv) -> None:
+    """ac:me's file of u10 holding the event id of ac:me's u1 is refused naming it; the same id in
+    the other tenant (ac holds e-u1 too) was never a clash."""
+    lines = []
+    for line in export_lines(env.container, "ac:me", "u1"):
+        item = json.loads(line)
+        if "format" in item:
+            item["user_id"] = "u10"
+        if "row" in item:
+            item["row"]["user_id"] = "u10"
+            if item["table"] == "memories":
+                item["row"]["id"] = str(uuid.uuid4())
+        lines.append(json.dumps(item))
+    before = _counts(env)
+    r = _post(env, "ac:me", lines)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["fields"] == [
+        {"field": "line 2", "problem": "events.event_id: 'e-u1' is held by another user of this tenant"}
+    ]
     assert _counts(env) == before

@@ -65,8 +65,8 @@ def _export_rows(
 
 def _import_rows(session: Session, name: str, rows: Sequence[tuple[int, dict[str, Any]]]) -> set[str]:
     """Insert the rows (checked by ``shared/transfer_rows.py``) a table does not hold yet; returns
-    the keys inserted. A key held by another tenant or user refuses the file (the caller's unit of
-    work then writes nothing)."""
+    the keys inserted. A key held by another user of the tenant refuses the file (the caller's unit
+    of work then writes nothing); memory ids come here made the tenant's own."""
     if not rows:
         return set()
     typed = [row for _, row in rows]
@@ -96,8 +96,8 @@ def _import_rows(session: Session, name: str, rows: Sequence[tuple[int, dict[str
     for start in range(0, len(kept), CHUNK):
         wanted = [row[key] for _, row in kept[start : start + CHUNK]]
         owner = table.c.tenant_id + "\x1f" + table.c.user_id
-        scope = [table.c.tenant_id == kept[0][1]["tenant_id"]] if "tenant_id" in _CONFLICT[name] else []
-        found = session.execute(select(table.c[key], owner).where(table.c[key].in_(wanted), *scope)).all()
+        scope = table.c.tenant_id == kept[0][1]["tenant_id"]  # the file's one tenant: no other is read
+        found = session.execute(select(table.c[key], owner).where(table.c[key].in_(wanted), scope)).all()
         owners.update({str(k): str(v) for k, v in found})
     if kept:
         for number, row in kept:
@@ -106,6 +106,17 @@ def _import_rows(session: Session, name: str, rows: Sequence[tuple[int, dict[str
                     number, f"{name}.{key}: {row[key]!r} is held by another user of this tenant"
                 )
     return inserted
+
+
+def _held_memory_ids(session: Session, tenant_id: str, memory_ids: Sequence[str]) -> set[tuple[str, str]]:
+    """(user, id) of the memories of these ids that the tenant holds (no other tenant's)."""
+    held: set[tuple[str, str]] = set()
+    for ids in _chunks(memory_ids):
+        query = select(MemoryRow.user_id, MemoryRow.id).where(
+            MemoryRow.tenant_id == tenant_id, MemoryRow.id.in_(ids)
+        )
+        held |= {(str(u), str(i)) for u, i in session.execute(query)}
+    return held
 
 
 def _chunks(ids: Sequence[str]) -> Iterator[list[str]]:
@@ -158,6 +169,9 @@ class SqlTransfer:
 
     def import_rows(self, table: str, rows: Sequence[tuple[int, dict[str, Any]]]) -> set[str]:
         return _import_rows(self.session, table, rows)
+
+    def held_memory_ids(self, tenant_id: str, memory_ids: Sequence[str]) -> set[tuple[str, str]]:
+        return _held_memory_ids(self.session, tenant_id, memory_ids)
 
     def drop_vectors(self, memory_ids: Sequence[str]) -> list[tuple[str, str]]:
         return _drop_vectors(self.session, memory_ids)
