@@ -1,6 +1,8 @@
 """Export and import between two tenants whose ids pair up (``ac`` / ``ac:me``), each with users
 whose ids do too (``u1`` / ``u10``), over the API on real Postgres (issue 29):
 
+- an export carries the rows of its tenant and user only, in every table (no other tenant's
+  ``u1``, not ``u10`` for ``u1``);
 - a memory id another tenant holds imports exactly as an id nobody holds: the same answer, and
   the importing user's memory under the id the import gives it (no existence oracle, and no way
   to take an id another tenant's pipeline will mint);
@@ -72,6 +74,25 @@ def _counts(env: ApiEnv) -> dict[tuple[str, str, str], int]:
 
 def _post(env: ApiEnv, tenant: str, lines: list[str]) -> Any:
     return env.client.post("/v1/import", content="\n".join(lines) + "\n", headers=env.auth(tenant))
+
+
+def test_an_export_carries_its_tenant_and_user_only(env: ApiEnv) -> None:
+    for tenant in TENANTS:
+        for user in (*USERS, None):
+            params = {"user_id": user} if user else {}
+            r = env.client.get("/v1/export", params=params, headers=env.auth(tenant))
+            assert r.status_code == 200, r.text
+            items = [json.loads(line) for line in r.text.splitlines()[1:-1]]
+            owners = {(i["row"]["tenant_id"], i["row"]["user_id"]) for i in items}
+            assert owners == ({(tenant, user)} if user else {(tenant, u) for u in USERS}), (tenant, user)
+            # Every table holds one row per user: a filter missing from any of them shows.
+            per_table = {t: sum(1 for i in items if i["table"] == t) for t in TABLES}
+            assert per_table == dict.fromkeys(TABLES, 1 if user else len(USERS)), (tenant, user)
+    # The CLI's export (the same function) for the first tenant's u1: its own rows only.
+    lines = list(export_lines(env.container, "ac", "u1"))
+    assert {json.loads(line)["row"]["content"] for line in lines if '"table":"memories"' in line} == {
+        "ac/u1 drinks green tea"
+    }
 
 
 def _moved(env: ApiEnv, user: str, new_id: str) -> list[str]:
