@@ -164,6 +164,11 @@ def turn_point_id(tenant_id: str, user_id: str, event_id: str) -> str:
     return str(uuid.uuid5(MEMORY_NAMESPACE, f"turn\x1f{tenant_id}\x1f{user_id}\x1f{event_id}"))
 
 
+# A turn blanked by a privacy delete (workers/db/events.py) keeps this hash and this metadata.
+REDACTED_HASH = "redacted"  # not a hash of anything: a replay of the original is refused, not merged
+REDACTED_METADATA = {"redacted": True}
+
+
 def is_redacted(event: Any) -> bool:
     """A turn blanked by a privacy delete: it is never embedded or indexed again."""
     return bool(getattr(event, "metadata", {}).get("redacted") is True and not getattr(event, "content", ""))

@@ -18,7 +18,7 @@ from typing import Any
 
 from shared import fields as f
 from shared.events import MAX_SEQ, EventLimits, FieldError, InvalidEvent, validate_turn
-from shared.models import EventStage, MemoryStatus, MemoryType
+from shared.models import REDACTED_HASH, REDACTED_METADATA, EventStage, MemoryStatus, MemoryType
 from shared.timeexpr import MAX_SPAN
 
 # The largest line an import reads (characters): a memory's sources grow with its repeats, so this
@@ -35,8 +35,6 @@ MAX_IMPORTANCE = 10.0  # shared/scoring.py: importance is 0-10
 # the importing deployment never had (an export leaves drafts out).
 IMPORTED_STATUSES = tuple(s for s in MemoryStatus if s is not MemoryStatus.PENDING)
 RECEIPT_OUTCOMES = ("accepted", "duplicate", "rejected")
-REDACTED = {"redacted": True}  # a turn a privacy delete blanked (workers/db/events.py)
-REDACTED_HASH = "redacted"
 
 
 @dataclass(frozen=True)
@@ -185,7 +183,7 @@ def _check_turn(row: Mapping[str, Any], limits: EventLimits) -> dict[str, Any]:
     turn = {k: row[k] for k in ("event_id", "tenant_id", "user_id", "session_id", "seq", "role", "at")}
     turn["metadata"] = row.get("metadata")
     turn["content"] = row["content"]
-    if row["content"] == "" and row.get("metadata") == REDACTED:
+    if row["content"] == "" and row.get("metadata") == REDACTED_METADATA:
         turn["content"] = "-"  # its words were erased by a privacy delete; the rest is checked
     event = validate_turn(turn, limits)
     return {"at": event.at}
