@@ -46,6 +46,7 @@ from shared.transfer_rows import MAX_LINE_CHARS, check_row, specs
 # passes its own limit): an id no command could name again is refused.
 MAX_ID_CHARS = 512
 MAX_DIM = 65_536
+BATCH_CHARS = 2 << 20  # the characters of the lines of one batch, at most (beyond its last line)
 FORMAT = "cuemem-export"
 VERSION = 1
 TABLES = ("events", "event_receipts", "memories", "memory_history")
@@ -151,8 +152,11 @@ class ImportFile:
         self.counts = dict.fromkeys(TABLES, 0)
         self._specs = specs(limits, self.header.dim)
 
-    def batches(self, size: int) -> Iterator[tuple[str, Batch]]:
+    def batches(self, size: int, max_chars: int = BATCH_CHARS) -> Iterator[tuple[str, Batch]]:
+        """Batches of at most ``size`` rows of one table, cut sooner when their lines reach
+        ``max_chars`` characters (a line may hold 32,000 characters of content and a vector)."""
         batch: Batch = []
+        chars = 0
         table = TABLES[0]
         last = 1  # the last line that is not blank
         for number, line in self._lines:
@@ -168,13 +172,14 @@ class ImportFile:
             row = self._row(number, item, table)
             if item["table"] != table and batch:
                 yield table, batch
-                batch = []
+                batch, chars = [], 0
             table = item["table"]
             self.counts[table] += 1
             batch.append((number, row))
-            if len(batch) >= size:
+            chars += len(line)
+            if len(batch) >= size or chars >= max_chars:
                 yield table, batch
-                batch = []
+                batch, chars = [], 0
         raise ImportRefused(last, "the file ends without its end line: it was cut short")
 
     def _row(self, number: int, item: dict[str, Any], current: str) -> dict[str, Any]:

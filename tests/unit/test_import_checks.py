@@ -238,6 +238,9 @@ def test_batches_are_handed_out_before_the_file_is_read_to_its_end() -> None:
     table, first = next(batches)
     assert (table, len(first)) == ("events", 500) and consumed <= 502
     assert sum(len(b) for _, b in batches) == 1500
+    # Long lines cut a batch sooner: it holds a bounded number of characters, not only of rows.
+    sizes = [len(b) for _, b in ImportFile(good, EventLimits()).batches(500, max_chars=3 * len(good[1]))]
+    assert sizes == [3] * 666 + [2]
 
 
 def test_the_end_line_is_checked_after_the_last_batch() -> None:
