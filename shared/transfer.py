@@ -220,10 +220,13 @@ def split_lines(chunks: Iterable[bytes], max_chars: int = MAX_LINE_CHARS) -> Ite
     held = 0
     number = 1
     for chunk in chunks:
+        held_bytes, _ = decoder.getstate()
         try:
             text = decoder.decode(chunk)
         except UnicodeDecodeError as exc:
-            raise ImportRefused(number, f"not UTF-8 ({exc.reason})") from None
+            # The line of the bad byte: the lines of this chunk before it end before it.
+            at = number + (held_bytes + chunk)[: exc.start].count(b"\n")
+            raise ImportRefused(at, f"not UTF-8 ({exc.reason})") from None
         *complete, rest = text.split("\n")
         for part in complete:
             line = "".join([*pending, part]) if pending else part

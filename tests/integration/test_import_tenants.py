@@ -261,3 +261,25 @@ def test_an_event_id_is_per_tenant_and_per_user(env: ApiEnv) -> None:
         {"field": "line 2", "problem": "events.event_id: 'e-u1' is held by another user of this tenant"}
     ]
     assert _counts(env) == before
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deep to be a row of an export"),
+        (b"surrogate", "events.content: is not valid UTF-8 (it holds a lone surrogate)"),
+        (b'{"table": "events", "row": {"content": "caf\xe9"}}', "not UTF-8 (invalid continuation byte)"),
+    ],
+)
+def test_the_api_names_a_line_it_cannot_read(env: ApiEnv, line: bytes, problem: str) -> None:
+    lines = [line.encode() for line in export_lines(env.container, "ac:me", "u1")]
+    if line == b"surrogate":  # the turn of line 2, its content a lone surrogate (escaped: valid UTF-8)
+        item = json.loads(lines.pop(1))
+        line = json.dumps({**item, "row": {**item["row"], "content": "bees \ud800"}}).encode()
+    before = _counts(env)
+    r = env.client.post(
+        "/v1/import", content=b"\n".join([lines[0], line, *lines[1:]]), headers=env.auth("ac:me")
+    )
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["fields"] == [{"field": "line 2", "problem": problem}]
+    assert _counts(env) == before

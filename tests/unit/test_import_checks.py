@@ -262,6 +262,10 @@ def test_lines_are_split_from_bytes_as_they_come() -> None:
         assert list(split_lines([text[:cut], text[cut:]])) == ["ab", "cé\u2028d", "", "last"]
     with pytest.raises(ImportRefused, match=r"^line 2: not UTF-8"):
         list(split_lines([b"ok\n", b"\xff\xfe\n"]))
+    with pytest.raises(ImportRefused, match=r"^line 4: not UTF-8"):  # in the chunk of lines 2 to 5
+        list(split_lines([b"ok\n", b"a\nb\nc\xe9\nd\n"]))
+    with pytest.raises(ImportRefused, match=r"^line 2: not UTF-8"):  # cut inside a character
+        list(split_lines([b"ok\nab\xc3", b"(\n"]))
     with pytest.raises(ImportRefused, match=r"^line 2: longer than 10 characters"):
         list(split_lines([b"ok\n", b"x" * 6, b"x" * 6, b"\n"], max_chars=10))
     held = []
