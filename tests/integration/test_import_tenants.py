@@ -28,7 +28,7 @@ from sqlalchemy import text
 from service.operations.transfer import BATCH, export_lines
 from shared.events import EventLimits
 from shared.ingest.record import record_event
-from shared.models import imported_memory_id, memory_id
+from shared.models import MemoryStatus, imported_memory_id, memory_id
 from shared.settings import Settings
 from tests.support.api import ApiEnv, api_settings, build_env, seed_memory
 from tests.support.services import run_cuemem
@@ -283,3 +283,16 @@ def test_the_api_names_a_line_it_cannot_read(env: ApiEnv, line: bytes, problem: 
     assert r.status_code == 422, r.text
     assert r.json()["error"]["fields"] == [{"field": "line 2", "problem": problem}]
     assert _counts(env) == before
+
+
+def test_an_export_leaves_out_drafts_still_in_the_pipeline(env: ApiEnv) -> None:
+    """A pending memory is a draft of a pipeline run (import refuses one): not exported, and the
+    export still imports."""
+    seed_memory(
+        env.container, "ac:me", "u10", "a draft still in the pipeline", status=MemoryStatus.PENDING, n=1
+    )
+    lines = list(export_lines(env.container, "ac:me", "u10"))
+    memories = [json.loads(line)["row"] for line in lines if '"table":"memories"' in line]
+    assert [m["content"] for m in memories] == ["ac:me/u10 drinks green tea"]
+    r = _post(env, "ac:me", lines)
+    assert r.status_code == 200 and r.json()["already_present"]["memories"] == 1, r.text
