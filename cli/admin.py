@@ -144,8 +144,10 @@ def import_(
     file: Annotated[Path, typer.Argument(help="A cuemem-export file ('-': standard input)", metavar="FILE")],
     data_dir: DataDir = None,
 ) -> None:
-    """Import an export: idempotent (ids kept, rows present already stay), seqs kept, no LLM call,
-    re-embedded only when the file's embedding model is not this deployment's."""
+    """Import an export: checked line by line as publish checks (the first bad line refuses the
+    whole file, nothing written), idempotent (rows present already stay; memory ids made this
+    tenant's own), seqs kept, no LLM call, re-embedded only when the file's embedding model is not
+    this deployment's."""
     from service.operations.transfer import import_file
     from shared.transfer import ImportRefused
 
