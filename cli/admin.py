@@ -144,21 +144,23 @@ def import_(
     file: Annotated[Path, typer.Argument(help="A cuemem-export file ('-': standard input)", metavar="FILE")],
     data_dir: DataDir = None,
 ) -> None:
-    """Import an export: idempotent (ids kept, rows present already stay), seqs kept, no LLM call,
-    re-embedded only when the file's embedding model is not this deployment's."""
-    from service.operations.transfer import import_lines
-    from shared.transfer import ImportRefused, file_lines
+    """Import an export: checked line by line as publish checks (the first bad line refuses the
+    whole file, nothing written), idempotent (rows present already stay; memory ids made this
+    tenant's own), seqs kept, no LLM call, re-embedded only when the file's embedding model is not
+    this deployment's."""
+    from service.operations.transfer import import_file
+    from shared.transfer import ImportRefused
 
     setup_logging(False)
-    if str(file) == "-":
-        lines = file_lines(sys.stdin.read())
-    else:
-        if not file.is_file():
-            raise CliError(f"FILE: {file} is not a file")
-        lines = file_lines(file.read_text(encoding="utf-8"))
+    if str(file) != "-" and not file.is_file():
+        raise CliError(f"FILE: {file} is not a file")
     with open_runtime(settings_for(data_dir)) as rt:
         try:
-            report = import_lines(rt.container, lines)
+            if str(file) == "-":
+                report = import_file(rt.container, sys.stdin.buffer)
+            else:
+                with file.open("rb") as f:
+                    report = import_file(rt.container, f)
         except ImportRefused as exc:
             raise CliError(f"FILE: {exc}; nothing was imported") from None
     echo_json(report)

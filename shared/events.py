@@ -220,7 +220,7 @@ def parse_at(value: Any) -> datetime:
     return parsed
 
 
-def _metadata_depth(value: Any, limit: int = MAX_METADATA_DEPTH) -> int:
+def nesting_depth(value: Any, limit: int = MAX_METADATA_DEPTH) -> int:
     """Nesting depth of dicts and lists, counted up to ``limit + 1`` and no further.
 
     Iterative and cut off past the limit: a recursive walk raised RecursionError (not a reason
@@ -328,7 +328,7 @@ def validate_turn(
     if metadata_raw is not None:
         if not isinstance(metadata_raw, dict):
             errors.append(FieldError("metadata", f"must be a JSON object, got {type(metadata_raw).__name__}"))
-        elif _metadata_depth(metadata_raw) > MAX_METADATA_DEPTH:
+        elif nesting_depth(metadata_raw) > MAX_METADATA_DEPTH:
             errors.append(FieldError("metadata", f"is nested deeper than {MAX_METADATA_DEPTH} levels"))
         else:
             try:

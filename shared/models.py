@@ -149,9 +149,24 @@ def memory_id(tenant_id: str, user_id: str, event_id: str, index: int) -> str:
     return str(uuid.uuid5(MEMORY_NAMESPACE, f"{tenant_id}\x1f{user_id}\x1f{event_id}\x1f{index}"))
 
 
+def imported_memory_id(tenant_id: str, user_id: str, file_id: str) -> str:
+    """The id an import gives a memory of its file that this tenant's user does not hold already.
+    Memory ids are one key space for every tenant (Postgres, the index's points), so an import
+    never takes a file's id as it is: keeping it when free and refusing it when another tenant
+    holds it told the importer which ids other tenants hold, and let it take ids another tenant's
+    pipeline would mint later (all are ``memory_id`` of a tenant). This id follows from the tenant,
+    the user and the file's id only: the same file imported again finds its memories in place."""
+    return memory_id(tenant_id, user_id, f"import:{file_id}", 0)
+
+
 def turn_point_id(tenant_id: str, user_id: str, event_id: str) -> str:
     """The id of a turn's point in the conversation-log index (stable, like memory ids)."""
     return str(uuid.uuid5(MEMORY_NAMESPACE, f"turn\x1f{tenant_id}\x1f{user_id}\x1f{event_id}"))
+
+
+# A turn blanked by a privacy delete (workers/db/events.py) keeps this hash and this metadata.
+REDACTED_HASH = "redacted"  # not a hash of anything: a replay of the original is refused, not merged
+REDACTED_METADATA = {"redacted": True}
 
 
 def is_redacted(event: Any) -> bool:

@@ -18,27 +18,35 @@ A row holds every column of its table as Postgres has it (times in ISO 8601 with
 lists of floats, ``memory_history`` without its serial id): events keep their seq, stage and
 vector, memories their status, history, sources, scores and versions. Derived state is not
 exported: cue counts (kept by a trigger), index points (pushed after an import), working memory,
-dead letters, LLM call records, recall claims.
+dead letters, LLM call records, recall claims, memory drafts still in the pipeline (``pending``).
 
-Import checks every line before it writes anything, and then writes in one transaction: a row
-whose id exists already (the same file imported twice) is kept as it is, so an import is
-idempotent; an id that exists for another user (or, for a memory id, another tenant) refuses the
-whole file. Event ids are unique per tenant only: another tenant's turn with the same id is no
-clash.
+Import reads the file a line at a time (``split_lines``, ``ImportFile``) and checks each row as
+publish and the API check their fields (``shared/transfer_rows.py``) before it is written, a batch
+at a time, all in one transaction that commits after the end line: a bad line anywhere refuses the
+whole file, naming the line and the column, and nothing is written. A row whose id exists already
+(the same file imported twice) is kept as it is, so an import is idempotent; an event id held by
+another user of the tenant refuses the file. Event ids are unique per tenant only: another
+tenant's turn with the same id is no clash. Memory ids are made the tenant's own: a file's memory
+id stays only when the importing user holds it already, any other becomes
+``shared.models.imported_memory_id``, so what an import answers never depends on another tenant.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from shared.events import id_problem
+from shared.events import EventLimits, InvalidEvent, id_problem, text_problem
+from shared.transfer_rows import MAX_LINE_CHARS, check_row, specs
 
 # Ids are checked as the API checks them (``shared.events.id_problem``; the importing deployment
 # passes its own limit): an id no command could name again is refused.
 MAX_ID_CHARS = 512
+MAX_DIM = 65_536
+BATCH_CHARS = 2 << 20  # the characters of the lines of one batch, at most (beyond its last line)
 FORMAT = "cuemem-export"
 VERSION = 1
 TABLES = ("events", "event_receipts", "memories", "memory_history")
@@ -88,75 +96,159 @@ def _load(number: int, line: str) -> dict[str, Any]:
         value = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ImportRefused(number, f"not JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ImportRefused(number, "nested too deep to be a row of an export") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise ImportRefused(number, f"not a value cuemem can read ({str(exc)[:80]})") from None
     if not isinstance(value, dict):
         raise ImportRefused(number, "not a JSON object")
     return value
 
 
-def parse_header(line: str | None) -> Header:
+def parse_header(line: str | None, max_id_chars: int = MAX_ID_CHARS) -> Header:
     if line is None or not line.strip():
         raise ImportRefused(1, "empty file: the first line must be the cuemem-export header")
     head = _load(1, line)
     if head.get("format") != FORMAT:
-        raise ImportRefused(1, f"format {head.get('format')!r} is not {FORMAT!r}")
+        raise ImportRefused(1, f"format {str(head.get('format'))[:40]!r} is not {FORMAT!r}")
     if head.get("version") != VERSION:
         raise ImportRefused(
-            1, f"format version {head.get('version')!r} is not supported; this cuemem reads version {VERSION}"
+            1,
+            f"format version {head.get('version')!r:.20} is not supported; "
+            f"this cuemem reads version {VERSION}",
         )
     tenant, user, model, dim = (head.get(k) for k in ("tenant_id", "user_id", "embedding_model", "dim"))
     if not isinstance(tenant, str) or not (user is None or isinstance(user, str)):
         raise ImportRefused(1, "tenant_id must be a string and user_id a string or null")
-    if not isinstance(model, str) or not isinstance(dim, int):
-        raise ImportRefused(1, "embedding_model must be a string and dim an integer")
+    for name, value in (("tenant_id", tenant), ("user_id", user)):
+        if value is not None and (problem := id_problem(value, max_id_chars)) is not None:
+            raise ImportRefused(1, f"{name} {problem}")
+    if (
+        not isinstance(model, str)
+        or (problem := text_problem(model)) is not None
+        or not 0 < len(model) <= 200
+    ):
+        raise ImportRefused(1, "embedding_model must be a model's name (a string of 1 to 200 characters)")
+    if isinstance(dim, bool) or not isinstance(dim, int) or not 0 < dim <= MAX_DIM:
+        raise ImportRefused(1, f"dim must be an integer between 1 and {MAX_DIM}")
     return Header(tenant, user, model, dim)
 
 
-def parse_rows(
-    lines: list[tuple[int, str]], header: Header, max_id_chars: int = MAX_ID_CHARS
-) -> dict[str, list[tuple[int, dict[str, Any]]]]:
-    """Every row line, checked (table known, in order, in the header's tenant and user), by table
-    with its line number; the end line last, its counts those of the rows."""
-    by_table: dict[str, list[tuple[int, dict[str, Any]]]] = {t: [] for t in TABLES}
-    last = 0
-    items = [(number, _load(number, line)) for number, line in lines if line.strip()]
-    if not items or items[-1][1].get("end") is not True:
-        at = items[-1][0] if items else 1
-        raise ImportRefused(at, "the file ends without its end line: it was cut short")
-    end_at, end = items.pop()
-    for number, item in items:
+Batch = list[tuple[int, dict[str, Any]]]
+
+
+class ImportFile:
+    """An export read line by line: the header at once, then the rows in batches of one table,
+    each row checked (``shared/transfer_rows.py``) and in the header's scope, as they are read.
+    Nothing is held but the batch being handed out, so a file of any size costs one batch; the end
+    line is checked after the last batch, so the caller must write all batches in one transaction
+    and commit only when ``batches`` has finished (a bad line late in the file writes nothing)."""
+
+    def __init__(self, lines: Iterable[str], limits: EventLimits) -> None:
+        self._lines = enumerate(lines, start=1)
+        self.limits = limits
+        first = next(self._lines, None)
+        self.header = parse_header(first[1] if first else None, limits.max_id_chars)
+        self.counts = dict.fromkeys(TABLES, 0)
+        self._specs = specs(limits, self.header.dim)
+
+    def batches(self, size: int, max_chars: int = BATCH_CHARS) -> Iterator[tuple[str, Batch]]:
+        """Batches of at most ``size`` rows of one table, cut sooner when their lines reach
+        ``max_chars`` characters (a line may hold 32,000 characters of content and a vector)."""
+        batch: Batch = []
+        chars = 0
+        table = TABLES[0]
+        last = 1  # the last line that is not blank
+        for number, line in self._lines:
+            if not line.strip():
+                continue
+            last = number
+            item = _load(number, line)
+            if item.get("end") is True:
+                self._check_end(number, item)
+                if batch:
+                    yield table, batch
+                return
+            row = self._row(number, item, table)
+            if item["table"] != table and batch:
+                yield table, batch
+                batch, chars = [], 0
+            table = item["table"]
+            self.counts[table] += 1
+            batch.append((number, row))
+            chars += len(line)
+            if len(batch) >= size or chars >= max_chars:
+                yield table, batch
+                batch, chars = [], 0
+        raise ImportRefused(last, "the file ends without its end line: it was cut short")
+
+    def _row(self, number: int, item: dict[str, Any], current: str) -> dict[str, Any]:
         table, row = item.get("table"), item.get("row")
-        if table not in by_table or not isinstance(row, dict):
+        if table not in TABLES or not isinstance(row, dict):
             raise ImportRefused(number, f"expected {{'table': one of {list(TABLES)}, 'row': {{...}}}}")
-        order = TABLES.index(table)
-        if order < last:
+        if TABLES.index(table) < TABLES.index(current):
             raise ImportRefused(
-                number, f"a {table} row after {TABLES[last]} rows: tables come in the order {list(TABLES)}"
+                number, f"a {table} row after {current} rows: tables come in the order {list(TABLES)}"
             )
-        last = order
+        header = self.header
         if row.get("tenant_id") != header.tenant_id or (
             header.user_id is not None and row.get("user_id") != header.user_id
         ):
+            owner = f"{str(row.get('tenant_id'))[:40]!r}/{str(row.get('user_id'))[:40]!r}"
+            raise ImportRefused(number, f"row of {owner} outside the header's scope")
+        try:
+            return check_row(table, row, self._specs[table], self.limits)
+        except InvalidEvent as exc:
+            raise ImportRefused(number, str(exc.errors[0])) from None
+
+    def _check_end(self, number: int, end: dict[str, Any]) -> None:
+        for later, line in self._lines:
+            if line.strip():
+                raise ImportRefused(later, "a line after the end line")
+        if end.get("rows") != self.counts:
             raise ImportRefused(
-                number, f"row of {row.get('tenant_id')!r}/{row.get('user_id')!r} outside the header's scope"
+                number, f"the end line counts {str(end.get('rows'))[:200]}, the file holds {self.counts}"
             )
-        for column in ("tenant_id", "user_id", "session_id", "event_id"):
-            value = row.get(column)
-            if column in row or column in ("tenant_id", "user_id"):
-                problem = id_problem(value, max_id_chars) if isinstance(value, str) else "must be a string"
-                if problem is not None and not (
-                    column == "event_id" and table == "memory_history" and value is None
-                ):
-                    raise ImportRefused(number, f"{table}.{column} {problem}")
-        by_table[table].append((number, row))
-    found = {t: len(rows) for t, rows in by_table.items()}
-    if end.get("rows") != found:
-        raise ImportRefused(end_at, f"the end line counts {end.get('rows')}, the file holds {found}")
-    return by_table
+
+
+def split_lines(chunks: Iterable[bytes], max_chars: int = MAX_LINE_CHARS) -> Iterator[str]:
+    """The lines of a file read in chunks of bytes, decoded as UTF-8 as they come and split at
+    newlines only (a JSON string may hold U+2028 and other separators that ``str.splitlines``
+    would split at); raises ImportRefused naming the line that is not UTF-8 or is too long."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    pending: list[str] = []
+    held = 0
+    number = 1
+    for chunk in chunks:
+        held_bytes, _ = decoder.getstate()
+        try:
+            text = decoder.decode(chunk)
+        except UnicodeDecodeError as exc:
+            # The line of the bad byte: the lines of this chunk before it end before it.
+            at = number + (held_bytes + chunk)[: exc.start].count(b"\n")
+            raise ImportRefused(at, f"not UTF-8 ({exc.reason})") from None
+        *complete, rest = text.split("\n")
+        for part in complete:
+            line = "".join([*pending, part]) if pending else part
+            pending, held = [], 0
+            if len(line) > max_chars:
+                raise ImportRefused(number, f"longer than {max_chars} characters")
+            yield line.removesuffix("\r")
+            number += 1
+        pending.append(rest)
+        held += len(rest)
+        if held > max_chars:
+            raise ImportRefused(number, f"longer than {max_chars} characters")
+    try:
+        rest = "".join(pending) + decoder.decode(b"", final=True)
+    except UnicodeDecodeError as exc:
+        raise ImportRefused(number, f"not UTF-8 ({exc.reason})") from None
+    if rest:
+        yield rest.removesuffix("\r")
 
 
 def file_lines(text: str) -> list[str]:
-    """A file's lines: split at newlines only (a JSON string may hold U+2028 and other
-    separators that ``str.splitlines`` would split at)."""
+    """A text's lines, split as ``split_lines`` splits (tests and small inputs)."""
     return [line.removesuffix("\r") for line in text.split("\n")]
 
 
@@ -171,6 +263,9 @@ class TransferRepository(Protocol):
 
     def import_rows(self, table: str, rows: Sequence[tuple[int, dict[str, Any]]]) -> set[str]:
         """Insert the rows the table does not hold; the keys inserted. Raises ImportRefused."""
+
+    def held_memory_ids(self, tenant_id: str, memory_ids: Sequence[str]) -> set[tuple[str, str]]:
+        """(user, id) of the memories of these ids that the tenant holds; no other tenant's."""
 
     def drop_vectors(self, memory_ids: Sequence[str]) -> list[tuple[str, str]]:
         """Clear these memories' vectors; their (id, content), to embed again."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from shared import fields
 from shared.cues import cues_for_memory, entities, lexicon_tags, slot_for
 from shared.events import FieldError, bounded_at, id_problem, text_problem
 from shared.ingest.extract import memory_hash
@@ -136,11 +137,10 @@ def parse_statuses(raw: str | None) -> frozenset[MemoryStatus]:
 def parse_type(raw: str | None) -> MemoryType | None:
     if raw is None or not raw.strip():
         return None
-    if raw not in {t.value for t in MemoryType}:
-        raise InvalidInput(
-            [FieldError("type", f"{raw[:40]!r} is not one of {', '.join(t.value for t in MemoryType)}")]
-        )
-    return MemoryType(raw)
+    try:
+        return fields.choice(raw, MemoryType)
+    except fields.FieldProblem as exc:
+        raise InvalidInput([FieldError("type", str(exc))]) from None
 
 
 @dataclass(frozen=True)
@@ -159,14 +159,10 @@ def check_edit(
 ) -> Edit:
     errors: list[FieldError] = []
     if content is not None:
-        if not content.strip():
-            errors.append(FieldError("content", "must not be empty"))
-        elif len(content) > max_content_chars:
-            errors.append(
-                FieldError("content", f"is {len(content)} characters long; the limit is {max_content_chars}")
-            )
-        elif (problem := text_problem(content)) is not None:
-            errors.append(FieldError("content", problem))
+        try:
+            fields.text(content, max_content_chars)  # as an import checks a memory's content
+        except fields.FieldProblem as exc:
+            errors.append(FieldError("content", str(exc)))
     new_type = None
     if memory_type is not None:
         if not memory_type.strip():

@@ -1,8 +1,9 @@
 """Export and import: a user's memory made by the real pipeline (worker processes, the index at
 its owner), exported with the CLI, imported into a fresh database and data dir, answers the same
-recalls (ids, contents, order); a second import changes nothing; a file of another format
-version or with a broken line is refused naming the line, with nothing imported; a file made
-with another embedding model is re-embedded; the API does the same within the key's tenant."""
+recalls (the same items, each memory under the id the import gives it in its tenant); a
+second import changes nothing; a file of another format version or with a broken line is refused
+naming the line, with nothing imported; a file made with another embedding model is re-embedded;
+the API does the same within the key's tenant. The two-tenant cases: test_import_tenants.py."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from sqlalchemy import create_engine, text
 
 from service.http.app import create_app
 from service.operations.curation import api_container, create_key
+from shared.models import imported_memory_id
 from shared.settings import Settings
 from tests.support.api import publish_turns
 from tests.support.databases import SPARE_REDIS_URL, scratch_database
@@ -34,6 +36,7 @@ TURNS = {
     ],
     "u2": ["I am learning Rust on weekends", "我的猫叫豆豆"],
 }
+ELSEWHERE = ("Valparaiso", "Trondheim")  # the look-alikes' turns: acme:me's u1, acme's u10
 QUERIES = ["where does my sister live", "出差住哪里", "what do I drink now", "database password", "tea"]
 NOW = datetime.now(UTC) + timedelta(days=1)
 
@@ -94,6 +97,10 @@ def test_a_round_trip_answers_the_same_recalls(
         published = []
         for user, turns in TURNS.items():
             published += publish_turns(client, key, user, turns)
+        # Look-alikes that must stay out of acme's u1 file: the other tenant's u1, acme's u10.
+        other_key = create_key(container, "acme:me", "test")["key"]
+        published += publish_turns(client, other_key, "u1", [f"My sister lives in {ELSEWHERE[0]}"])
+        published += publish_turns(client, key, "u10", [f"My sister lives in {ELSEWHERE[1]}"])
         wait_processed(container, published, workers)
         before = _answers(client, key, "u1")
         assert sum(map(len, before)) >= 5 and any(
@@ -110,6 +117,8 @@ def test_a_round_trip_answers_the_same_recalls(
         tables = [json.loads(line)["table"] for line in lines[1:-1]]
         assert tables.count("events") == 4 and "memories" in tables and "memory_history" in tables
         assert all(json.loads(line)["row"]["user_id"] == "u1" for line in lines[1:-1])
+        assert all(json.loads(line)["row"]["tenant_id"] == "acme" for line in lines[1:-1])
+        assert not any(place in line for place in ELSEWHERE for line in lines)
         assert json.loads(lines[-1]) == {
             "end": True,
             "rows": {
@@ -150,7 +159,16 @@ def test_a_round_trip_answers_the_same_recalls(
         target_container = api_container(target)
         target_key = create_key(target_container, "acme", "test")["key"]
         target_client = TestClient(create_app(target_container), raise_server_exceptions=False)
-        assert _answers(target_client, target_key, "u1") == before
+        # The same answers, each memory under the id the import gives it in its tenant
+        # (shared.models.imported_memory_id: ids are never taken from a file as they are); equal
+        # scores are ordered by id, so a tie may come in another order under the new ids.
+        expected = [
+            sorted(
+                (i if i.startswith("event:") else imported_memory_id("acme", "u1", i), c) for i, c in answer
+            )
+            for answer in before
+        ]
+        assert [sorted(answer) for answer in _answers(target_client, target_key, "u1")] == expected
         assert all(not a for a in _answers(target_client, target_key, "u2"))  # not exported
         # Seqs kept: the next turn of the conversation continues after the imported ones.
         with target_container.uow() as uow:
@@ -194,6 +212,9 @@ def test_a_file_of_another_model_is_embedded_again(
         # U+2028 and U+0085 stay unescaped in the file: lines are split at newlines only.
         content = "I keep bees in the garden\u2028and\u0085hives"
         uow.memories.add(replace(memory_row(1, "acme", "u1", now), content=content))
+        # Look-alikes left out of acme's u1 file (else more than one memory is embedded again).
+        uow.memories.add(memory_row(2, "acme:me", "u1", now))
+        uow.memories.add(memory_row(3, "acme", "u10", now))
         uow.commit()
     lines = list(export_lines(hashed, "acme", "u1"))
     hashed.close()

@@ -34,7 +34,8 @@ def memory_row(
         last_accessed_at=at,
         cues=list(cues),
         sources=[
-            {"event_id": e, "session_id": "s", "seq": n, "at": at.isoformat()} for n, e in enumerate(events)
+            {"event_id": e, "session_id": "s", "seq": n, "at": at.isoformat()}
+            for n, e in enumerate(events, start=1)
         ],
-        content_hash=f"h{i}",
+        content_hash=f"{i:064x}",
     )

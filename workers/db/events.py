@@ -11,6 +11,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import undefer
 
 from shared.events import TurnPublished, event_ref, split_ref
+from shared.models import REDACTED_HASH, REDACTED_METADATA
 from shared.storage import (
     Receipt,
     StoredEvent,
@@ -25,8 +26,6 @@ from workers.db.tables import (
     EventRow,
     ReceiptRow,
 )
-
-REDACTED_HASH = "redacted"  # not a hash of anything: a replay of the original is refused, not merged
 
 
 def _conversation(tenant_id: str, user_id: str, session_id: str) -> tuple[ColumnElement[bool], ...]:
@@ -184,7 +183,7 @@ class SqlEventRepository(SessionRepository):
             .values(
                 content="",
                 content_hash=REDACTED_HASH,
-                metadata_={"redacted": True},
+                metadata_=dict(REDACTED_METADATA),
                 embedding=None,
                 embedding_model=None,
                 window_ids=[],

@@ -7,11 +7,12 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Table, select, update
+from sqlalchemy import Table, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from shared.models import MemoryStatus
 from shared.transfer import ImportRefused
 from workers.db.tables import EventRow, HistoryRow, MemoryRow, ReceiptRow
 
@@ -54,36 +55,21 @@ def _export_rows(
     query = select(*_columns(name)).where(table.c.tenant_id == tenant_id)
     if user_id is not None:
         query = query.where(table.c.user_id == user_id)
+    if name == "memories":
+        # A draft still in the pipeline (pending) is the pipeline's, not the user's memory yet.
+        query = query.where(table.c.status != MemoryStatus.PENDING.value)
     query = query.order_by(table.c.user_id, *(table.c[c] for c in _ORDER[name]))
     for row in session.execute(query.execution_options(yield_per=500)).mappings():
         yield {k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()}
 
 
-def _typed(name: str, number: int, row: dict[str, Any]) -> dict[str, Any]:
-    columns = {c.name: c for c in _columns(name)}
-    unknown = sorted(set(row) - set(columns))
-    if unknown:
-        raise ImportRefused(number, f"{name} has no column {unknown[0]!r}")
-    for column in columns.values():
-        required = not column.nullable and column.default is None and column.server_default is None
-        if required and row.get(column.name) is None:
-            raise ImportRefused(number, f"{name}.{column.name} is required")
-    out = dict(row)
-    for key, value in row.items():
-        if isinstance(columns[key].type, DateTime) and value is not None:
-            try:
-                out[key] = datetime.fromisoformat(value)
-            except (TypeError, ValueError):
-                raise ImportRefused(number, f"{name}.{key}: {value!r} is not an ISO 8601 time") from None
-    return out
-
-
 def _import_rows(session: Session, name: str, rows: Sequence[tuple[int, dict[str, Any]]]) -> set[str]:
-    """Insert the rows a table does not hold yet; returns the keys inserted. A key held by another
-    tenant or user refuses the file (the caller's unit of work then writes nothing)."""
+    """Insert the rows (checked by ``shared/transfer_rows.py``) a table does not hold yet; returns
+    the keys inserted. A key held by another user of the tenant refuses the file (the caller's unit
+    of work then writes nothing); memory ids come here made the tenant's own."""
     if not rows:
         return set()
-    typed = [_typed(name, number, row) for number, row in rows]
+    typed = [row for _, row in rows]
     key = _KEYS.get(name)
     table = _table(name)
     inserted: set[str] = set()
@@ -110,14 +96,27 @@ def _import_rows(session: Session, name: str, rows: Sequence[tuple[int, dict[str
     for start in range(0, len(kept), CHUNK):
         wanted = [row[key] for _, row in kept[start : start + CHUNK]]
         owner = table.c.tenant_id + "\x1f" + table.c.user_id
-        scope = [table.c.tenant_id == kept[0][1]["tenant_id"]] if "tenant_id" in _CONFLICT[name] else []
-        found = session.execute(select(table.c[key], owner).where(table.c[key].in_(wanted), *scope)).all()
+        scope = table.c.tenant_id == kept[0][1]["tenant_id"]  # the file's one tenant: no other is read
+        found = session.execute(select(table.c[key], owner).where(table.c[key].in_(wanted), scope)).all()
         owners.update({str(k): str(v) for k, v in found})
     if kept:
         for number, row in kept:
             if owners.get(row[key]) != f"{row['tenant_id']}\x1f{row['user_id']}":
-                raise ImportRefused(number, f"{name} {key} {row[key]!r} exists for another tenant or user")
+                raise ImportRefused(
+                    number, f"{name}.{key}: {row[key]!r} is held by another user of this tenant"
+                )
     return inserted
+
+
+def _held_memory_ids(session: Session, tenant_id: str, memory_ids: Sequence[str]) -> set[tuple[str, str]]:
+    """(user, id) of the memories of these ids that the tenant holds (no other tenant's)."""
+    held: set[tuple[str, str]] = set()
+    for ids in _chunks(memory_ids):
+        query = select(MemoryRow.user_id, MemoryRow.id).where(
+            MemoryRow.tenant_id == tenant_id, MemoryRow.id.in_(ids)
+        )
+        held |= {(str(u), str(i)) for u, i in session.execute(query)}
+    return held
 
 
 def _chunks(ids: Sequence[str]) -> Iterator[list[str]]:
@@ -170,6 +169,9 @@ class SqlTransfer:
 
     def import_rows(self, table: str, rows: Sequence[tuple[int, dict[str, Any]]]) -> set[str]:
         return _import_rows(self.session, table, rows)
+
+    def held_memory_ids(self, tenant_id: str, memory_ids: Sequence[str]) -> set[tuple[str, str]]:
+        return _held_memory_ids(self.session, tenant_id, memory_ids)
 
     def drop_vectors(self, memory_ids: Sequence[str]) -> list[tuple[str, str]]:
         return _drop_vectors(self.session, memory_ids)

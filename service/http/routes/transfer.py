@@ -3,19 +3,18 @@ key's tenant (the format: ``shared/transfer.py``; the work: ``service/operations
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from typing import Annotated, Any
 
+import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from service.http.deps import AppContainer, Tenant
 from service.operations import transfer
-from shared.events import FieldError
 from shared.lifecycle import curation
-from shared.lifecycle.curation import InvalidInput
-from shared.transfer import file_lines
 
 router = APIRouter()
 
@@ -45,10 +44,13 @@ def export(
 @router.post("/v1/import", tags=["transfer"])
 async def import_(tenant: Tenant, container: AppContainer, request: Request) -> dict[str, Any]:
     """Import an export of the key's tenant (the body: the file's lines). Idempotent; 422 naming
-    the line when the file is refused, with nothing imported."""
-    body = await request.body()
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput([FieldError("body", f"not UTF-8 (byte {exc.start})")]) from None
-    return await run_in_threadpool(transfer.import_lines, container, file_lines(text), tenant)
+    the line and the field when the file is refused, with nothing imported.
+
+    The body is spooled to a temporary file as it arrives (a chunk in memory at a time), then read
+    back, checked and written a batch at a time in a worker thread (``transfer.import_file``): the
+    event loop never parses it, and no database connection waits on a slow upload."""
+    async with anyio.wrap_file(await run_in_threadpool(tempfile.TemporaryFile)) as spool:
+        async for chunk in request.stream():
+            await spool.write(chunk)
+        await spool.seek(0)
+        return await run_in_threadpool(transfer.import_file, container, spool.wrapped, tenant)
