@@ -25,7 +25,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import BaseRoute, Match
 
 from producers.publisher import Publisher
-from service.http import logs, rate_limits
+from service.http import logs, openapi, rate_limits
 from service.http.deps import TENANT_SCOPE_KEY, LazyPublisher
 from service.http.errors import install, internal_error
 from service.http.guard import RequestGuard
@@ -111,6 +111,7 @@ def create_app(container: Container, *, auth: bool = True, publisher: Publisher 
         app.include_router(router)
         routes.extend(router.routes)
     # Inside the request middleware, so that its refusals are logged and counted.
+    openapi.install(app, routes, settings)
     app.add_middleware(RequestGuard, routes=routes, container=container, auth=auth)  # type: ignore[arg-type]
     app.add_middleware(RequestMiddleware, routes=routes, metrics=api_metrics)  # type: ignore[arg-type]
     if not auth:

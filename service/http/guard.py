@@ -62,7 +62,7 @@ def policies(routes: Sequence[BaseRoute], settings: Settings) -> list[tuple[Base
     for route in routes:
         needs_key = json_body = False
         if isinstance(route, APIRoute):
-            needs_key = _depends_on(route.dependant, tenant_of)
+            needs_key = depends_on(route.dependant, tenant_of)
             json_body = route.body_field is not None
         out.append(
             (
@@ -75,8 +75,8 @@ def policies(routes: Sequence[BaseRoute], settings: Settings) -> list[tuple[Base
     return out
 
 
-def _depends_on(dependant: Any, call: Callable[..., Any]) -> bool:
-    return dependant.call is call or any(_depends_on(d, call) for d in dependant.dependencies)
+def depends_on(dependant: Any, call: Callable[..., Any]) -> bool:
+    return dependant.call is call or any(depends_on(d, call) for d in dependant.dependencies)
 
 
 def is_json(content_type: str) -> bool:

@@ -13,7 +13,7 @@ from producers.publisher import Published
 from service.http.deps import Metrics, Publishers, Tenant
 from service.http.errors import ApiError, printable
 from service.http.metrics import ApiMetrics
-from service.http.rate_limits import PUBLISH, RATE_LIMITED, Limits
+from service.http.rate_limits import PUBLISH, Limits
 from service.http.schemas import BatchIn, BatchOut, EventIn, PublishedOut
 from shared.events import FieldError, InvalidEvent
 
@@ -46,9 +46,7 @@ def _logged(metrics: ApiMetrics, tenant: str, published: Published, endpoint: st
     return PublishedOut(**published.__dict__)
 
 
-@router.post(
-    "/v1/events", status_code=202, response_model=PublishedOut, tags=["events"], responses=RATE_LIMITED
-)
+@router.post("/v1/events", status_code=202, response_model=PublishedOut, tags=["events"])
 def publish_event(
     body: EventIn, tenant: Tenant, publisher: Publishers, metrics: Metrics, limits: Limits
 ) -> PublishedOut:
@@ -64,7 +62,7 @@ def publish_event(
     return _logged(metrics, tenant, published, "single")
 
 
-@router.post("/v1/events/batch", response_model=BatchOut, tags=["events"], responses=RATE_LIMITED)
+@router.post("/v1/events/batch", response_model=BatchOut, tags=["events"])
 def publish_events(
     body: BatchIn, tenant: Tenant, publisher: Publishers, metrics: Metrics, limits: Limits
 ) -> BatchOut:

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from service.http.deps import AppContainer, MemoryId, Tenant, User
+from service.http.rate_limits import DELETE_USER, EDIT, limited
 from service.http.schemas import DeletedOut, EditIn, InvalidateIn, MemoryOut, MemoryPage, UserPage
 from service.operations import curation as api
 from service.operations import erasure
@@ -31,7 +32,7 @@ def list_users(
     return api.list_users(container, tenant, limit, offset)
 
 
-@router.delete("/v1/users/{user_id}", tags=["memories"])
+@router.delete("/v1/users/{user_id}", tags=["memories"], dependencies=[limited(DELETE_USER)])
 def delete_user(tenant: Tenant, user_id: User, container: AppContainer) -> JSONResponse:
     """Delete the user everywhere (a privacy request): events, memories, history, vectors in both
     indexes, working memory, the publish ledger and counters; then each store is counted again.
@@ -67,7 +68,9 @@ def get_memory(tenant: Tenant, user_id: User, memory_id: MemoryId, container: Ap
     return api.get_memory(container, tenant, user_id, memory_id).to_public()
 
 
-@router.patch(BASE + "/{memory_id}", response_model=MemoryOut, tags=["memories"])
+@router.patch(
+    BASE + "/{memory_id}", response_model=MemoryOut, tags=["memories"], dependencies=[limited(EDIT)]
+)
 def edit_memory(
     tenant: Tenant, user_id: User, memory_id: MemoryId, body: EditIn, container: AppContainer
 ) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from fastapi.responses import PlainTextResponse
 
 from service.http.deps import AppContainer, Metrics, Tenant
 from service.http.metrics import ApiMetrics
-from service.http.rate_limits import RATE_LIMITED, RECALL, Limits
+from service.http.rate_limits import RECALL, Limits
 from service.http.schemas import RecallIn
 from service.operations.recall import recall_for
 from shared.lifecycle import curation
@@ -40,7 +40,7 @@ def _recall(container: Container, metrics: ApiMetrics, body: RecallIn, tenant: s
     return out
 
 
-@router.post("/v1/recall", tags=["recall"], responses=RATE_LIMITED)
+@router.post("/v1/recall", tags=["recall"])
 def recall(
     body: RecallIn, tenant: Tenant, container: AppContainer, metrics: Metrics, limits: Limits
 ) -> dict[str, Any]:
@@ -49,7 +49,7 @@ def recall(
     return _recall(container, metrics, body, tenant)
 
 
-@router.post("/v1/recall/prompt", response_class=PlainTextResponse, tags=["recall"], responses=RATE_LIMITED)
+@router.post("/v1/recall/prompt", response_class=PlainTextResponse, tags=["recall"])
 def recall_prompt(
     body: RecallIn, tenant: Tenant, container: AppContainer, metrics: Metrics, limits: Limits
 ) -> PlainTextResponse:

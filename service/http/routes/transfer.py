@@ -11,6 +11,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from service.http.deps import AppContainer, Tenant
+from service.http.rate_limits import EXPORT, IMPORT, limited
 from service.operations import transfer
 from shared.events import FieldError
 from shared.lifecycle import curation
@@ -22,7 +23,7 @@ router = APIRouter()
 NDJSON = "application/x-ndjson"
 
 
-@router.get("/v1/export", tags=["transfer"], response_class=StreamingResponse)
+@router.get("/v1/export", tags=["transfer"], response_class=StreamingResponse, dependencies=[limited(EXPORT)])
 def export(
     tenant: Tenant,
     container: AppContainer,
@@ -42,7 +43,7 @@ def export(
     )
 
 
-@router.post("/v1/import", tags=["transfer"])
+@router.post("/v1/import", tags=["transfer"], dependencies=[limited(IMPORT)])
 async def import_(tenant: Tenant, container: AppContainer, request: Request) -> dict[str, Any]:
     """Import an export of the key's tenant (the body: the file's lines). Idempotent; 422 naming
     the line when the file is refused, with nothing imported."""
