@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Match
 from producers.publisher import Publisher
 from service.http import logs, openapi, rate_limits
 from service.http.deps import TENANT_SCOPE_KEY, LazyPublisher
+from service.http.embedding_slots import EmbeddingSlots
 from service.http.errors import install, internal_error
 from service.http.guard import RequestGuard
 from service.http.metrics import ApiMetrics
@@ -105,6 +106,7 @@ def create_app(container: Container, *, auth: bool = True, publisher: Publisher 
     app.state.metrics = api_metrics
     app.state.auth = auth
     app.state.publisher = publishers
+    app.state.embedding_slots = EmbeddingSlots(settings.embeddings_in_flight_per_tenant)
     app.state.close = publishers.close
     routes = list(app.router.routes)  # FastAPI's own (/openapi.json, /docs), matched first
     for router in ROUTERS:
