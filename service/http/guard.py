@@ -63,7 +63,7 @@ def policies(routes: Sequence[BaseRoute], settings: Settings) -> list[tuple[Base
         needs_key = json_body = False
         if isinstance(route, APIRoute):
             needs_key = depends_on(route.dependant, tenant_of)
-            json_body = route.body_field is not None
+            json_body = route.body_field is not None or takes_json(route.openapi_extra)
         out.append(
             (
                 route,
@@ -73,6 +73,12 @@ def policies(routes: Sequence[BaseRoute], settings: Settings) -> list[tuple[Base
             )
         )
     return out
+
+
+def takes_json(openapi_extra: dict[str, Any] | None) -> bool:
+    """A route that reads its JSON body itself declares it in ``openapi_extra`` (the batch)."""
+    content = ((openapi_extra or {}).get("requestBody") or {}).get("content") or {}
+    return "application/json" in content
 
 
 def depends_on(dependant: Any, call: Callable[..., Any]) -> bool:
