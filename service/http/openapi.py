@@ -134,11 +134,11 @@ def _statuses(route: APIRoute, policy: RoutePolicy, method: str) -> list[int]:
 
 def _answers(operation: dict[str, Any], statuses: list[int]) -> None:
     responses = operation.setdefault("responses", {})
-    if "422" in responses and 422 not in statuses:  # FastAPI's, in a shape this API never answers
-        statuses = [*statuses, 422]
-    for status in statuses:
+    # A 4xx a route declares itself (its 409), and FastAPI's 422: in the one error shape too.
+    declared = [int(k) for k in responses if k.isdigit() and 400 <= int(k) < 500]
+    for status in sorted({*statuses, *declared}):
         answer = responses.setdefault(str(status), {})
-        answer.setdefault("description", _ANSWERS[status])
+        answer.setdefault("description", _ANSWERS.get(status, ""))
         answer["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
         if status == 429:
             answer["headers"] = {
