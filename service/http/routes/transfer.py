@@ -43,7 +43,16 @@ def export(
     )
 
 
-@router.post("/v1/import", tags=["transfer"], dependencies=[limited(IMPORT)])
+# The route reads its body itself: the document shows it (so that clients and schemathesis send one).
+IMPORT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {NDJSON: {"schema": {"type": "string", "description": "a cuemem-export file"}}},
+    }
+}
+
+
+@router.post("/v1/import", tags=["transfer"], dependencies=[limited(IMPORT)], openapi_extra=IMPORT_BODY)
 async def import_(tenant: Tenant, container: AppContainer, request: Request) -> dict[str, Any]:
     """Import an export of the key's tenant (the body: the file's lines). Idempotent; 422 naming
     the line when the file is refused, with nothing imported."""
