@@ -197,7 +197,9 @@ class Publisher:
             try:
                 pending.append(self._sequenced(raw))
             except InvalidEvent as exc:
-                result.errors.append((i, exc))
+                # Kept without its traceback: its frames hold the refused turn, and a batch of
+                # refused turns with large metadata held every one of them until the answer.
+                result.errors.append((i, exc.with_traceback(None)))
                 continue
             if len(pending) == BATCH_SIZE:
                 self._send(pending)

@@ -52,7 +52,10 @@ def _redis_keys(url: str) -> set[str]:
         ledger = {m.decode() for m in client.hkeys(keys.UNRECORDED_MESSAGES)}
     finally:
         client.close()
-    return {k for k in found if "{" in k} | {f"ledger/{m}" for m in ledger}
+    # Rate-limit counters are the tenant's budgets, not user data (delete-user spends one).
+    return {k for k in found if "{" in k and not k.startswith("cuemem:ratelimit:")} | {
+        f"ledger/{m}" for m in ledger
+    }
 
 
 def _recall(client: TestClient, key: str, user: str, query: str) -> list[str]:
