@@ -119,7 +119,7 @@ def run_locomo(
                 result = publisher.publish_batch([t.event() for t in conv.turns])
                 if result.errors:
                     raise RuntimeError(f"{conv.sample_id}: turns refused: {result.errors[:3]}")
-                ids = [p.event_id for p in result.published]
+                ids = [p.ref for p in result.published]
             published_s = time.perf_counter() - t0
             state = wait_for(rt, ids, max(600.0, 3.0 * len(ids)), show=progress)
             took = time.perf_counter() - t0
