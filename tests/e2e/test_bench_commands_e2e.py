@@ -9,21 +9,20 @@ commands these files cover; a new command without a test here fails
 The services: the machine's Postgres (a scratch database per run, made and dropped by the
 benchmark on ``PG_ADMIN``), the test Redis database (``CUEMEM_TEST_REDIS``, which the benchmarks
 flush) and, for `bench serve`, the embedded default. Each run's temporary directories (data dirs,
-Qdrant shards) go under a directory of the test's own (``TMPDIR``), and no process of theirs may
-outlive the command.
+Qdrant shards) go under a directory of the test's own (``TMPDIR``; ``tests.support.bench``
+says why not pytest's), and no process of theirs may outlive the command.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.bench import bench_dir
 from tests.support.cli import Run, child_env, cuemem
 from tests.support.databases import PG_ADMIN, REDIS_URL
 
@@ -32,15 +31,12 @@ BENCH_COMMANDS = {"decay", "ingest", "latency", "locomo", "serve"}
 
 @pytest.fixture
 def work() -> Iterator[Path]:
-    """A short directory for the run's temporary ones: pytest's tmp_path is too deep for the
-    Unix socket of an embedded Postgres made under it by a benchmark."""
-    path = Path(tempfile.mkdtemp(prefix="cb-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with bench_dir() as path:
+        yield path
 
 
-def run_bench(tmp_path: Path, work: Path, command: str, *args: str, **env: str) -> tuple[Run, Path]:
-    out = tmp_path / "out"
+def run_bench(work: Path, command: str, *args: str, **env: str) -> tuple[Run, Path]:
+    out = work / "out"
     # CUEMEM_DATA_DIR only names the directory whose processes must all be gone afterwards.
     run_env = child_env(CUEMEM_DATA_DIR=str(work), TMPDIR=str(work), **env)
     run = cuemem(None, "bench", command, "--out", str(out), *args, env=run_env)
@@ -62,9 +58,9 @@ def test_every_bench_command_has_an_end_to_end_test() -> None:
     assert names == BENCH_COMMANDS, "a `cuemem bench` command without an end-to-end test, or one gone"
 
 
-def test_bench_decay_recomputes_and_syncs_the_sizes_given(tmp_path: Path, work: Path) -> None:
+def test_bench_decay_recomputes_and_syncs_the_sizes_given(work: Path) -> None:
     _, out = run_bench(
-        tmp_path, work, "decay", "--sizes", "300,120", "--index-sizes", "200", "--database-url", PG_ADMIN
+        work, "decay", "--sizes", "300,120", "--index-sizes", "200", "--database-url", PG_ADMIN
     )
     results = results_of(out)
     recompute = results["recompute"]
@@ -79,7 +75,7 @@ def test_bench_decay_recomputes_and_syncs_the_sizes_given(tmp_path: Path, work: 
 
 def test_bench_latency_loads_and_asks_what_it_was_told(tmp_path: Path, work: Path) -> None:
     _, out = run_bench(
-        tmp_path, work, "latency",
+        work, "latency",
         "--sizes", "60", "--queries", "10", "--clients", "2", "--pool-size", "50",
         "--no-deterministic-1m", "--no-hnsw", "--pg-admin", PG_ADMIN, "--redis-url", REDIS_URL,
         HOME=str(tmp_path),  # the pool's vector cache (~/.cache/cuemem-bench) stays in the test
@@ -105,9 +101,9 @@ def test_bench_latency_loads_and_asks_what_it_was_told(tmp_path: Path, work: Pat
     assert all(v.endswith("not 100k)") for t, v in verdicts.items() if "100k" in t), verdicts
 
 
-def test_bench_ingest_counts_every_turn_to_the_end(tmp_path: Path, work: Path) -> None:
+def test_bench_ingest_counts_every_turn_to_the_end(work: Path) -> None:
     _, out = run_bench(
-        tmp_path, work, "ingest",
+        work, "ingest",
         "--events", "20", "--workers", "1", "--steady-seconds", "2", "--steady-rate", "2",
         "--noop-tasks", "100", "--pg-admin", PG_ADMIN, "--redis-url", REDIS_URL,
     )  # fmt: skip
@@ -124,10 +120,8 @@ def test_bench_ingest_counts_every_turn_to_the_end(tmp_path: Path, work: Path) -
     assert len(results["targets"]) == 5
 
 
-def test_bench_serve_ingests_then_answers_recalls(tmp_path: Path, work: Path) -> None:
-    _, out = run_bench(
-        tmp_path, work, "serve", "--workers", "1", "--clients", "1", "--seconds", "5", "--turns", "50"
-    )
+def test_bench_serve_ingests_then_answers_recalls(work: Path) -> None:
+    _, out = run_bench(work, "serve", "--workers", "1", "--clients", "1", "--seconds", "5", "--turns", "50")
     results = results_of(out)
     assert results["ingest"]["turns"] == 50
     summary = json.loads(results["ingest"]["summary"].strip().splitlines()[-1])

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.bench import bench_dir
 from tests.support.cli import Run, child_env, cuemem
 
 A, B = "conv-1", "conv-10"
@@ -147,10 +148,10 @@ def _reported(group: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def run_bench(tmp_path: Path, *args: str) -> tuple[Run, Path]:
-    data = tmp_path / "tiny_locomo.json"
+def run_bench(work: Path, *args: str) -> tuple[Run, Path]:
+    data = work / "tiny_locomo.json"
     data.write_text(json.dumps(SAMPLES), encoding="utf-8")
-    out = tmp_path / "out"
+    out = work / "out"
     out.mkdir()  # the command runs there
     # The benchmark makes its own data dir under --out; the hash embedder keeps the run short.
     env = child_env(CUEMEM_DATA_DIR=str(out / "data"), CUEMEM_EMBEDDER="hash")
@@ -158,8 +159,13 @@ def run_bench(tmp_path: Path, *args: str) -> tuple[Run, Path]:
     return run, out
 
 
-def test_bench_locomo_end_to_end_matches_a_hand_count(tmp_path: Path) -> None:
-    run, out = run_bench(tmp_path)
+def test_bench_locomo_end_to_end_matches_a_hand_count() -> None:
+    with bench_dir() as work:
+        check_report(work)
+
+
+def check_report(work: Path) -> None:
+    run, out = run_bench(work)
     assert run.code == 0, str(run)
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     rows = [json.loads(line) for line in (out / "questions.jsonl").read_text(encoding="utf-8").splitlines()]
