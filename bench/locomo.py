@@ -85,12 +85,14 @@ def run_locomo(
     samples: Sequence[str] | None = None,
     questions: int | None = None,
     no_answer: bool = False,
+    yardstick: bool = True,
 ) -> dict[str, Any]:
     """Run the benchmark and write its results into ``out_dir``; returns what results.json holds.
 
     ``samples``: only these sample ids (in the file's order); ``conversations``: then only the
     first N; ``questions``: only the first N questions of each. ``no_answer``: also the no-answer
-    protocol (``bench.no_answer``): each conversation's questions asked of the next one's user."""
+    protocol (``bench.no_answer``): each conversation's questions asked of the next one's user.
+    ``yardstick``: on a fresh ingest, also time the same texts through the model alone."""
     from tqdm import tqdm
 
     from producers.publisher import Publisher
@@ -148,7 +150,7 @@ def run_locomo(
         ingest["total_s"] = round(sum(c["total_s"] for c in ingest["conversations"].values()), 3)
         ingest["turns"] = sum(c["turns"] for c in ingest["conversations"].values())
         rt.stop_workers()  # frees the embedded index for this process's searches
-        if fresh and ingest["turns"]:
+        if fresh and yardstick and ingest["turns"]:
             # The yardstick: the same texts (drafts and context windows) through the model alone,
             # in as many single-threaded processes as the pipeline had.
             events = [t.event() for conv in convs for t in conv.turns]

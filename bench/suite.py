@@ -136,6 +136,7 @@ def run_suite(
             samples=spec.samples,
             questions=questions,
             no_answer=no_answer,
+            yardstick=False,  # the ingest's cost is `cuemem bench locomo`'s and `bench ingest`'s to measure
         )
         summary[name] = summarise_set(name, spec, results)
     suite = {
