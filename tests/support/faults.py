@@ -89,9 +89,6 @@ class Ingest:
     # what an app does between two turns (``fault_workload.Curation``: forget a memory).
     after_publish: Callable[[str, str], None] | None = None
     published: list[Published] = field(default_factory=list)
-    # When each publish returned (time.monotonic()), by event id: which turns an app was told
-    # were accepted before a given moment (the Redis crash test needs it).
-    returned_at: dict[str, float] = field(default_factory=dict)
     republished: int = 0
     errors: list[BaseException] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -148,7 +145,6 @@ class Ingest:
                 continue
             with self._lock:
                 self.published.append(p)
-                self.returned_at[p.event_id] = time.monotonic()
             return p.event_id
         raise AssertionError("unreachable: the last attempt raises")
 
