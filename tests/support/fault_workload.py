@@ -19,9 +19,11 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import text
 
@@ -181,6 +183,9 @@ class Curation:
         self.archived_after: dict[str, int] | None = None
         self.errors: list[BaseException] = []
         self.phase = "not started"  # the archive's, for a message when publishing never ends
+        # Seconds publishing was held for the archive, until every turn was done and until the
+        # sweep was through (reported, never asserted).
+        self.held_s: dict[str, float] = {}
         ingest.after_publish = self._after_publish
         self._to_forget: queue.Queue[tuple[str, str] | None] = queue.Queue()
         self._threads = [threading.Thread(target=self._forget, daemon=True)]
@@ -242,6 +247,7 @@ class Curation:
             self.phase = f"waiting for {at} published"
             assert wait_until(lambda: len(self.ingest.published) >= at, 600), "the archive moment never came"
             self.ingest.hold()
+            held = time.monotonic()
             try:
                 with self.ingest._lock:
                     ids = [p.event_id for p in self.ingest.published]
@@ -262,6 +268,7 @@ class Curation:
 
                 self.phase = f"waiting for the {len(ids)} published turns to be done"
                 assert wait_until(through, 240), f"archive: {self.phase} in vain"
+                self.held_s["turns_done"] = round(time.monotonic() - held, 1)
                 self.archived_after = dict(counts)
 
                 def archived() -> bool:
@@ -274,6 +281,7 @@ class Curation:
                 self.phase = "waiting for the archive sweep"
                 assert wait_until(archived, 240), "the archive sweep never archived everything"
                 self.phase = "archived"
+                self.held_s["archived"] = round(time.monotonic() - held, 1)
             finally:
                 self.ingest.release()
         except BaseException as exc:  # surfaced by check()
@@ -287,7 +295,7 @@ class Curation:
                 session.execute(text("SELECT count(*) FROM memories WHERE status = 'active'")).scalar_one()
             )
 
-    def check(self, settings: Settings, published: Sequence[Published], context: str) -> dict[str, int]:
+    def check(self, settings: Settings, published: Sequence[Published], context: str) -> dict[str, Any]:
         """Every memory (active, superseded, archived, forgotten) in the status the run without
         faults ends with; the figures."""
         self._to_forget.put(None)
@@ -311,4 +319,5 @@ class Curation:
         statuses = Counter(status for (_, _, _, status), n in got.items() for _ in range(n))
         wanted = {"superseded", "forgotten"} | ({"archived"} if self.archive_at is not None else set())
         assert wanted <= set(statuses), f"{context}: the workload proved nothing: {dict(statuses)}"
-        return {f"memories_{status}": n for status, n in sorted(statuses.items())}
+        figures: dict[str, Any] = {f"memories_{status}": n for status, n in sorted(statuses.items())}
+        return figures | {"archive_held_s": self.held_s}
