@@ -279,7 +279,11 @@ class Curation:
                     return wait_until(lambda: tolerant(self._active_left, 1) == 0, 30)
 
                 self.phase = "waiting for the archive sweep"
-                assert wait_until(archived, 240), "the archive sweep never archived everything"
+                # Shorter than the fault tests wait for their next moment: a sweep that leaves a
+                # memory active fails here, by name, and publishing goes on.
+                assert wait_until(archived, 120), (
+                    f"the archive sweep left {tolerant(self._active_left, -1)} memories active"
+                )
                 self.phase = "archived"
                 self.held_s["archived"] = round(time.monotonic() - held, 1)
             finally:
