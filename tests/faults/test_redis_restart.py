@@ -34,8 +34,10 @@ def test_redis_broker_restarted_mid_ingest_loses_and_duplicates_nothing(
     at_restart: list[int] = []
     # Restarts spread over the publishing, each once a further share of the turns is out.
     moments = faults.spread(total, restarts)
+    # A hang guard longer than the archive hold (turns done, then the sweep: up to 360 s) that a
+    # moment after 60 % waits through, as the other fault tests' 240 s is for their holds.
     for _ in faults.reach(
-        moments, lambda: len(ingest.published), total=total, counted="published", fault="restart", timeout=120
+        moments, lambda: len(ingest.published), total=total, counted="published", fault="restart", timeout=480
     ):
         assert not ingest.finished, "publishing finished before the restart; the test proved nothing"
         at_restart.append(len(ingest.published))

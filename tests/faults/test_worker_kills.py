@@ -42,7 +42,7 @@ def test_workers_sigkilled_repeatedly_during_ingest_lose_and_duplicate_nothing(
         total=total,
         counted="done",
         fault="kill",
-        timeout=240,
+        timeout=480,  # a hang guard longer than the archive hold (up to 360 s) a moment may wait through
         context=context,
     ):
         time.sleep(rng.uniform(0.0, 2.0))
