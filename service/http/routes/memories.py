@@ -21,6 +21,17 @@ router = APIRouter()
 
 BASE = "/v1/users/{user_id}/memories"
 
+# The answers a route gives beside its 200 that the document cannot infer (service/http/openapi.py
+# gives every 4xx the one error shape): a memory whose status does not allow the change, and the
+# erasure's not-yet-verified report and Postgres's refusal.
+CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"description": "the memory's status does not allow the change"}
+}
+ERASURE: dict[int | str, dict[str, Any]] = {
+    202: {"description": "deleted where it could be; `unverified` names the store not checked yet"},
+    409: {"description": "Postgres refused the erasure: nothing of it was committed, try again"},
+}
+
 
 @router.get("/v1/users", response_model=UserPage, tags=["memories"])
 def list_users(
@@ -33,7 +44,9 @@ def list_users(
     return api.list_users(container, tenant, limit, offset)
 
 
-@router.delete("/v1/users/{user_id}", tags=["memories"], dependencies=[limited(DELETE_USER)])
+@router.delete(
+    "/v1/users/{user_id}", tags=["memories"], dependencies=[limited(DELETE_USER)], responses=ERASURE
+)
 def delete_user(tenant: Tenant, user_id: User, container: AppContainer) -> JSONResponse:
     """Delete the user everywhere (a privacy request): events, memories, history, vectors in both
     indexes, working memory, the publish ledger and counters; then each store is counted again.
@@ -70,7 +83,11 @@ def get_memory(tenant: Tenant, user_id: User, memory_id: MemoryId, container: Ap
 
 
 @router.patch(
-    BASE + "/{memory_id}", response_model=MemoryOut, tags=["memories"], dependencies=[limited(EDIT)]
+    BASE + "/{memory_id}",
+    response_model=MemoryOut,
+    tags=["memories"],
+    dependencies=[limited(EDIT)],
+    responses=CONFLICT,
 )
 async def edit_memory(
     tenant: Tenant, user_id: User, memory_id: MemoryId, body: EditIn, container: AppContainer, slots: Slots
@@ -82,7 +99,9 @@ async def edit_memory(
     return edited.to_public()
 
 
-@router.post(BASE + "/{memory_id}/invalidate", response_model=MemoryOut, tags=["memories"])
+@router.post(
+    BASE + "/{memory_id}/invalidate", response_model=MemoryOut, tags=["memories"], responses=CONFLICT
+)
 def invalidate_memory(
     tenant: Tenant, user_id: User, memory_id: MemoryId, body: InvalidateIn, container: AppContainer
 ) -> dict[str, Any]:
@@ -91,7 +110,7 @@ def invalidate_memory(
     return api.invalidate(container, tenant, user_id, memory_id, reason).to_public()
 
 
-@router.post(BASE + "/{memory_id}/restore", response_model=MemoryOut, tags=["memories"])
+@router.post(BASE + "/{memory_id}/restore", response_model=MemoryOut, tags=["memories"], responses=CONFLICT)
 def restore_memory(
     tenant: Tenant, user_id: User, memory_id: MemoryId, container: AppContainer
 ) -> dict[str, Any]:
@@ -99,7 +118,7 @@ def restore_memory(
     return api.restore(container, tenant, user_id, memory_id)[0].to_public()
 
 
-@router.delete(BASE + "/{memory_id}", response_model=DeletedOut, tags=["memories"])
+@router.delete(BASE + "/{memory_id}", response_model=DeletedOut, tags=["memories"], responses=CONFLICT)
 def delete_memory(
     tenant: Tenant,
     user_id: User,

@@ -4,18 +4,20 @@ key's tenant (the format: ``shared/transfer.py``; the work: ``service/operations
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
-from typing import Annotated, Any
+from collections.abc import AsyncIterator
+from typing import IO, Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from service.http.deps import AppContainer, Tenant
 from service.http.rate_limits import EXPORT, IMPORT, limited
 from service.operations import transfer
 from shared.lifecycle import curation
+from workers.bootstrap import Container
 
 router = APIRouter()
 
@@ -23,23 +25,44 @@ NDJSON = "application/x-ndjson"
 
 
 @router.get("/v1/export", tags=["transfer"], response_class=StreamingResponse, dependencies=[limited(EXPORT)])
-def export(
+async def export(
     tenant: Tenant,
     container: AppContainer,
     user_id: Annotated[str | None, Query(description="one user; without it, the whole tenant")] = None,
 ) -> StreamingResponse:
-    """The key's tenant (or one of its users) as JSON Lines, format cuemem-export version 1."""
+    """The key's tenant (or one of its users) as JSON Lines, format cuemem-export version 1.
+
+    The rows are read from their snapshot into a spool file in a worker thread, and only then
+    sent: the database connection is given back before the first byte goes out, so a client that
+    reads slowly holds a file, not one of the connections every tenant shares."""
     if user_id is not None:
         curation.check_ids({"user_id": user_id}, container.settings.max_id_chars)
+    spool = await run_in_threadpool(_spooled_export, container, tenant, user_id)
 
-    def lines() -> Iterator[str]:
-        for line in transfer.export_lines(container, tenant, user_id):
-            yield line + "\n"
+    async def body() -> AsyncIterator[bytes]:
+        async with anyio.wrap_file(spool) as file:
+            while chunk := await file.read(transfer.READ_BYTES):
+                yield chunk
 
     name = f"cuemem-{tenant}{'-' + user_id if user_id else ''}.jsonl"
     return StreamingResponse(
-        lines(), media_type=NDJSON, headers={"Content-Disposition": f'attachment; filename="{name}"'}
+        body(),
+        media_type=NDJSON,
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+        background=BackgroundTask(spool.close),  # the body never read (the client left): closed too
     )
+
+
+def _spooled_export(container: Container, tenant: str, user_id: str | None) -> IO[bytes]:
+    spool = tempfile.TemporaryFile()  # noqa: SIM115 (returned open: the response closes it)
+    try:
+        for line in transfer.export_lines(container, tenant, user_id):
+            spool.write(line.encode("utf-8") + b"\n")
+        spool.seek(0)
+    except BaseException:
+        spool.close()
+        raise
+    return spool
 
 
 # The route reads its body itself: the document shows it (so that clients and schemathesis send one).

