@@ -159,6 +159,43 @@ _OWNERSHIP = _any(
     r"\bmy (?:order|account|ticket|package|parcel|flight|booking|reservation|device|phone|laptop|car"
     r"|email|number|address|subscription|plan|server|project|repo)\b",
 )
+# An instruction to remember ("记住，", "请记住。", "Please remember this:", "keep in mind that"):
+# it raises the importance of the statement it is attached to (the "remember" rule) and is never a
+# memory of its own. A clause that is only the instruction, and an English "remember that ..."
+# lead-in, are cut from the memory's words (:func:`without_instruction`); "remember to call mom"
+# is a task, not an instruction, and stays.
+_INSTRUCTION_ZH = (
+    r"(?:请|麻烦|你|帮我|给我)*(?:一定|务必|千万)?要?(?:好好)?"
+    r"(?:记住|记一下|记好|记着|记下来?|帮我记(?:住|下|一下|着)?)"
+    r"(?:了|哦|喔|噢|啊|呀|哈|吧|啦|喽)?(?:这(?:个|件事|一点|点)?)?"
+)
+_INSTRUCTION_EN = (
+    r"(?:(?:please|pls|and|also|just)[\s,]+)*(?:do\s+)?(?:remember|keep\s+in\s+mind|make\s+a\s+note(?:\s+of)?"
+    r"|take\s+note(?:\s+of)?|note)(?:\s+(?:this|that|it))?(?:\s+for\s+(?:future\s+)?reference)?(?:[\s,]+please)?"
+)
+_INSTRUCTION_CLAUSE = re.compile(
+    rf"(?:^|(?<=[,，。.!！?？;；:：\n]))\s*(?:{_INSTRUCTION_ZH}|{_INSTRUCTION_EN})\s*(?:[,，。.!！;；:：~～]+|$)",
+    _I,
+)
+_INSTRUCTION_LEAD = re.compile(
+    r"^\s*(?:(?:please|pls|and|also|just)[\s,]+)*(?:do\s+)?(?:remember|keep\s+in\s+mind|note)\s+that\s+"
+    r"|^\s*(?:请|帮我)?(?:一定|务必)?要?记住(?=我|你)",
+    _I,
+)
+
+
+def without_instruction(text: str) -> str:
+    """``text`` without its instructions to remember: "记住，我不吃香菜！" → "我不吃香菜！",
+    "Please remember this: my passport expires…" → "my passport expires…"; "" when the text is
+    nothing but one ("请记住。")."""
+    return _INSTRUCTION_LEAD.sub("", _INSTRUCTION_CLAUSE.sub("", text)).strip()
+
+
+def is_instruction(text: str) -> bool:
+    """Whether ``text`` is only an instruction to remember ("记住，", "请记住。", "Remember this!")."""
+    return bool(text.strip()) and not without_instruction(text).strip(" \t\n,，。.!！?？;；:：~～")
+
+
 # A change of preference or habit ("我现在改喝拿铁了", "I no longer eat meat"): the draft is marked
 # as a change so that conflict detection lets it replace what it changes.
 CHANGE = _any(

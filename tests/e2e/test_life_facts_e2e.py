@@ -6,7 +6,9 @@ process them, and the memories are read back from Postgres:
 
 * a time of day and a relative day are resolved in the zone of the turn's own ``at`` (the
   offset survives the event log), and the instant is stored;
-* a period ("十二月") is due at its end, in the turn's zone.
+* a period ("十二月") is due at its end, in the turn's zone;
+* an instruction to remember ("记住", "请记住", "Please remember this:") raises the importance of
+  the statement it is attached to and is never a memory of its own.
 """
 
 from __future__ import annotations
@@ -106,3 +108,31 @@ def test_times_are_resolved_in_the_zone_of_the_turn(ingest: Ingest) -> None:
     with c.uow() as uow:
         told = uow.events.get(event_ref(TENANT, hospital.sources[0]["event_id"]))
     assert told is not None and told.event.at.isoformat() == monday_evening.isoformat()
+
+
+def test_an_instruction_to_remember_is_never_a_memory_of_its_own(ingest: Ingest) -> None:
+    told, plain, en = "remember-u1", "remember-u10", "remember-u2"
+    at = datetime(2026, 10, 5, 20, 0, tzinfo=CST)
+    c = ingest(
+        [
+            Turn(told, "记住，我不吃香菜！", at),
+            Turn(told, "我的新手机号是13800138000，请记住。", at + timedelta(minutes=1)),
+            Turn(plain, "我不吃香菜！", at),
+            Turn(en, "Please remember this: my passport expires in May 2027.", at.astimezone(EST)),
+        ]
+    )
+    told_memories = _memories(c, told)
+    assert not [m for m in told_memories if "记住" in m.content], [m.content for m in told_memories]
+    cilantro = _one(told_memories, "香菜")
+    assert cilantro.type is MemoryType.PREFERENCE and cilantro.content == "我不吃香菜"
+    phone = _one(told_memories, "13800138000")
+    assert phone.type is MemoryType.PROFILE
+    assert len(told_memories) == 2
+
+    # The instruction raised the importance of what it was attached to.
+    [unasked] = _memories(c, plain)
+    assert unasked.content == "我不吃香菜"
+    assert cilantro.importance > unasked.importance
+
+    [passport] = _memories(c, en)
+    assert "passport" in passport.content and "remember" not in passport.content.lower()
