@@ -360,7 +360,7 @@ def extract(
         )
     if turn.importance < threshold:
         return Extraction(turn.importance, (), turn.reasons)
-    if is_instruction(text):  # "记住了", "请记住。": nothing to remember in the turn itself
+    if is_instruction(text) or is_chit_chat(without_instruction(text)):  # "记住了", "好的，记住了"
         return Extraction(turn.importance, (), (*turn.reasons, "instruction_only"))
     draft = _draft(text, event.role, turn.importance, turn.type, event.at)
     return Extraction(turn.importance, _in_light_of(context, (draft,)), turn.reasons)

@@ -34,6 +34,27 @@ _JOBS = (
 )
 _HABIT_EN = r"(?:drink|eat|use|prefer|like|work|live|take|go|run|write|code|play|listen|watch|read)\b"
 _HABIT_ZH = r"(?:吃|喝|用|抽|玩|碰|买|点|看|写|练|学|打)"
+# A habit or routine ("我每天早上都喝美式", "每周三晚上去游泳", "I walk the dog every evening",
+# "I usually take the bus"): a preference worth keeping. The routine word, then at most a time of
+# day and a clock time, then what is done: "每天早上8点提醒我吃药" stays a task.
+_ROUTINE_ZH = _alt(
+    "每天 每日 天天 每晚 每早 每周[一二三四五六日天]? 每个?星期[一二三四五六日天]?"
+    " 每个?礼拜[一二三四五六日天]? 每个?周末 每个?月 平时 平常 一般 通常 经常 常常 总是 老是 向来 一向 一直"
+)
+_ROUTINE_WHEN_ZH = (
+    r"(?:早上|早晨|清晨|上午|中午|下午|傍晚|晚上|夜里|睡前|饭后|早饭|午饭|晚饭|起床后|下班后|放学后)?"
+    r"(?:(?:\d{1,2}|[一二三四五六七八九十]{1,3})点(?:半|钟)?)?(?:左右)?(?:都|会|要|也|还|就)*"
+)
+_ROUTINE_DO_ZH = (
+    r"(?:"
+    + _HABIT_ZH[3:-1]
+    + r"|去|跑|游|走|遛|骑|做|听|读|睡|起|健身|散步|锻炼|冥想|泡|刷|背|弹|唱|坐|开车)"
+)
+_NOT_ASKED_ZH = r"(?![^，,。！!？?]*(?:什么|哪|几点|多少|多久|谁|怎么|吗|呢))"  # "我每周做什么运动"
+_ROUTINE_EN = r"(?:morning|day|evening|night|week|weekend|month|(?:mon|tues|wednes|thurs|fri|satur|sun)day)s?"
+# What is done, in the present: not a past ("went", "walked") nor "have" (a recurring meeting is a
+# task's business).
+_ROUTINE_VERB_EN = r"(?!(?:was|were|went|had|did|used|got|ran|ate|drank|came|took|have|has)\b|\w+ed\b)\w+"
 _JOBS_ZH = _alt(
     "工程师 程序员 医生 护士 老师 教师 律师 会计 设计师 经理 学生 研究生 博士"
     " 销售 司机 厨师 作家 记者 主管 总监 分析师 架构师 研究员 公务员 顾问 运营 编辑"
@@ -75,12 +96,19 @@ _PREFERENCE = _any(
     _ZS + r"(?:也|还|都|从来|一直)?(?:不|从不|不太|不怎么|很少|不爱|没法)(?:吃|喝|喜欢|爱|用|碰|抽)"
     r"(?!了?(?:[，,。.！!~～]|\s*$))",  # "不用了，谢谢" declines an offer
     r"讨厌|受不了|忌口|过敏|吃素|素食|不能吃|不能喝|乳糖不耐|最爱",
-    r"我(?:每天|平时|一般|通常|经常|总是|天天|每早|每晚)(?:都|会|要)?(?:早上|晚上|中午|早饭|午饭)?"
-    + _HABIT_ZH,
+    _ZS
+    + _NOT_ASKED_ZH
+    + r"(?:也|还)?(?:周末|早上|晚上)?"
+    + _ROUTINE_ZH
+    + r"+"
+    + _ROUTINE_WHEN_ZH
+    + _ROUTINE_DO_ZH,
     r"\bI (?:really |absolutely |just |do |also |still |totally |kind of )*(?:prefer|like|love|enjoy|hate"
     r"|dislike|adore|loathe|can't stand|cannot stand|can't eat|avoid|(?:don't|do not|never) (?:like|eat|"
     r"drink|want|use)|(?:always|usually|often|normally) (?:eat|drink|use|take|order|get|wear))\b",
-    r"\bI (?:eat|drink|have) \w+(?: \w+)? every (?:morning|day|evening|night)\b",
+    rf"\b(?:I|we) {_ROUTINE_VERB_EN}(?: \w+){{0,5}} (?:every|each) (?:single )?(?:other )?{_ROUTINE_EN}\b",
+    rf"\b(?:every|each) {_ROUTINE_EN},? (?:I|we) {_ROUTINE_VERB_EN}",
+    rf"\b(?:I|we) (?:always|usually|normally|generally|typically|regularly|often|tend to) {_ROUTINE_VERB_EN}",
     r"\bmy fav(?:ou)?rite\b|\b(?:allergic|allergy|vegetarian|vegan|lactose|gluten)\b",
     r"\bI'm a (?:huge |big )?fan of\b",
 )

@@ -8,7 +8,8 @@ process them, and the memories are read back from Postgres:
   offset survives the event log), and the instant is stored;
 * a period ("十二月") is due at its end, in the turn's zone;
 * an instruction to remember ("记住", "请记住", "Please remember this:") raises the importance of
-  the statement it is attached to and is never a memory of its own.
+  the statement it is attached to and is never a memory of its own;
+* a habit or routine ("每天早上都喝", "every evening") is a kept preference.
 """
 
 from __future__ import annotations
@@ -136,3 +137,17 @@ def test_an_instruction_to_remember_is_never_a_memory_of_its_own(ingest: Ingest)
 
     [passport] = _memories(c, en)
     assert "passport" in passport.content and "remember" not in passport.content.lower()
+
+
+def test_a_habit_is_a_kept_preference(ingest: Ingest) -> None:
+    zh, en = "habit-u1", "habit-u10"
+    c = ingest(
+        [
+            Turn(zh, "我每天早上都喝美式咖啡，不加糖", datetime(2026, 10, 5, 8, 0, tzinfo=CST)),
+            Turn(en, "I walk the dog every evening around 7.", datetime(2026, 10, 5, 8, 0, tzinfo=EST)),
+        ]
+    )
+    coffee = _one(_memories(c, zh), "美式")
+    assert coffee.type is MemoryType.PREFERENCE and "不加糖" in coffee.content
+    dog = _one(_memories(c, en), "dog")
+    assert dog.type is MemoryType.PREFERENCE

@@ -1,5 +1,6 @@
 """What a turn keeps (shared.ingest.extraction): an instruction to remember raises the importance
-of its statement and is never a memory of its own, on the rules path and the LLM path."""
+of its statement and is never a memory of its own, on the rules path and the LLM path; a habit or
+routine is a kept preference."""
 
 from __future__ import annotations
 
@@ -62,7 +63,9 @@ def test_the_instruction_raises_the_importance_of_its_statement(instructed: str,
     assert [d.content for d in unasked.drafts] in ([], [draft.content])
 
 
-@pytest.mark.parametrize("content", ["记住了", "请记住。", "Remember this!", "Please remember, ok?"])
+@pytest.mark.parametrize(
+    "content", ["记住了", "请记住。", "Remember this!", "Please remember, ok?", "好的，记住了"]
+)
 def test_an_instruction_alone_is_no_memory(content: str) -> None:
     assert said(content).drafts == ()
 
@@ -121,3 +124,42 @@ def test_the_llm_path_keeps_no_instruction_as_a_memory() -> None:
     only_instruction = ExtractionAnswer(memories=[_memory("fact", "请记住")])
     out = extract_with_llm(event, 5.0, _ScriptedLLM(ImportanceAnswer(importance=8), only_instruction))
     assert [d.content for d in out.drafts] == ["我的新手机号是13800138000"]  # the rules' draft
+
+
+# -- habits and routines: kept as preferences ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "我每天早上都喝美式咖啡，不加糖",
+        "我每天早上七点起床",
+        "我每周三晚上去游泳",
+        "我平时一般骑车上班",
+        "我周末一般去爬山",
+        "I walk the dog every evening around 7.",
+        "I usually take the bus to work",
+        "Every morning I run 5k",
+        "We go hiking every weekend",
+    ],
+)
+def test_a_habit_is_a_kept_preference(content: str) -> None:
+    [(type_, words)] = kept(content)
+    assert type_ is MemoryType.PREFERENCE
+    assert words == summarize(content)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("每天早上8点提醒我吃药", [MemoryType.TASK]),  # a recurring reminder stays a task
+        ("I have a meeting every Monday at 10am", [MemoryType.TASK]),
+        ("I went to the gym every day last week", []),  # the past is no habit
+        ("I walked the dog every evening", []),
+        ("他每天都喝酒", []),  # someone else's habit
+        ("我每天都很累", []),  # no routine done
+        ("我每周做什么运动", []),  # a question
+    ],
+)
+def test_what_is_not_a_habit_of_the_user(content: str, expected: list[MemoryType]) -> None:
+    assert [t for t, _ in kept(content)] == expected
