@@ -25,7 +25,7 @@ from producers.publisher import Publisher
 from shared.events import event_ref
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.settings import Settings
-from tests.support.services import wait_processed
+from tests.support.services import cuemem_in_process, wait_processed
 from workers.bootstrap import Container, build_container
 
 CST = timezone(timedelta(hours=8))
@@ -77,7 +77,7 @@ def _one(memories: list[Memory], word: str) -> Memory:
     return found[0]
 
 
-def test_times_are_resolved_in_the_zone_of_the_turn(ingest: Ingest) -> None:
+def test_times_are_resolved_in_the_zone_of_the_turn(ingest: Ingest, it_settings: Settings) -> None:
     zh, en = "tz-u1", "tz-u10"
     monday_evening = datetime(2026, 10, 5, 20, 3, tzinfo=CST)  # Monday 12:03 UTC
     # 21:30 on Monday in New York is already Tuesday 02:30 in UTC: the day must be New York's.
@@ -109,6 +109,13 @@ def test_times_are_resolved_in_the_zone_of_the_turn(ingest: Ingest) -> None:
     with c.uow() as uow:
         told = uow.events.get(event_ref(TENANT, hospital.sources[0]["event_id"]))
     assert told is not None and told.event.at.isoformat() == monday_evening.isoformat()
+
+    # The CLI lists a task's due time in the zone the user wrote in.
+    listed = cuemem_in_process(it_settings, "memories", "--user", zh)
+    assert listed.returncode == 0, listed
+    assert "下周三下午三点要去医院复查  (due 2026-10-14T15:00+08:00)" in listed.stdout, listed.stdout
+    listed = cuemem_in_process(it_settings, "memories", "--user", en)
+    assert "(due 2026-10-16T15:00-05:00)" in listed.stdout, listed.stdout
 
 
 def test_an_instruction_to_remember_is_never_a_memory_of_its_own(ingest: Ingest) -> None:
