@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-from shared import cues
+from shared import cues, timeexpr
 from shared.events import Role, TurnPublished
 from shared.ingest.answers import answer_context
 from shared.ingest.conflicts import Judge, Relation, Verdict, judge_by_rules
@@ -79,14 +79,22 @@ def extract_with_llm(
             continue
         entities = tuple(dict.fromkeys([*cues.entities(content), *(e.lower() for e in proposed.entities)]))
         tags = tuple(dict.fromkeys([*cues.lexicon_tags(content), *(t.lower() for t in proposed.tags)]))
+        memory_type = MemoryType(proposed.type)
+        # Times as the rules resolve them, in the zone of the turn's own offset; a task whose words
+        # the model rewrote without its time falls due when the turn's own words say.
+        refs = timeexpr.resolve(content, event.at)
+        if memory_type is MemoryType.TASK and not refs:
+            refs = timeexpr.resolve(event.content, event.at)
         drafts_list.append(
             MemoryDraft(
-                type=MemoryType(proposed.type),
+                type=memory_type,
                 content=content,
                 importance=round(LLM_WEIGHT * proposed.importance + (1 - LLM_WEIGHT) * rules.importance, 2),
                 tags=tags,
                 entities=entities,
                 cues=cues.cues_for_memory(content, tags, entities),
+                time_refs=tuple(dict.fromkeys(r.iso for r in refs)),
+                due_at=timeexpr.earliest_future(refs, event.at) if memory_type is MemoryType.TASK else None,
             )
         )
     if not drafts_list:  # the model proposed instructions only: the rules' drafts stand

@@ -1,6 +1,6 @@
 """What a turn keeps (shared.ingest.extraction): an instruction to remember raises the importance
 of its statement and is never a memory of its own, on the rules path and the LLM path; a habit or
-routine is a kept preference."""
+routine is a kept preference; the LLM path's tasks fall due in the zone of the turn, as the rules'."""
 
 from __future__ import annotations
 
@@ -124,6 +124,16 @@ def test_the_llm_path_keeps_no_instruction_as_a_memory() -> None:
     only_instruction = ExtractionAnswer(memories=[_memory("fact", "请记住")])
     out = extract_with_llm(event, 5.0, _ScriptedLLM(ImportanceAnswer(importance=8), only_instruction))
     assert [d.content for d in out.drafts] == ["我的新手机号是13800138000"]  # the rules' draft
+
+
+def test_the_llm_paths_tasks_fall_due_in_the_zone_of_the_turn() -> None:
+    told = datetime.fromisoformat("2026-10-05T20:03:00+08:00")
+    turn = TurnPublished("e1", "t1", "u1", "s1", 1, Role.USER, "下周三下午三点要去医院复查", told, {})
+    for words in ("下周三下午三点去医院复查", "去医院复查"):  # the model kept the time, or dropped it
+        answer = ExtractionAnswer(memories=[_memory("task", words)])
+        [draft] = extract_with_llm(turn, 5.0, _ScriptedLLM(ImportanceAnswer(importance=7), answer)).drafts
+        assert draft.due_at == datetime(2026, 10, 14, 15, 0, tzinfo=CST), words
+        assert draft.time_refs == ("2026-10-14T15:00:00+08:00",)
 
 
 # -- habits and routines: kept as preferences ---------------------------------------------------
