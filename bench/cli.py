@@ -69,6 +69,68 @@ def locomo_cmd(
         raise typer.BadParameter(str(exc), param_hint="--out") from None
 
 
+@bench_app.command("suite")
+def suite_cmd(
+    out: Annotated[Path, typer.Option("--out", help="Where the suite's results.json and report.md go")],
+    sets: Annotated[
+        str,
+        typer.Option(
+            "--sets", help="all, or a comma-separated list of: locomo, longmemeval-dev, madial-zh, madial-en"
+        ),
+    ] = "all",
+    data_root: Annotated[
+        Path, typer.Option("--data-root", help="Where the dev files are (read, never copied)")
+    ] = Path("../shared/bench"),
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", help="Keep each set's cuemem state in DIR/<set> and reuse it when there"),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Only the first N conversations of each set")
+    ] = None,
+    questions: Annotated[
+        int | None, typer.Option("--questions", min=1, help="Only the first N questions of each conversation")
+    ] = None,
+    no_answer: Annotated[
+        bool, typer.Option("--no-answer/--no-no-answer", help="Also run the no-answer protocol")
+    ] = True,
+) -> None:
+    """Every dev set in one run: one table of cuemem vs BM25/dense/hybrid with a do-no-harm verdict."""
+    from bench.locomo_data import LocomoDataError, load_locomo
+    from bench.suite import SETS, parse_sets, run_suite
+
+    try:
+        chosen = parse_sets(sets)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--sets") from None
+    for name in chosen:  # fail before starting any service
+        path = data_root / SETS[name].file
+        if not path.is_file():
+            raise typer.BadParameter(
+                f"{path} does not exist or is not a file ({name})", param_hint="--data-root"
+            )
+        try:
+            load_locomo(path)
+        except LocomoDataError as exc:
+            raise typer.BadParameter(f"{name}: {exc}", param_hint="--data-root") from None
+    try:
+        results = run_suite(
+            data_root,
+            out,
+            chosen,
+            data_dir=data_dir,
+            conversations=limit,
+            questions=questions,
+            no_answer=no_answer,
+        )
+    except LocomoDataError as exc:  # a sample missing from a file, or an --out data dir it did not make
+        raise typer.BadParameter(str(exc), param_hint="--data-root / --out") from None
+    for name, r in results["sets"].items():
+        for c in r["cells"]:
+            typer.echo(f"{c['verdict']:>14}  {name} {c['metric']}: cuemem {c['cuemem']}")
+    typer.echo(f"report: {out / 'report.md'}")
+
+
 def _csv_ints(value: str, option: str) -> list[int]:
     """``"1000,10_000"`` -> ``[1000, 10000]``; empty entries are skipped, so ``""`` is ``[]``."""
     try:

@@ -6,7 +6,7 @@ import re
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bench.common import percentiles
@@ -51,11 +51,14 @@ def _turn_dict(turn: Turn) -> dict[str, Any]:
     }
 
 
-def _states(uow_factory: Callable[[], Any], ids: Sequence[str]) -> dict[str, str]:
+def _states(uow_factory: Callable[[], Any], refs: Mapping[str, str]) -> dict[str, str]:
+    """Each event's state (``shared.ingest.progress``), looked up by its pipeline key (``refs``:
+    event id -> ``Published.ref``), keyed by event id."""
     from shared.ingest.progress import progress
 
     with uow_factory() as uow:
-        return progress(uow, list(ids)).states
+        states = progress(uow, list(refs.values())).states
+    return {event_id: states[ref] for event_id, ref in refs.items()}
 
 
 def _done_times(db_url: str, ids: Sequence[str]) -> dict[str, float]:
@@ -113,6 +116,7 @@ def _publish_and_wait(
     from workers.runtime.processes import check_alive
 
     ids: list[str] = []
+    refs: dict[str, str] = {}  # event id -> pipeline key
     published_at: list[float] = []
     started = time.perf_counter()
     bar = tqdm(total=len(turns), desc=f"{desc}: publish", unit="event", leave=False)
@@ -125,6 +129,7 @@ def _publish_and_wait(
             refused = f"{len(result.errors)} turns: {result.errors[0]}"
             raise RuntimeError(f"{desc}: the publisher refused {refused}")
         ids += [p.event_id for p in result.published]
+        refs.update({p.event_id: p.ref for p in result.published})
         published_at += [time.time()] * len(result.published)
         bar.update(len(chunk))
     bar.close()
@@ -143,7 +148,7 @@ def _publish_and_wait(
                 pending.discard(event_id)
             if pending and time.monotonic() - last_full > 5.0:
                 last_full = time.monotonic()
-                for event_id, state in _states(uow_factory, list(pending)).items():
+                for event_id, state in _states(uow_factory, {e: refs[e] for e in pending}).items():
                     if state in FINAL:
                         states[event_id] = state
                         pending.discard(event_id)
@@ -154,7 +159,7 @@ def _publish_and_wait(
             check_alive(list(workers))
             if time.monotonic() > deadline:
                 bar.close()
-                left = Counter(_states(uow_factory, list(pending)).values())
+                left = Counter(_states(uow_factory, {e: refs[e] for e in pending}).values())
                 raise TimeoutError(
                     f"{desc}: pipeline did not finish in {timeout:.0f} s; pending: {dict(left)}"
                 )

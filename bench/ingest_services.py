@@ -172,6 +172,10 @@ def _spawn_noop_worker(settings: Settings, concurrency: int, name: str) -> Worke
     log_path = log_dir / f"{name}.log"
     env = settings_env(settings)
     env.setdefault("OMP_NUM_THREADS", str(settings.embedding_threads))
+    # The wheel leaves `bench` out (cli/bench_loader.py finds it in the checkout at run time): the
+    # worker, started anywhere, finds `bench.noop_tasks` the same way, through the checkout.
+    checkout = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (checkout, env.get("PYTHONPATH", "")) if p)
     with open(log_path, "ab") as out:
         process = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     return WorkerProcess(name, process, log_path)

@@ -39,6 +39,7 @@ from bench.ingest_embedding import drafts_of, embedded_texts, measure_raw_embedd
 from bench.locomo_baselines import Baselines
 from bench.locomo_data import LocomoDataError, Question, fit_turns, load_locomo
 from bench.locomo_report import REFERENCE_BM25, render_report, write_plots
+from bench.no_answer import ask_foreign, choose, curve
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class _Record:
     items: dict[str, list[metrics.Item]] = field(default_factory=dict)
     ranked: dict[str, list[list[str]]] = field(default_factory=dict)  # dia_ids per item, per system
     stage: str = ""
+    scores: list[float] = field(default_factory=list)  # cuemem's item scores, in rank order
     recall_ms: float = 0.0
     trace_ms: float = 0.0
 
@@ -80,8 +82,17 @@ def run_locomo(
     data_dir: Path | None = None,
     k_max: int = 20,
     progress: bool = True,
+    samples: Sequence[str] | None = None,
+    questions: int | None = None,
+    no_answer: bool = False,
+    yardstick: bool = True,
 ) -> dict[str, Any]:
-    """Run the benchmark and write its results into ``out_dir``; returns what results.json holds."""
+    """Run the benchmark and write its results into ``out_dir``; returns what results.json holds.
+
+    ``samples``: only these sample ids (in the file's order); ``conversations``: then only the
+    first N; ``questions``: only the first N questions of each. ``no_answer``: also the no-answer
+    protocol (``bench.no_answer``): each conversation's questions asked of the next one's user.
+    ``yardstick``: on a fresh ingest, also time the same texts through the model alone."""
     from tqdm import tqdm
 
     from producers.publisher import Publisher
@@ -93,9 +104,7 @@ def run_locomo(
     from workers.runtime.local import open_runtime
 
     info = machine_info()
-    convs = load_locomo(data_path)
-    if conversations is not None:
-        convs = convs[:conversations]
+    convs = choose(load_locomo(data_path), samples, conversations, questions)
     out_dir.mkdir(parents=True, exist_ok=True)
     fresh = data_dir is None  # a run over stored data (a recall re-run) ingests nothing new
     if data_dir is None:
@@ -119,7 +128,7 @@ def run_locomo(
                 result = publisher.publish_batch([t.event() for t in conv.turns])
                 if result.errors:
                     raise RuntimeError(f"{conv.sample_id}: turns refused: {result.errors[:3]}")
-                ids = [p.event_id for p in result.published]
+                ids = [p.ref for p in result.published]
             published_s = time.perf_counter() - t0
             state = wait_for(rt, ids, max(600.0, 3.0 * len(ids)), show=progress)
             took = time.perf_counter() - t0
@@ -141,7 +150,7 @@ def run_locomo(
         ingest["total_s"] = round(sum(c["total_s"] for c in ingest["conversations"].values()), 3)
         ingest["turns"] = sum(c["turns"] for c in ingest["conversations"].values())
         rt.stop_workers()  # frees the embedded index for this process's searches
-        if fresh and ingest["turns"]:
+        if fresh and yardstick and ingest["turns"]:
             # The yardstick: the same texts (drafts and context windows) through the model alone,
             # in as many single-threaded processes as the pipeline had.
             events = [t.event() for conv in convs for t in conv.turns]
@@ -188,6 +197,7 @@ def run_locomo(
                 rec.recall_ms = (time.perf_counter() - t) * 1e3
                 rec.trace_ms = float(out["trace"]["timings_ms"].get("total_ms", 0.0))
                 rec.stage = out["stage"]
+                rec.scores = [float(item["score"]) for item in out["items"]]
                 items, ranked = [], []
                 for item in out["items"]:
                     dias = frozenset(
@@ -214,6 +224,7 @@ def run_locomo(
                     rec.items[system] = [turn_items[i] for i in order]
                     rec.ranked[system] = [[conv.turns[i].dia_id] for i in order]
             records.extend(conv_records)
+        foreign = ask_foreign(rt.container, convs, k_max, progress) if no_answer and len(convs) > 1 else None
 
     # 4. Metrics, files.
     scores = {
@@ -319,6 +330,12 @@ def run_locomo(
         },
         "reference_bm25": REFERENCE_BM25,
     }
+    if no_answer:
+        results["no_answer"] = (
+            curve([(r.question.evidence.ids, r.ranked["cuemem"], r.scores) for r in records], foreign)
+            if foreign is not None
+            else {"note": "needs two conversations or more: each one's questions go to another user"}
+        )
     write_json(out_dir / "results.json", results)
     _write_questions(out_dir / "questions.jsonl", records)
     plots = write_plots(results_by_system, out_dir)
@@ -339,5 +356,6 @@ def _write_questions(path: Path, records: Sequence[_Record]) -> None:
                 "cuemem_stage": r.stage,
                 "recall_ms": round(r.recall_ms, 3),
                 "ranked": r.ranked,
+                "cuemem_scores": r.scores,
             }
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -208,9 +208,11 @@ def aggregate(
     A group with no scored question has ``None`` recalls.
     """
     out: dict[str, dict[str, Any]] = {}
+    # Every group gets the same cuts, an empty one too (with None means): its cuts are those of
+    # any question scored (the benchmark scores every question with the same ones).
+    first = scores[0] if scores else None
     for name, cats in groups.items():
         chosen = [s for s in scores if s.category in cats]
-        first = chosen[0] if chosen else None
         out[name] = {
             "questions": len(chosen),
             "scored": sum(1 for s in chosen if s.has_evidence),

@@ -15,7 +15,6 @@ from producers.jsonl import read_jsonl
 from producers.publisher import Publisher
 from service.operations.operator_recall import operator_recall
 from service.operations.waiting import wait_for
-from shared.events import event_ref
 from shared.models import RECALLABLE_STATUSES
 from shared.settings import Settings
 from workers.runtime.local import open_runtime
@@ -59,7 +58,7 @@ def run_demo(
         echo(f"cuemem demo — data dir {rt.settings.resolved_data_dir}")
         echo(f"publishing {len(turns)} turns of user {DEMO_USER!r} (Chinese and English)…")
         with Publisher.from_settings(rt.settings) as publisher:
-            ids = [event_ref(publisher.tenant_id, publisher.publish_turn(t).event_id) for t in turns]
+            ids = [publisher.publish_turn(t).ref for t in turns]
         state = wait_for(rt, ids, 600.0, show=False)
         echo(f"processed: {json.dumps(dict(state.counts), ensure_ascii=False)}")
         rt.stop_workers()  # frees the embedded index for this process's searches

@@ -15,7 +15,6 @@ from cli.common import CliError, DataDir, settings_for, setup_logging
 from producers.jsonl import count_lines, read_jsonl
 from producers.publisher import BATCH_SIZE, Publisher
 from service.operations.waiting import WaitTimedOut, throughput, wait_for, work_seconds
-from shared.events import event_ref
 from shared.ingest.progress import Progress
 from workers.runtime.local import open_runtime
 
@@ -37,13 +36,8 @@ def _publish_lines(
             chunk = lines[start : start + BATCH_SIZE]
             result = publisher.publish_batch([data for _, data in chunk])
             bad = {i for i, _ in result.errors}
-            kept = [(number, data) for i, (number, data) in enumerate(chunk) if i not in bad]
-            published.update(
-                {
-                    event_ref(str(data.get("tenant_id") or publisher.tenant_id), p.event_id): number
-                    for p, (number, data) in zip(result.published, kept, strict=True)
-                }
-            )
+            kept = [number for i, (number, _) in enumerate(chunk) if i not in bad]
+            published.update({p.ref: number for p, number in zip(result.published, kept, strict=True)})
             errors += [f"line {chunk[i][0]}: {exc}" for i, exc in result.errors]
             bar.update(len(chunk))
     return published, errors

@@ -36,6 +36,7 @@ from shared.events import (
     FieldError,
     InvalidEvent,
     TurnPublished,
+    event_ref,
     record_message,
     validate_turn,
 )
@@ -78,10 +79,25 @@ BATCH_SIZE = 64  # turns per memory.record_batch message (publish_batch)
 
 @dataclass(frozen=True)
 class Published:
+    """A turn the publisher accepted. ``tenant_id`` is the tenant it was published under; the HTTP
+    client leaves it None (the API key, not the caller, decides the tenant there)."""
+
     event_id: str
     seq: int
     session_id: str
     user_id: str
+    tenant_id: str | None = None
+
+    @property
+    def ref(self) -> str:
+        """The pipeline key of this turn (``shared.events.event_ref``: tenant and event id), what
+        ``shared.ingest.progress`` and every wait on the pipeline look it up by. An event id alone
+        is unique only within its tenant, so waiting on one never sees its turn finish."""
+        if self.tenant_id is None:
+            raise ValueError(
+                f"event {self.event_id!r}: published without a known tenant, it has no pipeline key"
+            )
+        return event_ref(self.tenant_id, self.event_id)
 
 
 @dataclass
@@ -183,7 +199,7 @@ class Publisher:
     def publish_turn(self, raw: Mapping[str, Any]) -> Published:
         event, seq_assigned = self._sequenced(raw)
         self._send([(event, seq_assigned)])
-        return Published(event.event_id, event.seq, event.session_id, event.user_id)
+        return _published(event)
 
     def publish_batch(self, turns: Iterable[Mapping[str, Any]]) -> BatchResult:
         """Publish many turns; invalid ones are reported by position and the rest still land.
@@ -197,7 +213,9 @@ class Publisher:
             try:
                 pending.append(self._sequenced(raw))
             except InvalidEvent as exc:
-                result.errors.append((i, exc))
+                # Kept without its traceback: its frames hold the refused turn, and a batch of
+                # refused turns with large metadata held every one of them until the answer.
+                result.errors.append((i, exc.with_traceback(None)))
                 continue
             if len(pending) == BATCH_SIZE:
                 self._send(pending)
@@ -347,4 +365,4 @@ def _publish_attributes(events: list[tuple[TurnPublished, bool]], task: TaskName
 
 
 def _published(event: TurnPublished) -> Published:
-    return Published(event.event_id, event.seq, event.session_id, event.user_id)
+    return Published(event.event_id, event.seq, event.session_id, event.user_id, event.tenant_id)

@@ -162,6 +162,20 @@ class Settings(BaseSettings):
     rate_limit_publish_burst: int = Field(default=2000, ge=1)
     rate_limit_recall_per_s: float = Field(default=20.0, gt=0)
     rate_limit_recall_burst: int = Field(default=100, ge=1)
+    # The routes that cost more per call than a recall: editing a memory (re-embeds it), exporting
+    # and importing (a whole tenant's rows), deleting a user (every store, and a Redis rewrite).
+    rate_limit_edit_per_s: float = Field(default=5.0, gt=0)
+    rate_limit_edit_burst: int = Field(default=50, ge=1)
+    rate_limit_export_per_s: float = Field(default=0.05, gt=0)
+    rate_limit_export_burst: int = Field(default=5, ge=1)
+    rate_limit_import_per_s: float = Field(default=0.05, gt=0)
+    rate_limit_import_burst: int = Field(default=5, ge=1)
+    rate_limit_delete_user_per_s: float = Field(default=0.2, gt=0)
+    rate_limit_delete_user_burst: int = Field(default=10, ge=1)
+    # Requests that embed text in the API process (recalls, memory edits) of one tenant computing
+    # at once, per serving process; more wait for a slot without holding a thread
+    # (service/http/embedding_slots.py), so another tenant's request is not queued behind them.
+    embeddings_in_flight_per_tenant: int = Field(default=4, ge=1)
 
     # Fair scheduling of ingest (producers/fair_share.py): each tenant's first fair_share_turns turns
     # published in a fair_share_window_s window go at the normal priority, the rest to the back of

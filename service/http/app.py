@@ -25,8 +25,9 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import BaseRoute, Match
 
 from producers.publisher import Publisher
-from service.http import logs, rate_limits
+from service.http import logs, openapi, rate_limits
 from service.http.deps import TENANT_SCOPE_KEY, LazyPublisher
+from service.http.embedding_slots import EmbeddingSlots
 from service.http.errors import install, internal_error
 from service.http.guard import RequestGuard
 from service.http.metrics import ApiMetrics
@@ -105,12 +106,14 @@ def create_app(container: Container, *, auth: bool = True, publisher: Publisher 
     app.state.metrics = api_metrics
     app.state.auth = auth
     app.state.publisher = publishers
+    app.state.embedding_slots = EmbeddingSlots(settings.embeddings_in_flight_per_tenant)
     app.state.close = publishers.close
     routes = list(app.router.routes)  # FastAPI's own (/openapi.json, /docs), matched first
     for router in ROUTERS:
         app.include_router(router)
         routes.extend(router.routes)
     # Inside the request middleware, so that its refusals are logged and counted.
+    openapi.install(app, routes, settings)
     app.add_middleware(RequestGuard, routes=routes, container=container, auth=auth)  # type: ignore[arg-type]
     app.add_middleware(RequestMiddleware, routes=routes, metrics=api_metrics)  # type: ignore[arg-type]
     if not auth:

@@ -62,8 +62,8 @@ def policies(routes: Sequence[BaseRoute], settings: Settings) -> list[tuple[Base
     for route in routes:
         needs_key = json_body = False
         if isinstance(route, APIRoute):
-            needs_key = _depends_on(route.dependant, tenant_of)
-            json_body = route.body_field is not None
+            needs_key = depends_on(route.dependant, tenant_of)
+            json_body = route.body_field is not None or takes_json(route.openapi_extra)
         out.append(
             (
                 route,
@@ -75,8 +75,14 @@ def policies(routes: Sequence[BaseRoute], settings: Settings) -> list[tuple[Base
     return out
 
 
-def _depends_on(dependant: Any, call: Callable[..., Any]) -> bool:
-    return dependant.call is call or any(_depends_on(d, call) for d in dependant.dependencies)
+def takes_json(openapi_extra: dict[str, Any] | None) -> bool:
+    """A route that reads its JSON body itself declares it in ``openapi_extra`` (the batch)."""
+    content = ((openapi_extra or {}).get("requestBody") or {}).get("content") or {}
+    return "application/json" in content
+
+
+def depends_on(dependant: Any, call: Callable[..., Any]) -> bool:
+    return dependant.call is call or any(depends_on(d, call) for d in dependant.dependencies)
 
 
 def is_json(content_type: str) -> bool:

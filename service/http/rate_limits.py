@@ -1,16 +1,19 @@
-"""Per-tenant rate limits on the costly endpoints: publishing turns and recalling.
+"""Per-tenant rate limits on the costly endpoints: publishing turns, recalling, editing a memory
+(re-embedded), exporting, importing and deleting a user.
 
 One tenant's flood must not take the workers and the embedder from the others. Each tenant (the
-tenant of the request's API key; ``CUEMEM_TENANT_ID`` under ``--no-auth``) has two budgets, turns
-published and recalls, counted by the ``limits`` library's sliding-window counter in Redis, so
-every process of ``cuemem serve --workers N`` draws on the same budget. A budget of ``rate`` per
-second with a ``burst`` allows ``burst`` in any window of ``burst / rate`` seconds. A batch costs
-one unit per turn in it, not one per request. Over budget, the API answers 429 in its error shape
-with ``Retry-After`` (whole seconds), which ``producers.client`` waits out and retries.
+tenant of the request's API key; ``CUEMEM_TENANT_ID`` under ``--no-auth``) has one budget per kind
+(turns published, recalls, edits, exports, imports, user deletions), counted by the ``limits``
+library's sliding-window counter in Redis, so every process of ``cuemem serve --workers N`` draws on
+the same budget. A budget of ``rate`` per second with a ``burst`` allows ``burst`` in any window of
+``burst / rate`` seconds. A batch costs one unit per turn in it, not one per request. A route spends
+its budget through ``limited(kind)``, a dependency that runs before the route reads its body (``POST
+/v1/import`` reads its own) and before it does any work. Over budget, the API answers 429 in its
+error shape with ``Retry-After`` (whole seconds), which ``producers.client`` waits out and retries.
 
-Keyed by tenant, not by key: a tenant that made more keys would otherwise get more budget.
-When Redis cannot be reached the limits let requests through (logged): they guard against a
-noisy tenant, and a publish fails on the broker anyway while a recall should still answer.
+Keyed by tenant, not by key: a tenant that made more keys would otherwise get more budget. When
+Redis cannot be reached the limits let requests through (logged): they guard against a noisy tenant,
+and a publish fails on the broker anyway while a recall should still answer.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import logging
 import math
 import threading
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 import redis
 from fastapi import Depends, FastAPI, Request
@@ -29,6 +32,7 @@ from limits.storage import MemoryStorage, RedisStorage, Storage
 from limits.strategies import SlidingWindowCounterRateLimiter
 
 from producers.broker import redis_py_url
+from service.http.deps import Tenant
 from service.http.errors import ApiError, error_response
 from shared.events import FieldError
 from shared.settings import Settings
@@ -37,10 +41,10 @@ log = logging.getLogger("cuemem.api")
 
 PUBLISH = "publish"
 RECALL = "recall"
-# In the OpenAPI document of each limited route.
-RATE_LIMITED: dict[int | str, dict[str, object]] = {
-    429: {"description": "over the tenant's rate limit: wait the `Retry-After` seconds and retry"}
-}
+EDIT = "edit"
+EXPORT = "export"
+IMPORT = "import"
+DELETE_USER = "delete_user"
 
 
 @dataclass(frozen=True)
@@ -65,9 +69,16 @@ class RateLimits:
 
     def __init__(self, settings: Settings, storage: Storage | None = None) -> None:
         self.enabled = settings.rate_limits
+        s = settings
         self._budgets = {
-            PUBLISH: Budget("turns", settings.rate_limit_publish_per_s, settings.rate_limit_publish_burst),
-            RECALL: Budget("recalls", settings.rate_limit_recall_per_s, settings.rate_limit_recall_burst),
+            PUBLISH: Budget("turns", s.rate_limit_publish_per_s, s.rate_limit_publish_burst),
+            RECALL: Budget("recalls", s.rate_limit_recall_per_s, s.rate_limit_recall_burst),
+            EDIT: Budget("memory edits", s.rate_limit_edit_per_s, s.rate_limit_edit_burst),
+            EXPORT: Budget("exports", s.rate_limit_export_per_s, s.rate_limit_export_burst),
+            IMPORT: Budget("imports", s.rate_limit_import_per_s, s.rate_limit_import_burst),
+            DELETE_USER: Budget(
+                "user deletions", s.rate_limit_delete_user_per_s, s.rate_limit_delete_user_burst
+            ),
         }
         self._redis_url = settings.effective_redis_url
         self._storage = storage
@@ -139,3 +150,14 @@ def rate_limits_of(request: Request) -> RateLimits:
 
 
 Limits = Annotated[RateLimits, Depends(rate_limits_of)]
+
+
+def limited(kind: str) -> Any:
+    """A route dependency spending one unit of the request tenant's ``kind`` budget (429 over it).
+    FastAPI runs it before the route's own work; the OpenAPI document lists the 429 of every route
+    that depends on ``rate_limits_of`` (service/http/openapi.py)."""
+
+    def spend(limits: Limits, tenant: Tenant) -> None:
+        limits.take(kind, tenant)
+
+    return Depends(spend)

@@ -33,7 +33,9 @@ class WaitTimedOut(Exception):
 
 def wait_for(rt: Runtime, event_ids: list[str], timeout_s: float, *, show: bool = True) -> Progress:
     """Poll Postgres until every event is done, a duplicate, rejected or dead-lettered.
-    ``event_ids``: pipeline keys (``shared.events.event_ref``: tenant and event id)."""
+    ``event_ids``: pipeline keys (``shared.events.event_ref``: tenant and event id), as
+    ``producers.publisher.Published.ref`` gives them for a published turn; a bare event id is
+    never seen done (its receipt is looked up by tenant and event id)."""
     deadline = time.monotonic() + timeout_s
     bar = tqdm(total=len(event_ids), desc="processing", unit="turn", disable=not show, file=sys.stderr)
     try:

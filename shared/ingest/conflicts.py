@@ -80,7 +80,8 @@ def compatible(a: MemoryType, b: MemoryType) -> bool:
     return {a, b} <= {MemoryType.FACT, MemoryType.PROFILE, MemoryType.PREFERENCE}
 
 
-def _source_order(source: Mapping[str, object]) -> tuple[str, str, int]:
+def source_order(source: Mapping[str, object]) -> tuple[str, str, int]:
+    """A memory's sources in conversation order: time, session, then seq as a number."""
     return (str(source["at"]), str(source["session_id"]), int(str(source["seq"])))
 
 
@@ -199,7 +200,7 @@ def apply(
         # The newer restates the older: keep one memory, with both statements as its sources.
         known = {s["event_id"] for s in older.sources}
         older.sources = sorted(
-            [*older.sources, *(s for s in newer.sources if s["event_id"] not in known)], key=_source_order
+            [*older.sources, *(s for s in newer.sources if s["event_id"] not in known)], key=source_order
         )
         older.access_count += 1
         older.last_accessed_at = max(older.last_accessed_at, newer.created_at)
@@ -220,7 +221,7 @@ def apply(
             tags=sorted(set(older.tags) | set(newer.tags)),
             entities=sorted(set(older.entities) | set(newer.entities)),
             cues=sorted(set(older.cues) | set(newer.cues)),
-            sources=sorted([*older.sources, *newer.sources], key=_source_order),
+            sources=sorted([*older.sources, *newer.sources], key=source_order),
             status=MemoryStatus.ACTIVE,
             valid_from=older.valid_from,
             valid_to=None,

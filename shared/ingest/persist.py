@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.ingest.common import CONFLICT_CANDIDATES, load_event, next_step
-from shared.ingest.conflicts import NEAR_DUPLICATE, compatible, cosine
+from shared.ingest.conflicts import NEAR_DUPLICATE, compatible, cosine, source_order
 from shared.models import EventStage, Memory, MemoryStatus
 from shared.storage import FollowUp, HistoryEntry, UnitOfWork
 
@@ -72,7 +72,7 @@ def reinforce(memory: Memory, sources: list[dict[str, Any]], now: datetime) -> b
     added = [s for s in sources if s["event_id"] not in known]
     if not added:
         return False  # the same event again: redelivery must not count twice
-    memory.sources = sorted([*memory.sources, *added], key=lambda s: (s["at"], s["session_id"], s["seq"]))
+    memory.sources = sorted([*memory.sources, *added], key=source_order)
     memory.access_count += 1
     memory.last_accessed_at = max(memory.last_accessed_at, now)
     memory.updated_at = now

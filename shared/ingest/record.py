@@ -68,20 +68,14 @@ def record_event(
     receipts = uow.receipts.get_many(event.tenant_id, [event.event_id])
     if event.event_id in receipts:
         seen = receipts[event.event_id]
-        if seen.user_id != event.user_id:
-            # Another user of this tenant already holds this id. Its receipt and stage are not
-            # this turn's; refuse loudly (dead letter with the reason).
-            raise InvalidEvent([FieldError("event_id", "is already used by another user; choose another id")])
-        if seen.outcome != "accepted":
+        if seen.outcome != "accepted" and seen.user_id == event.user_id:
             return []
         stored = uow.events.get(event.ref)
-        if stored is not None and not is_redacted(stored.event) and _other_turn(stored.event, event):
-            # (A redacted turn is not compared: a replay of its erased words is refused quietly,
-            # and a dead letter would keep them again.)
-            # The id names a recorded turn and this is not it (other words, or another place in
-            # the conversations): a redelivery it is not, and keeping the first one silently
-            # would drop this turn without a word. Refused as a seq clash is, with the reason.
-            raise InvalidEvent([FieldError("event_id", _reused_reason(stored.event))])
+        problem = reused_id_problem(seen, stored.event if stored else None, event)
+        if problem is not None:
+            # Refused loudly (a dead letter with the reason); the API refuses it before
+            # publishing when the first turn is already recorded (service/operations/event_ids.py).
+            raise InvalidEvent([FieldError("event_id", problem)])
         return next_step(event.ref, stored.stage) if stored else []
 
     if uow.events.insert_if_absent(event, EventStage.RECORDED.value):
@@ -180,6 +174,26 @@ def _renumber(uow: UnitOfWork, event: TurnPublished, holder: str, counter: SeqCo
     raise SeqContended(
         f"event {event.event_id}: {RENUMBER_ATTEMPTS} new seqs for {user}/{session} were all taken"
     )
+
+
+def reused_id_problem(seen: Receipt, stored: TurnPublished | None, event: TurnPublished) -> str | None:
+    """Why ``event`` may not take its event id, which ``seen`` (a receipt of its tenant: event ids
+    are unique per tenant, another tenant's same id is another turn) already holds, with
+    ``stored`` the turn recorded under it; None when ``event`` is that turn again (a redelivery or
+    a re-publish, not a reuse)."""
+    if seen.user_id != event.user_id:
+        # Another user of this tenant holds this id: its receipt and stage are not this turn's.
+        return "is already used by another user; choose another id"
+    if seen.outcome != "accepted" or stored is None or is_redacted(stored):
+        # (A redacted turn is not compared: a replay of its erased words is refused quietly,
+        # and a dead letter would keep them again.)
+        return None
+    if _other_turn(stored, event):
+        # The id names a recorded turn and this is not it (other words, or another place in the
+        # conversations): a redelivery it is not, and keeping the first one silently would drop
+        # this turn without a word.
+        return _reused_reason(stored)
+    return None
 
 
 def _other_turn(stored: TurnPublished, event: TurnPublished) -> bool:

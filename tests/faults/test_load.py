@@ -5,9 +5,12 @@ Two publisher threads publish at a steady rate (``CUEMEM_LOAD_RATE`` events/s in
 written, against real workers (the pipeline worker with 2 processes and the index owner) on the
 machine's Postgres and Redis. The test then asserts what the fault tests assert
 (``check_exactly_once``, ``check_index_matches`` of ``tests/support/faults.py``) and that
-the queues drain. The rates and the recall latency are measured and printed in one
-``LOAD-REPORT {json}`` line (``pytest -rP`` shows it; docs/BENCHMARKS.md quotes the last run);
-nothing is asserted on wall-clock time.
+the queues drain. The recalls are read, not only timed: each is in rank order (the cue path's
+answer first, then the search's fill, each best first); one asking for the deploy port or an order
+finds it once one of the user's turns holding it is done; and the index owner's own answer to a
+vector search is best first and not empty once the user has a memory. The rates and the recall
+latency are measured and printed in one ``LOAD-REPORT {json}`` line (``pytest -rP`` shows it;
+docs/BENCHMARKS.md quotes the last run); nothing is asserted on wall-clock time.
 
 ``CUEMEM_LONG_FAULTS=1`` runs the long variant (several minutes).
 """
@@ -49,6 +52,9 @@ QUERIES = [
     "where do I live and what is my job",
     "明天几点开会",
 ]
+# What a recall during the load must find once one of the user's turns holding it is done: the
+# deploy port (the cue path's answer) and an order (the index owner's vector and keyword paths).
+MUST_FIND = {"生产环境部署端口是多少": "生产环境部署端口是", "where is my order": "ORD-"}
 
 
 def report(name: str, **figures: Any) -> None:
@@ -68,6 +74,10 @@ class Recalls:
     ingest: faults.Ingest
     threads: int = 2
     latencies_ms: list[float] = field(default_factory=list)
+    # Recalls whose answer was read against what was done before they asked (MUST_FIND), and
+    # searches of the index owner read for their order.
+    answers_read: int = 0
+    owner_searches_read: int = 0
     backends: set[str] = field(default_factory=set)
     # Recalls that ran without one of their paths (the trace's note "... unavailable: ...", e.g. the
     # index owner did not answer in time): a search that degraded returns an answer, not an error.
@@ -101,6 +111,8 @@ class Recalls:
                     continue
                 user, query = users[i % len(users)], QUERIES[i % len(QUERIES)]
                 i += 1
+                needle = MUST_FIND.get(query)
+                there = needle is not None and self._done_holding(c, user, needle)
                 started = time.perf_counter()
                 out = recall_for(c, user, query, k=5, reinforce=False)
                 elapsed = (time.perf_counter() - started) * 1000
@@ -110,10 +122,47 @@ class Recalls:
                     self.backends.add(str(out["trace"].get("vector_backend")))
                     if any("unavailable" in n for n in notes):
                         self.degraded.append((user, query, notes))
+                        continue
+                check_ranked(user, query, out["items"])
+                if there:
+                    found = [it["content"] for it in out["items"] if needle in it["content"]]
+                    assert found, f"{user}: {query!r} found none of their done {needle!r}: {out['items']}"
+                    with self._lock:
+                        self.answers_read += 1
+                if self._owner_search_ordered(c, user, query):
+                    with self._lock:
+                        self.owner_searches_read += 1
         except BaseException as exc:  # surfaced by stop()
             self.errors.append(exc)
         finally:
             c.close()
+
+    def _done_holding(self, c: Container, user: str, needle: str) -> bool:
+        """Whether one of the user's turns holding ``needle`` is done (so its memory is indexed)."""
+        ids = [t["event_id"] for t in self.ingest.turns[user] if needle in t["content"]]
+        return faults.done_count(c, ids) > 0
+
+    def _owner_search_ordered(self, c: Container, user: str, query: str) -> bool:
+        """The index owner's answer to a vector search of the user's memories, read: best first
+        (scores never rise down the list), and not empty once a memory of the user is done.
+        Whether it was read (not while no turn of the user is done)."""
+        with self.ingest._lock:
+            ids = [p.event_id for p in self.ingest.published if p.user_id == user]
+        if not faults.done_count(c, ids):
+            return False
+        with c.uow() as uow:
+            held = any(
+                m.status.value == "active" for m in uow.memories.for_user(self.settings.tenant_id, user, None)
+            )
+        hits = c.search_index().search(self.settings.tenant_id, user, c.embedder.embed_query(query), 10)
+        scores = [h.score for h in hits]
+        assert hits or not held, (
+            f"{user}: the index owner found nothing for {query!r} although memories are done"
+        )
+        assert scores == sorted(scores, reverse=True), (
+            f"{user}: the owner's hits for {query!r} not best first: {scores}"
+        )
+        return bool(hits)
 
     def stop(self) -> None:
         self._stop.set()
@@ -122,6 +171,19 @@ class Recalls:
         assert not any(t.is_alive() for t in self._threads), "a recall thread did not stop"
         assert not self.errors, self.errors
         assert not self.degraded, f"{len(self.degraded)} recalls ran without a path: {self.degraded[:3]}"
+
+
+def check_ranked(user: str, query: str, items: list[dict[str, Any]]) -> None:
+    """A recall's items in their rank order: the cue path's answer first, then the search's fill,
+    each best first (the cue score, the reranker's score where it ran, else the fused score)."""
+    by = [i["explanation"].get("ranked_by") for i in items]
+    assert by == sorted(by, key=lambda r: r != "cue"), f"{user}: {query!r} ranked_by {by}"
+    for path in ("cue", "fused"):
+        group = [i for i in items if i["explanation"].get("ranked_by") == path]
+        key = [
+            i["explanation"].get("rerank_score", i["score"]) if path == "fused" else i["score"] for i in group
+        ]
+        assert key == sorted(key, reverse=True), f"{user}: {query!r} {path} items not best first: {key}"
 
 
 def check_answers(c: Container, turns: dict[str, list[dict[str, Any]]]) -> int:
@@ -142,6 +204,7 @@ def check_answers(c: Container, turns: dict[str, list[dict[str, Any]]]) -> int:
             assert found, f"{user}: {query!r} found none of their {needle!r} memories: {out['items']}"
             if query.startswith("生产"):
                 assert needle in out["items"][0]["content"], (user, out["items"][0])
+            check_ranked(user, query, out["items"])
             # Their own: the numbers in what was found are numbers this user said (each user's differ).
             assert {n for f in found for n in re.findall(r"\d{4,}", f)} <= numbers, (user, found)
             checked += 1
@@ -216,6 +279,10 @@ def test_sustained_publishing_with_concurrent_recalls_loses_nothing_and_drains(i
 
     lat = recalls.latencies_ms
     assert lat, "no recall ran during the load"
+    assert recalls.answers_read and recalls.owner_searches_read, (
+        f"no recall answer was read against done turns ({recalls.answers_read}) or no owner search "
+        f"({recalls.owner_searches_read}): the load proved nothing about answers"
+    )
     report(
         "load",
         target_rate=RATE,
@@ -235,5 +302,7 @@ def test_sustained_publishing_with_concurrent_recalls_loses_nothing_and_drains(i
         recall_max_ms=round(max(lat), 1),
         recall_backends=sorted(recalls.backends),
         answers_checked=answers_checked,
+        answers_read_during_load=recalls.answers_read,
+        owner_searches_read=recalls.owner_searches_read,
         **figures,
     )

@@ -9,7 +9,7 @@ import time
 from sqlalchemy import text
 
 from tests.support import faults
-from tests.support.workload import make_turns
+from tests.support.fault_workload import ARCHIVE_EVERYTHING, Curation, fault_turns
 from workers.bootstrap import build_container
 from workers.runtime.processes import check_alive
 
@@ -29,13 +29,17 @@ def test_postgres_restarted_mid_ingest_leaves_no_half_written_memory(
             "retry_backoff_max_s": 8,
             "visibility_timeout_s": 30,  # must exceed the task time limit (20 s) plus the longest delay
         }
+        | ARCHIVE_EVERYTHING
     )
-    turns = make_turns(users=users, per_user=50)
+    turns, forget = fault_turns(users=users, per_user=50)
     total = users * 50
     started = time.monotonic()
     c = build_container(settings)
     workers = workers_of(settings).start_all()
-    ingest = faults.Ingest(settings, turns).start()
+    ingest = faults.Ingest(settings, turns)
+    # Supersedes by the turns themselves, forgets between them, an archive sweep at 60 %.
+    curation = Curation(c, ingest, forget, archive_at=total * 3 // 5).start()
+    ingest.start()
 
     done_at_restart: list[int] = []
     # Restarts spread over the run, each once a further share of the events is done.
@@ -46,14 +50,14 @@ def test_postgres_restarted_mid_ingest_leaves_no_half_written_memory(
         total=total,
         counted="done",
         fault="restart",
-        timeout=240,
+        timeout=480,  # a hang guard longer than the archive hold (up to 360 s) a moment may wait through
     ):
         done_at_restart.append(faults.done_count(c))
         assert done_at_restart[-1] < total, "the run finished before the restart; the test proved nothing"
         own_postgres.crash_and_restart(down_s)
         check_alive(workers.alive)
 
-    published = ingest.join(timeout=300)
+    published = curation.join(timeout=300)
     ids = [p.event_id for p in published]
     faults.finish(c, settings, ids, workers, timeout=600 if faults.LONG else 300)
     check_alive(workers.alive)
@@ -64,7 +68,8 @@ def test_postgres_restarted_mid_ingest_leaves_no_half_written_memory(
         ).scalar_one()
     assert retried == 0
     context = f"after {restarts} Postgres restart(s)"
-    figures = faults.check_and_stop(c, settings, workers, published, sorted(turns), context)
+    figures = curation.check(settings, published, context)
+    figures |= faults.check_and_stop(c, settings, workers, published, sorted(turns), context)
     faults.report(
         "postgres_restart",
         published,

@@ -1,18 +1,18 @@
-"""Fault: Redis crashed (SIGKILL) mid-ingest, losing the last second of its append-only file, as a
-host crash with ``appendfsync everysec`` would: at most that second is lost and no seq is reused.
+"""Fault: Redis crashed (SIGKILL) mid-ingest, losing the tail of its append-only file that a host
+crash with ``appendfsync everysec`` loses: what is lost is exactly what the cut tail held, the app can
+tell which turns those are and send them again, and no seq is reused.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 
+from producers.publisher import Published, Publisher
 from shared import keys
 from shared.events import event_ref
 from shared.queues import Queue
@@ -20,23 +20,19 @@ from shared.settings import Settings
 from tests.support import faults
 from tests.support.own_servers import OwnRedis
 from tests.support.queues import beat_sweep, queue_report, queues_empty
-from tests.support.services import progress_by_id
+from tests.support.services import progress_by_id, wait_until
 from tests.support.workload import make_turns
 from workers.bootstrap import Container, build_container
 from workers.runtime.processes import check_alive
 
 # With `appendfsync everysec` (Redis's usual setting; docker-compose.yml runs `always`) Redis
-# writes every command to its append-only file before it answers (unless a background fsync is
-# still running), and fsyncs the file once
-# a second. A crash of the Redis process alone (SIGKILL, OOM killer) keeps what was written: the
-# OS holds it. A crash of the host (power loss, kernel panic, a VM killed) loses what was written
-# since the last fsync, about a second. The test emulates the host crash: it SIGKILLs Redis, cuts
-# the file back to its length LOSS_WINDOW_S before the kill, as a host crash at that moment would
-# have left it, and restarts Redis on it.
-LOSS_WINDOW_S = 1.0
-# While its background fsync runs, Redis answers writes but holds them back from the file, for up
-# to 2 s: a turn acknowledged that long before the cut may still be lost with it.
-HELD_BACK_S = 2.0
+# writes every command to its append-only file before it answers and fsyncs the file once a
+# second. A crash of the host (power loss, kernel panic, a VM killed) loses the tail written since
+# the last fsync: about a second of acknowledged writes, more on a slow disk. The test emulates it
+# without measuring time: it SIGKILLs Redis, cuts the file back to the last whole command before
+# the writes of the last TAIL_TURNS publishes (however long they took), and restarts Redis on it.
+# What the test asserts holds for a tail of any length: the loss is the cut tail's, nothing older.
+TAIL_TURNS = 15
 
 
 def whole_commands(aof: bytes) -> int:
@@ -66,85 +62,49 @@ def whole_commands(aof: bytes) -> int:
     return valid
 
 
-class AofWatch:
-    """Samples the size of Redis's append-only file every 20 ms, from a thread."""
-
-    def __init__(self, server: OwnRedis) -> None:
-        self.server = server
-        self.samples: list[tuple[float, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> AofWatch:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(OSError, AssertionError):  # between a kill and a restart
-                at = time.monotonic()  # taken before the size: whatever was answered before is in it
-                size = self.server.aof_tail().stat().st_size
-                self.samples.append((at, size))
-            time.sleep(0.02)
-
-    def before(self, moment: float) -> tuple[float, int]:
-        """The last sample taken at or before ``moment``."""
-        earlier = [s for s in self.samples if s[0] <= moment]
-        assert earlier, "no sample of the append-only file before the crash"
-        return earlier[-1]
-
-
 @dataclass
 class Crash:
-    killed_at: float  # time.monotonic() once Redis was gone
-    # Once the new Redis answered: a publish that returned before then was answered by the old
-    # one (the thread may note the time a little after the reply, past killed_at).
-    restarted_at: float
-    cut_to: float  # the AOF kept what was written by this moment
+    caught_up: bool  # every turn published since the previous crash was recorded, publishing held
+    published_at_kill: int  # how many publishes had returned when Redis was killed
     aof_bytes_after_kill: int
     aof_bytes_kept: int
     kept: bytes = field(repr=False)  # what survived: the file Redis restarts on
+    cut: bytes = field(repr=False)  # what the crash took: the rest of the file
+    tail: list[str] = field(default_factory=list)  # the event ids of the last TAIL_TURNS publishes
     record_queue_at_kill: int = 0  # memory.record messages waiting in the queue
     counters_behind: int = 0  # conversations whose seq counter came back lower than before the kill
     fell_back: dict[str, tuple[int, int]] = field(default_factory=dict)  # their counter: before, after
 
 
-def await_recorded_moment(
-    c: Container,
-    ingest: faults.Ingest,
-    server: OwnRedis,
-    workers: faults.Workers,
-    span: float,
-    timeout: float = 180,
+def await_all_recorded(
+    c: Container, ingest: faults.Ingest, server: OwnRedis, workers: faults.Workers, since: int
 ) -> None:
-    """Wait for a moment when the record queue is empty and every turn published within the last
-    ``span`` seconds is recorded already, as under light load: the seqs Redis is about to forget
-    then belong to turns Postgres holds."""
+    """With publishing held, wait until the record queue is empty and every turn published since
+    the ``since``-th (the previous crash: what it cut stays lost until the end) is recorded: the
+    seqs Redis is about to forget then belong to turns Postgres holds."""
     client = redis.Redis.from_url(server.url)
-    deadline = time.monotonic() + timeout
+    with ingest._lock:
+        ids = [p.event_id for p in ingest.published[since:]]
+    assert len(ids) > TAIL_TURNS, f"only {len(ids)} turns published since the previous crash"
+
+    def recorded() -> bool:
+        workers.revive()  # the recorder may have exited on the previous crash
+        if client.llen(Queue.INGEST.value):
+            return False
+        with c.uow() as uow:
+            return len(uow.receipts.get_many(ingest.settings.tenant_id, ids)) == len(ids)
+
     try:
-        while time.monotonic() < deadline:
-            now = time.monotonic()
-            with ingest._lock:
-                recent = [e for e, at in ingest.returned_at.items() if at > now - span]
-            if recent and client.llen(Queue.INGEST.value) == 0:
-                with c.uow() as uow:
-                    if len(uow.receipts.get_many(ingest.settings.tenant_id, recent)) == len(recent):
-                        return
-            workers.revive()  # the recorder may have exited on the previous crash
-            time.sleep(0.02)
+        assert wait_until(recorded, 180), f"the {len(ids)} published turns were never all recorded"
     finally:
         client.close()
-    raise AssertionError(f"no moment with the recent turns recorded in {timeout} s")
 
 
-def crash_redis(server: OwnRedis, watch: AofWatch, ingest: faults.Ingest) -> Crash:
+def crash_redis(server: OwnRedis, ingest: faults.Ingest, caught_up: bool) -> Crash:
     with ingest._lock:
         conversations = sorted({(p.user_id, p.session_id) for p in ingest.published})
+        tail = [p.event_id for p in ingest.published[-TAIL_TURNS:]]
+        published_at_kill = len(ingest.published)
     tenant = ingest.settings.tenant_id
     counter_keys = [keys.seq_key(tenant, user, session) for user, session in conversations]
     client = redis.Redis.from_url(server.url)
@@ -152,17 +112,18 @@ def crash_redis(server: OwnRedis, watch: AofWatch, ingest: faults.Ingest) -> Cra
         queued = int(client.llen(Queue.INGEST.value))
         before = client.mget(counter_keys)
         server.kill()
-        killed_at = time.monotonic()  # once it is gone
     finally:
         client.close()
-    tail = server.aof_tail()
-    data = tail.read_bytes()
-    cut_to, size = watch.before(killed_at - LOSS_WINDOW_S)
-    keep = whole_commands(data[:size])  # cut where Redis itself would stop loading
-    with tail.open("r+b") as fh:
+    aof = server.aof_tail()
+    data = aof.read_bytes()
+    # The first write of the oldest publish of the tail: its ledger entry (the publish writes it in
+    # one transaction with its message and seq).
+    first = data.find(keys.ledger_member(tenant, tail[0]).encode())
+    assert first > 0, f"the ledger entry of {tail[0]} is not in the append-only file Redis appends to"
+    keep = whole_commands(data[:first])  # cut where Redis itself would stop loading
+    with aof.open("r+b") as fh:
         fh.truncate(keep)
     server.start()
-    restarted_at = time.monotonic()
     # Read right after the restart, while the publishers still back off: which counters fell back.
     client = redis.Redis.from_url(server.url)
     try:
@@ -175,7 +136,16 @@ def crash_redis(server: OwnRedis, watch: AofWatch, ingest: faults.Ingest) -> Cra
         if int(a or 0) < int(b or 0)
     }
     return Crash(
-        killed_at, restarted_at, cut_to, len(data), keep, data[:keep], queued, len(fell_back), fell_back
+        caught_up,
+        published_at_kill,
+        len(data),
+        keep,
+        data[:keep],
+        data[keep:],
+        tail,
+        queued,
+        len(fell_back),
+        fell_back,
     )
 
 
@@ -214,7 +184,7 @@ def settle_or_lost(
         time.sleep(3 if idle else 0.5)
 
 
-def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_seq(
+def test_redis_crash_mid_ingest_loses_only_the_cut_tail_which_the_app_can_resend_and_reuses_no_seq(
     redelivery_settings, own_redis, workers_of
 ):
     users, crashes = (40, 4) if faults.LONG else (4, 2)
@@ -229,51 +199,32 @@ def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_
     started = time.monotonic()
     c = build_container(settings)
     workers = workers_of(settings).start_all()
-    # Turns recorded as soon as they are published: a turn of the lost second is then usually in
+    # Turns recorded as soon as they are published: a turn of the cut tail is then usually in
     # Postgres already, while Redis forgets the seq it was handed, and the next turn of its
     # conversation is handed the same seq again (the case that lost turns, see RELIABILITY.md).
     workers.start("ingest")
-    # The file is watched for longer than a crash cuts off before the first one (while the
-    # workers boot).
-    watch = AofWatch(own_redis).start()
-    time.sleep(2 * LOSS_WINDOW_S)
     ingest = faults.Ingest(settings, turns, pace_s=0.05).start()
-
-    def recorded(event_id: str) -> bool:
-        with c.uow() as uow:
-            return bool(uow.receipts.get_many(ingest.settings.tenant_id, [event_id]))
 
     done: list[Crash] = []
     # Crashes spread over the publishing, each in the middle of the conversations under way
-    # (a quarter into the current user's 40 turns).
+    # (a quarter into the current user's 40 turns), each more than TAIL_TURNS publishes after the
+    # one before (the cut stays after the previous restart).
     moments = [total * (4 * r + 1) // (4 * crashes) for r in range(crashes)]
+    assert min(moments) > TAIL_TURNS and total // crashes > 2 * TAIL_TURNS
     for r in faults.reach(
         moments, lambda: len(ingest.published), total=total, counted="published", fault="crash", timeout=120
     ):
-        # Every other crash when the recorder has caught up (slower publishing lets it): every turn
-        # the crash may cut is in Postgres, and their seqs are what Redis forgets.
+        # Every other crash once the recorder has caught up, publishing held: every turn of the
+        # tail is in Postgres, and their seqs are what Redis forgets.
         caught_up = r % 2 == 1
         if caught_up:
-            # Each turn waits for the one before it to be recorded: the recorder keeps up however
-            # loaded the machine is, and the turns left are not used up while it catches up.
-            ingest.pace_s = 0.1
-            ingest.gate = recorded
-        if done:  # the file watched since the restart for longer than a crash cuts off
-            time.sleep(max(0.0, done[-1].killed_at + 2 * LOSS_WINDOW_S - time.monotonic()))
-        if caught_up:
-            time.sleep(LOSS_WINDOW_S + HELD_BACK_S)
-            await_recorded_moment(c, ingest, own_redis, workers, span=LOSS_WINDOW_S + HELD_BACK_S)
-            # No publish between that check and the crash: the ones under way are waited for.
             ingest.hold()
-            await_recorded_moment(c, ingest, own_redis, workers, span=LOSS_WINDOW_S + HELD_BACK_S)
-        # Otherwise at full pace: the lost second's turns may still be queued, and are lost.
+            await_all_recorded(c, ingest, own_redis, workers, done[-1].published_at_kill if done else 0)
+        # Otherwise at full pace: turns of the tail may still be queued, and are lost.
         assert not ingest.finished, "publishing finished before the crash; the test proved nothing"
-        done.append(crash_redis(own_redis, watch, ingest))
-        ingest.gate = None
+        done.append(crash_redis(own_redis, ingest, caught_up))
         ingest.release()
-        ingest.pace_s = 0.05
         workers.revive()
-    watch.stop()
 
     published = ingest.join(timeout=300)
     assert len(published) == total
@@ -286,31 +237,24 @@ def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_
     assert sum(k.counters_behind for k in done), "no seq counter fell back; the test proved nothing"
     rejected = {i: state.reasons.get(i) for i, s in state.states.items() if s == "rejected"}
     assert not rejected, f"{len(rejected)} accepted turns were rejected after the crash: {rejected}"
-    # What may be lost: a turn whose publish ledger entry never reached the part of the file that
-    # survived (it was acknowledged in the lost second, or held back by Redis during an fsync
-    # shortly before). A lost turn whose entry did survive is a loss the sweep should have
-    # prevented.
+    # What may be lost, by the file, not by the clock: a turn whose publish wrote into a tail the
+    # crash cut (its ledger entry is in the cut part and nowhere in the part that survived). A lost
+    # turn whose entry survived is a loss the sweep should have prevented; one whose publish wrote
+    # into no cut tail was lost by something else than the crash.
     tenant = settings.tenant_id
-    durable = [e for e in unrecorded if any(keys.ledger_member(tenant, e).encode() in k.kept for k in done)]
-    assert not durable, f"{len(durable)} turns were lost although their ledger entry survived: {durable}"
-    # Each crash's window: from HELD_BACK_S before its cut (not before the previous restart) to
-    # its restart.
-    windows = [
-        (max(k.cut_to - HELD_BACK_S, done[i - 1].restarted_at if i else 0.0), k.restarted_at)
-        for i, k in enumerate(done)
-    ]
-    early = [e for e in unrecorded if not any(a < ingest.returned_at[e] <= b for a, b in windows)]
-    assert not early, f"{len(early)} lost turns were published long before a crash: {early}"
 
+    def member(event_id: str) -> bytes:
+        return keys.ledger_member(tenant, event_id).encode()
+
+    durable = [e for e in unrecorded if any(member(e) in k.kept for k in done)]
+    assert not durable, f"{len(durable)} turns were lost although their ledger entry survived: {durable}"
+    uncut = [e for e in unrecorded if not any(member(e) in k.cut for k in done)]
+    assert not uncut, f"{len(uncut)} lost turns had written nothing the crashes cut: {uncut}"
     lost = set(unrecorded)
-    lost_by_crash = [sum(1 for e in lost if a < ingest.returned_at[e] <= b) for a, b in windows]
+    lost_by_crash = [sum(1 for e in lost if member(e) in k.cut) for k in done]
     # When every turn the crash could cut was recorded before it, nothing may be lost.
-    assert not any(lost_by_crash[1::2]), (
-        f"crashes after the recorder had caught up lost turns: {lost_by_crash}"
-    )
-    in_window = {
-        eid for eid, at in ingest.returned_at.items() if any(k.cut_to < at <= k.restarted_at for k in done)
-    }
+    caught_up_lost = [n for n, k in zip(lost_by_crash, done, strict=True) if k.caught_up]
+    assert not any(caught_up_lost), f"crashes after the recorder had caught up lost turns: {lost_by_crash}"
 
     # A turn handed a seq that a recorded turn holds is renumbered above its conversation, and
     # its receipt says so; every other turn keeps the seq the producer returned.
@@ -328,23 +272,29 @@ def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_
     assert renumbered, (
         f"no turn was handed a taken seq; the test proved nothing: {[k.fell_back for k in done]}"
     )
+
+    # The app can tell which turns were lost (no receipt: the status it reads says "queued"
+    # forever) and sends each again with its event id, as after a publish that failed: recorded
+    # once, with the seq the new publish returned.
+    resent = resend(settings, turns, published, lost)
+    assert wait_until(lambda: faults.done_count(c, sorted(lost)) == len(lost), 300), (
+        f"{len(lost) - faults.done_count(c, sorted(lost))} of {len(lost)} re-sent turns never got done"
+    )
     expected = [
         dataclasses.replace(p, seq=renumbered.get(p.event_id, p.seq))
         for p in published
         if p.event_id not in lost
-    ]
+    ] + resent
     figures = faults.check_and_stop(c, settings, workers, expected, sorted(turns), "after the Redis crash")
     faults.report(
         "redis_crash",
         published,
         started,
         crashes=len(done),
-        loss_window_s=LOSS_WINDOW_S,
-        published_in_lost_window=[
-            sum(1 for e in in_window if k.cut_to < ingest.returned_at[e] <= k.restarted_at) for k in done
-        ],
+        tail_turns=TAIL_TURNS,
+        caught_up=[k.caught_up for k in done],
         lost=lost_by_crash,
-        lost_published_before_the_cut=len(set(unrecorded) - in_window),
+        resent=len(resent),
         renumbered=len(renumbered),
         counters_behind=[k.counters_behind for k in done],
         record_queue_at_kill=[k.record_queue_at_kill for k in done],
@@ -353,3 +303,14 @@ def test_redis_crash_mid_ingest_loses_at_most_the_unsynced_second_and_reuses_no_
         worker_exits=workers.exits,
         **figures,
     )
+
+
+def resend(
+    settings: Settings, turns: dict[str, list[dict]], published: list[Published], lost: set[str]
+) -> list[Published]:
+    """Publish each lost turn again, as it was first published (its event id and content), in
+    its conversation's order."""
+    seq = {p.event_id: p.seq for p in published}
+    by_id = {t["event_id"]: t for ts in turns.values() for t in ts}
+    with Publisher.from_settings(settings) as pub:
+        return [pub.publish_turn(by_id[e]) for e in sorted(lost, key=lambda e: seq[e])]

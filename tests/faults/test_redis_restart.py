@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from tests.support import faults
-from tests.support.workload import make_turns
+from tests.support.fault_workload import ARCHIVE_EVERYTHING, Curation, fault_turns
 from workers.bootstrap import build_container
 from workers.runtime.processes import check_alive
 
@@ -19,19 +19,25 @@ def test_redis_broker_restarted_mid_ingest_loses_and_duplicates_nothing(
     settings = redelivery_settings.model_copy(
         # 8 attempts: the publisher's backoff (0.1 s doubling, capped at 5 s) spans about 11 s.
         update={"broker_url": own_redis.url, "redis_url": own_redis.url, "publish_retries": 8}
+        | ARCHIVE_EVERYTHING
     )
-    turns = make_turns(users=users, per_user=50)
+    turns, forget = fault_turns(users=users, per_user=50)
     total = users * 50
     started = time.monotonic()
     c = build_container(settings)
     workers = workers_of(settings).start_all()
-    ingest = faults.Ingest(settings, turns, pace_s=0.05).start()
+    ingest = faults.Ingest(settings, turns, pace_s=0.05)
+    # Supersedes by the turns themselves, forgets between them, an archive sweep at 60 %.
+    curation = Curation(c, ingest, forget, archive_at=total * 3 // 5).start()
+    ingest.start()
 
     at_restart: list[int] = []
     # Restarts spread over the publishing, each once a further share of the turns is out.
     moments = faults.spread(total, restarts)
+    # A hang guard longer than the archive hold (turns done, then the sweep: up to 360 s) that a
+    # moment after 60 % waits through, as the other fault tests' 240 s is for their holds.
     for _ in faults.reach(
-        moments, lambda: len(ingest.published), total=total, counted="published", fault="restart", timeout=120
+        moments, lambda: len(ingest.published), total=total, counted="published", fault="restart", timeout=480
     ):
         assert not ingest.finished, "publishing finished before the restart; the test proved nothing"
         at_restart.append(len(ingest.published))
@@ -41,7 +47,7 @@ def test_redis_broker_restarted_mid_ingest_loses_and_duplicates_nothing(
         # starts it again, and nothing may be lost either way. Seen in 2 of 7 long runs.
         workers.revive()
 
-    published = ingest.join(timeout=300)
+    published = curation.join(timeout=300)
     assert len(published) == total
     ids = [p.event_id for p in published]
     faults.finish(c, settings, ids, workers, timeout=600 if faults.LONG else 300, revive=True)
@@ -49,7 +55,8 @@ def test_redis_broker_restarted_mid_ingest_loses_and_duplicates_nothing(
     # No crash loop: each worker exits at most once per restart, and runs on once started again.
     assert len(workers.exits) <= 2 * restarts and workers.started == 2 + len(workers.exits), workers.exits
     context = f"after {restarts} Redis restart(s)"
-    figures = faults.check_and_stop(c, settings, workers, published, sorted(turns), context)
+    figures = curation.check(settings, published, context)
+    figures |= faults.check_and_stop(c, settings, workers, published, sorted(turns), context)
     faults.report(
         "redis_restart",
         published,

@@ -8,7 +8,7 @@ import random
 import time
 
 from tests.support import faults
-from tests.support.workload import make_turns
+from tests.support.fault_workload import ARCHIVE_EVERYTHING, Curation, fault_turns
 from workers.bootstrap import build_container
 from workers.runtime.processes import check_alive
 
@@ -19,14 +19,18 @@ def test_workers_sigkilled_repeatedly_during_ingest_lose_and_duplicate_nothing(
     # 400 events by default keeps CI (the whole suite under 20 minutes) affordable; the long run
     # is 5,000 events with 6 kills.
     users, kills = (100, 6) if faults.LONG else (8, 3)
-    turns = make_turns(users=users, per_user=50)
+    settings = redelivery_settings.model_copy(update=ARCHIVE_EVERYTHING)
+    turns, forget = fault_turns(users=users, per_user=50)
     total = users * 50
     rng = random.Random(faults.SEED)
     context = f"seed {faults.SEED}"
     started = time.monotonic()
-    c = build_container(redelivery_settings)
-    workers = workers_of(redelivery_settings).start_all()
-    ingest = faults.Ingest(redelivery_settings, turns).start()
+    c = build_container(settings)
+    workers = workers_of(settings).start_all()
+    ingest = faults.Ingest(settings, turns)
+    # Supersedes by the turns themselves, forgets between them, an archive sweep at 40 %.
+    curation = Curation(c, ingest, forget, archive_at=total * 2 // 5).start()
+    ingest.start()
 
     killed: list[str] = []
     # Random moments spread over the run: each kill waits until a random share (5-70 %) of the
@@ -38,7 +42,7 @@ def test_workers_sigkilled_repeatedly_during_ingest_lose_and_duplicate_nothing(
         total=total,
         counted="done",
         fault="kill",
-        timeout=240,
+        timeout=480,  # a hang guard longer than the archive hold (up to 360 s) a moment may wait through
         context=context,
     ):
         time.sleep(rng.uniform(0.0, 2.0))
@@ -51,18 +55,19 @@ def test_workers_sigkilled_repeatedly_during_ingest_lose_and_duplicate_nothing(
     done_at_last_kill = faults.done_count(c)
     assert done_at_last_kill < total, f"{context}: the run finished before the last kill; it proved nothing"
 
-    published = ingest.join(timeout=300)
+    published = curation.join(timeout=300)
     assert len(published) == total
     ids = [p.event_id for p in published]
-    faults.finish(c, redelivery_settings, ids, workers, timeout=900 if faults.LONG else 420)
-    figures = faults.check_and_stop(c, redelivery_settings, workers, published, sorted(turns), context)
+    faults.finish(c, settings, ids, workers, timeout=900 if faults.LONG else 420)
+    figures = curation.check(settings, published, context)
+    figures |= faults.check_and_stop(c, settings, workers, published, sorted(turns), context)
     faults.report(
         "sigkill",
         published,
         started,
         seed=faults.SEED,
         kills=killed,
-        **faults.log_counts(redelivery_settings, retries="Retry in"),
+        **faults.log_counts(settings, retries="Retry in"),
         done_at_last_kill=done_at_last_kill,
         worker_starts=workers.started,
         **figures,

@@ -52,7 +52,10 @@ def _redis_keys(url: str) -> set[str]:
         ledger = {m.decode() for m in client.hkeys(keys.UNRECORDED_MESSAGES)}
     finally:
         client.close()
-    return {k for k in found if "{" in k} | {f"ledger/{m}" for m in ledger}
+    # Rate-limit counters are the tenant's budgets, not user data (delete-user spends one).
+    return {k for k in found if "{" in k and not k.startswith("cuemem:ratelimit:")} | {
+        f"ledger/{m}" for m in ledger
+    }
 
 
 def _recall(client: TestClient, key: str, user: str, query: str) -> list[str]:
@@ -164,32 +167,16 @@ def test_a_user_deleted_everywhere_leaves_everyone_else_untouched(
         container.close()
 
 
-def _owner(container: Any, event_id: str) -> tuple[str, str]:
-    with container.uow() as uow:
-        stored = uow.events.get(event_id)
-    assert stored is not None
-    return stored.event.tenant_id, stored.event.user_id
-
-
-def test_an_erasure_that_touches_another_users_rows_is_rolled_back(
-    clean_db: str, it_settings: Settings
-) -> None:
-    """The verification can fail: a Postgres part whose deletes reach another user's rows (here an
-    injected bug) raises ErasureFailed, and nothing of the transaction is committed."""
+def leaking(container: Any, sql: str) -> Any:
+    """The container with an erasure that also runs ``sql`` (an injected bug that reaches rows
+    not the user's), for the tests that the delete then rolls back."""
     import dataclasses
-    from datetime import UTC, datetime
 
-    import pytest
-
-    from service.operations.erasure import erase_user
-    from shared.lifecycle.erasure import ErasureFailed
-    from tests.support.rows import memory_row
-    from workers.bootstrap import build_container
     from workers.db.erasure import SqlUserData
 
     class Leaky(SqlUserData):
         def erase(self, tenant_id: str, user_id: str) -> dict[str, int]:
-            self.session.execute(text("DELETE FROM memories WHERE user_id = 'u2'"))
+            self.session.execute(text(sql))
             return super().erase(tenant_id, user_id)
 
     class LeakyUnit:
@@ -204,13 +191,37 @@ def test_an_erasure_that_touches_another_users_rows_is_rolled_back(
         def __exit__(self, *exc: object) -> None:
             self.inner.__exit__(*exc)
 
+    return dataclasses.replace(container, uow=lambda: LeakyUnit(container.uow()))
+
+
+def _owner(container: Any, event_id: str) -> tuple[str, str]:
+    with container.uow() as uow:
+        stored = uow.events.get(event_id)
+    assert stored is not None
+    return stored.event.tenant_id, stored.event.user_id
+
+
+def test_an_erasure_that_touches_another_users_rows_is_rolled_back(
+    clean_db: str, it_settings: Settings
+) -> None:
+    """The verification can fail: a Postgres part whose deletes reach another user's rows (here an
+    injected bug) raises ErasureFailed, and nothing of the transaction is committed."""
+    from datetime import UTC, datetime
+
+    import pytest
+
+    from service.operations.erasure import erase_user
+    from shared.lifecycle.erasure import ErasureFailed
+    from tests.support.rows import memory_row
+    from workers.bootstrap import build_container
+
     c = build_container(it_settings)
     now = datetime(2026, 12, 1, tzinfo=UTC)
     with c.uow() as uow:
         for i, user in enumerate(["u1", "u1", "u2"]):
             uow.memories.add(memory_row(i, "acme", user, now, cues=["k:x"]))
         uow.commit()
-    leaky = dataclasses.replace(c, uow=lambda: LeakyUnit(c.uow()))
+    leaky = leaking(c, "DELETE FROM memories WHERE user_id = 'u2'")
     with pytest.raises(
         ErasureFailed, match=r"postgres\.memories: 0 of the user's left, everyone else's 1 -> 0"
     ):
@@ -232,7 +243,6 @@ def test_the_report_counts_only_the_callers_tenant_and_a_delete_reaching_another
     """A tenant's key holder reads the report: its counts of everyone else stay inside that tenant
     (tenant B saw the whole deployment's volume), while every other tenant's rows are still
     compared, unreported: a delete reaching another tenant's rows (an injected bug) rolls back."""
-    import dataclasses
     from datetime import UTC, datetime
 
     import pytest
@@ -241,7 +251,6 @@ def test_the_report_counts_only_the_callers_tenant_and_a_delete_reaching_another
     from shared.lifecycle.erasure import ErasureFailed
     from tests.support.rows import memory_row
     from workers.bootstrap import build_container
-    from workers.db.erasure import SqlUserData
 
     c = build_container(it_settings)
     now = datetime(2026, 12, 1, tzinfo=UTC)
@@ -253,24 +262,7 @@ def test_the_report_counts_only_the_callers_tenant_and_a_delete_reaching_another
             uow.dead_letters.add(DeadLetter("memory.sync_index", None, None, args, "test", 1))
         uow.commit()
 
-    class Leaky(SqlUserData):
-        def erase(self, tenant_id: str, user_id: str) -> dict[str, int]:
-            self.session.execute(text("DELETE FROM memories WHERE tenant_id = 'globex'"))
-            return super().erase(tenant_id, user_id)
-
-    class LeakyUnit:
-        def __init__(self, inner: Any) -> None:
-            self.inner = inner
-
-        def __enter__(self) -> Any:
-            uow = self.inner.__enter__()
-            uow.erasure = Leaky(uow.session)
-            return uow
-
-        def __exit__(self, *exc: object) -> None:
-            self.inner.__exit__(*exc)
-
-    leaky = dataclasses.replace(c, uow=lambda: LeakyUnit(c.uow()))
+    leaky = leaking(c, "DELETE FROM memories WHERE tenant_id = 'globex'")
     with pytest.raises(ErasureFailed, match=r"memories: other users' items 8 -> 5"):
         erase_user(leaky, "acme", "u1")
 

@@ -138,3 +138,40 @@ def test_an_unreachable_redis_lets_requests_through(it_settings: Settings) -> No
     limits = RateLimits(down)
     for _ in range(4):  # past the burst of 2, had it been counted
         limits.take(RECALL, A)
+
+
+# The routes that cost more than a recall, each with its own budget. Tenants whose ids collide
+# under a naive key join (`ac` and `ac:me`) must not share one.
+AC, AC_ME = "ac", "ac:me"
+COSTLY: dict[str, Any] = {
+    "edit": lambda env, t: env.client.patch(
+        "/v1/users/u1/memories/m1", json={"content": "green tea"}, headers=env.auth(t)
+    ),
+    "export": lambda env, t: env.client.get("/v1/export", params={"user_id": "u1"}, headers=env.auth(t)),
+    "import": lambda env, t: env.client.post("/v1/import", content=b"", headers=env.auth(t)),
+    "delete_user": lambda env, t: env.client.delete("/v1/users/u1", headers=env.auth(t)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(COSTLY))
+def test_each_costly_route_answers_429_over_its_budget_and_another_tenant_is_unaffected(
+    it_settings: Settings, kind: str
+) -> None:
+    settings = limited(it_settings, **{f"rate_limit_{kind}_per_s": 0.01, f"rate_limit_{kind}_burst": 1})
+    env = build_env(settings, tenants=(AC, AC_ME))
+    try:
+        call = COSTLY[kind]
+        first = call(env, AC)
+        assert first.status_code not in (429, 500), first.text  # its answer (404, 422, 200): not ours
+        refused = call(env, AC)
+        assert refused.status_code == 429, refused.text
+        assert error_of(refused)["code"] == "rate_limited"
+        assert int(refused.headers["Retry-After"]) >= 1
+        # The other tenant has its own budget, and the first tenant's other budgets are untouched.
+        assert call(env, AC_ME).status_code not in (429, 500)
+        assert recall(env, AC).status_code == 200
+        others = [k for k in COSTLY if k != kind]
+        assert {k: COSTLY[k](env, AC).status_code == 429 for k in others} == dict.fromkeys(others, False)
+    finally:
+        env.client.app.state.close()  # type: ignore[attr-defined]
+        env.container.close()

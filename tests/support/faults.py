@@ -85,10 +85,10 @@ class Ingest:
     # (or after a minute): publishing then keeps step with the workers however loaded the
     # machine is, instead of running ahead of them or out of turns.
     gate: Callable[[str], bool] | None = None
+    # Called with (user id, event id) after each publish (and gate), before the thread goes on:
+    # what an app does between two turns (``fault_workload.Curation``: forget a memory).
+    after_publish: Callable[[str, str], None] | None = None
     published: list[Published] = field(default_factory=list)
-    # When each publish returned (time.monotonic()), by event id: which turns an app was told
-    # were accepted before a given moment (the Redis crash test needs it).
-    returned_at: dict[str, float] = field(default_factory=dict)
     republished: int = 0
     errors: list[BaseException] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -119,6 +119,8 @@ class Ingest:
                             gate = self.gate
                             if gate is not None:
                                 wait_until(functools.partial(gate, event_id), 60)
+                            if self.after_publish is not None:
+                                self.after_publish(user, event_id)
                         finally:
                             with self._lock:
                                 self._publishing -= 1
@@ -143,7 +145,6 @@ class Ingest:
                 continue
             with self._lock:
                 self.published.append(p)
-                self.returned_at[p.event_id] = time.monotonic()
             return p.event_id
         raise AssertionError("unreachable: the last attempt raises")
 

@@ -190,3 +190,17 @@ def test_aggregate_reports_the_k_budget_cut() -> None:
     # within 1,000 tokens only 6 items of 150 fit: D1:8 is cut off
     assert agg["4"]["at_k_budget"]["10@1000"]["recall_all"] == 0.0
     assert agg["4"]["at_k_budget"]["10@1000"]["items"] == 6.0
+
+
+def test_a_group_without_questions_has_every_cut_with_none() -> None:
+    """A run whose questions are all of one category (the first LongMemEval samples are all
+    category 5) still reports the headline group 1-4, empty: its report read the 10@1000 cut."""
+    s = score_question(5, ["D1:1"], [item("D1:1")], ks=(5, 10), budgets=(1000,), k_budgets=((10, 1000),))
+    agg = aggregate([s])
+    empty = agg["1-4"]
+    assert (empty["questions"], empty["scored"]) == (0, 0)
+    assert set(empty["at_k"]) == {"5", "10"} and set(empty["at_budget"]) == {"1000"}
+    assert empty["at_k_budget"]["10@1000"] == {
+        "recall_any": None, "recall_all": None, "fraction": None, "tokens": None, "items": None
+    }  # fmt: skip
+    assert agg["5"]["at_k_budget"]["10@1000"]["recall_all"] == 1.0

@@ -11,14 +11,18 @@ from service.http.schemas import HealthOut
 from service.operations import curation as api
 
 router = APIRouter()
+DOWN: dict[int | str, dict[str, object]] = {503: {"description": "a backing service is down"}}
 
 
+# HEAD as well as GET: load balancers and uptime checks probe with either (one operation id each).
+@router.head("/v1/health", tags=["operations"], operation_id="health_head")
 @router.get("/v1/health", response_model=HealthOut, tags=["operations"])
 def health() -> HealthOut:
     return HealthOut(status="ok")
 
 
-@router.get("/v1/ready", tags=["operations"], responses={503: {"description": "a backing service is down"}})
+@router.head("/v1/ready", tags=["operations"], operation_id="ready_head", responses=DOWN)
+@router.get("/v1/ready", tags=["operations"], responses=DOWN)
 def ready(container: AppContainer) -> JSONResponse:
     state = api.readiness(container)
     down = sorted(name for name, value in state.items() if value != "ok")

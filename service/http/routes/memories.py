@@ -10,6 +10,8 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from service.http.deps import AppContainer, MemoryId, Tenant, User
+from service.http.embedding_slots import Slots
+from service.http.rate_limits import DELETE_USER, EDIT, limited
 from service.http.schemas import DeletedOut, EditIn, InvalidateIn, MemoryOut, MemoryPage, UserPage
 from service.operations import curation as api
 from service.operations import erasure
@@ -31,7 +33,7 @@ def list_users(
     return api.list_users(container, tenant, limit, offset)
 
 
-@router.delete("/v1/users/{user_id}", tags=["memories"])
+@router.delete("/v1/users/{user_id}", tags=["memories"], dependencies=[limited(DELETE_USER)])
 def delete_user(tenant: Tenant, user_id: User, container: AppContainer) -> JSONResponse:
     """Delete the user everywhere (a privacy request): events, memories, history, vectors in both
     indexes, working memory, the publish ledger and counters; then each store is counted again.
@@ -67,13 +69,17 @@ def get_memory(tenant: Tenant, user_id: User, memory_id: MemoryId, container: Ap
     return api.get_memory(container, tenant, user_id, memory_id).to_public()
 
 
-@router.patch(BASE + "/{memory_id}", response_model=MemoryOut, tags=["memories"])
-def edit_memory(
-    tenant: Tenant, user_id: User, memory_id: MemoryId, body: EditIn, container: AppContainer
+@router.patch(
+    BASE + "/{memory_id}", response_model=MemoryOut, tags=["memories"], dependencies=[limited(EDIT)]
+)
+async def edit_memory(
+    tenant: Tenant, user_id: User, memory_id: MemoryId, body: EditIn, container: AppContainer, slots: Slots
 ) -> dict[str, Any]:
-    """Edit content, type or tags: re-embedded, version + 1, re-indexed, history `edited`."""
+    """Edit content, type or tags: re-embedded, version + 1, re-indexed, history `edited`. The
+    work runs in one of the tenant's embedding slots, as a recall's does."""
     changes = curation.check_edit(body.content, body.type, body.tags, container.settings.max_content_chars)
-    return api.edit(container, tenant, user_id, memory_id, changes).to_public()
+    edited = await slots.run(tenant, api.edit, container, tenant, user_id, memory_id, changes)
+    return edited.to_public()
 
 
 @router.post(BASE + "/{memory_id}/invalidate", response_model=MemoryOut, tags=["memories"])

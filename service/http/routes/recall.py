@@ -1,4 +1,8 @@
-"""``/v1/recall``: recall for one user of the key's tenant, as items or as the prompt block."""
+"""``/v1/recall``: recall for one user of the key's tenant, as items or as the prompt block.
+
+The work (embedding the query, the searches) runs in the thread pool, in one of the tenant's
+embedding slots (``service/http/embedding_slots.py``): a tenant's many long queries wait for each
+other, not in front of another tenant's."""
 
 from __future__ import annotations
 
@@ -8,8 +12,9 @@ from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
 
 from service.http.deps import AppContainer, Metrics, Tenant
+from service.http.embedding_slots import Slots
 from service.http.metrics import ApiMetrics
-from service.http.rate_limits import RATE_LIMITED, RECALL, Limits
+from service.http.rate_limits import RECALL, limited
 from service.http.schemas import RecallIn
 from service.operations.recall import recall_for
 from shared.lifecycle import curation
@@ -40,19 +45,20 @@ def _recall(container: Container, metrics: ApiMetrics, body: RecallIn, tenant: s
     return out
 
 
-@router.post("/v1/recall", tags=["recall"], responses=RATE_LIMITED)
-def recall(
-    body: RecallIn, tenant: Tenant, container: AppContainer, metrics: Metrics, limits: Limits
+@router.post("/v1/recall", tags=["recall"], dependencies=[limited(RECALL)])
+async def recall(
+    body: RecallIn, tenant: Tenant, container: AppContainer, metrics: Metrics, slots: Slots
 ) -> dict[str, Any]:
     """Recall for one user: ``{stage, items, trace, prompt}``, as `cuemem recall --json`."""
-    limits.take(RECALL, tenant)
-    return _recall(container, metrics, body, tenant)
+    return await slots.run(tenant, _recall, container, metrics, body, tenant)
 
 
-@router.post("/v1/recall/prompt", response_class=PlainTextResponse, tags=["recall"], responses=RATE_LIMITED)
-def recall_prompt(
-    body: RecallIn, tenant: Tenant, container: AppContainer, metrics: Metrics, limits: Limits
+@router.post(
+    "/v1/recall/prompt", response_class=PlainTextResponse, tags=["recall"], dependencies=[limited(RECALL)]
+)
+async def recall_prompt(
+    body: RecallIn, tenant: Tenant, container: AppContainer, metrics: Metrics, slots: Slots
 ) -> PlainTextResponse:
     """Only the prompt block, as text, ready to put in front of the model."""
-    limits.take(RECALL, tenant)
-    return PlainTextResponse(_recall(container, metrics, body, tenant)["prompt"])
+    out = await slots.run(tenant, _recall, container, metrics, body, tenant)
+    return PlainTextResponse(out["prompt"])

@@ -13,6 +13,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from service.http.deps import AppContainer, Tenant
+from service.http.rate_limits import EXPORT, IMPORT, limited
 from service.operations import transfer
 from shared.lifecycle import curation
 
@@ -21,7 +22,7 @@ router = APIRouter()
 NDJSON = "application/x-ndjson"
 
 
-@router.get("/v1/export", tags=["transfer"], response_class=StreamingResponse)
+@router.get("/v1/export", tags=["transfer"], response_class=StreamingResponse, dependencies=[limited(EXPORT)])
 def export(
     tenant: Tenant,
     container: AppContainer,
@@ -41,7 +42,16 @@ def export(
     )
 
 
-@router.post("/v1/import", tags=["transfer"])
+# The route reads its body itself: the document shows it (so that clients and schemathesis send one).
+IMPORT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {NDJSON: {"schema": {"type": "string", "description": "a cuemem-export file"}}},
+    }
+}
+
+
+@router.post("/v1/import", tags=["transfer"], dependencies=[limited(IMPORT)], openapi_extra=IMPORT_BODY)
 async def import_(tenant: Tenant, container: AppContainer, request: Request) -> dict[str, Any]:
     """Import an export of the key's tenant (the body: the file's lines). Idempotent; 422 naming
     the line and the field when the file is refused, with nothing imported.

@@ -1,0 +1,133 @@
+"""Every `cuemem bench` command, end to end on tiny data: the console script as a subprocess, then
+the report's shape and counts (never its timings: the benchmarks measure time, these tests only
+check that each one still runs to its report and counts what it was given).
+
+`cuemem bench locomo` and `cuemem bench suite` have their own files (``test_bench_locomo_e2e.py``,
+``test_bench_suite_e2e.py``). ``BENCH_COMMANDS`` lists the
+commands these files cover; a new command without a test here fails
+``test_every_bench_command_has_an_end_to_end_test``.
+
+The services: the machine's Postgres (a scratch database per run, made and dropped by the
+benchmark on ``PG_ADMIN``), the test Redis database (``CUEMEM_TEST_REDIS``, which the benchmarks
+flush) and, for `bench serve`, the embedded default. Each run's temporary directories (data dirs,
+Qdrant shards) go under a directory of the test's own (``TMPDIR``; ``tests.support.bench``
+says why not pytest's), and no process of theirs may outlive the command.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.bench import bench_dir
+from tests.support.cli import Run, child_env, cuemem
+from tests.support.databases import PG_ADMIN, REDIS_URL
+
+BENCH_COMMANDS = {"decay", "ingest", "latency", "locomo", "serve", "suite"}
+
+
+@pytest.fixture
+def work() -> Iterator[Path]:
+    with bench_dir() as path:
+        yield path
+
+
+def run_bench(work: Path, command: str, *args: str, **env: str) -> tuple[Run, Path]:
+    out = work / "out"
+    # CUEMEM_DATA_DIR only names the directory whose processes must all be gone afterwards.
+    run_env = child_env(CUEMEM_DATA_DIR=str(work), TMPDIR=str(work), **env)
+    run = cuemem(None, "bench", command, "--out", str(out), *args, env=run_env)
+    assert run.code == 0, str(run)
+    return run, out
+
+
+def results_of(out: Path) -> dict[str, Any]:
+    assert (out / "report.md").read_text(encoding="utf-8").startswith("# ")
+    results: dict[str, Any] = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["machine"]["command"].startswith("cuemem bench ")
+    return results
+
+
+def test_every_bench_command_has_an_end_to_end_test() -> None:
+    from bench.cli import bench_app
+
+    names = {c.name or (c.callback.__name__ if c.callback else "") for c in bench_app.registered_commands}
+    assert names == BENCH_COMMANDS, "a `cuemem bench` command without an end-to-end test, or one gone"
+
+
+def test_bench_decay_recomputes_and_syncs_the_sizes_given(work: Path) -> None:
+    _, out = run_bench(
+        work, "decay", "--sizes", "300,120", "--index-sizes", "200", "--database-url", PG_ADMIN
+    )
+    results = results_of(out)
+    recompute = results["recompute"]
+    assert [r["memories"] for r in recompute] == [300, 120]
+    for r in recompute:
+        # Every row starts at score 0: the first run writes most of them, the same `now` again none.
+        assert 0 < r["changed"] <= r["memories"], r
+        assert r["rerun_changed"] == 0, r
+        assert 0 <= r["one_hour_later_changed"] <= r["memories"], r
+    assert [r["points"] for r in results["index_sync"]] == [200]
+
+
+def test_bench_latency_loads_and_asks_what_it_was_told(tmp_path: Path, work: Path) -> None:
+    _, out = run_bench(
+        work, "latency",
+        "--sizes", "60", "--queries", "10", "--clients", "2", "--pool-size", "50",
+        "--no-deterministic-1m", "--no-hnsw", "--pg-admin", PG_ADMIN, "--redis-url", REDIS_URL,
+        HOME=str(tmp_path),  # the pool's vector cache (~/.cache/cuemem-bench) stays in the test
+    )  # fmt: skip
+    results = results_of(out)
+    load = results["load"]
+    others = [u for u in load if u.startswith("other-")]
+    assert load["user-60"]["rows"] == 60 and load["user-60"]["turns"] == 120  # 2 turns per memory
+    assert results["vector_backend"]["points"] == 60 + sum(load[u]["rows"] for u in others)
+    assert results["conversation_log"]["points"] == sum(
+        v["turns"] for v in load.values() if isinstance(v, dict)
+    )
+    assert results["pool"]["size"] == 50
+    modes = {"single/precomputed", "single/e5", "concurrent2/precomputed", "concurrent2/e5"}
+    assert set(results["recall"]["60"]) == modes
+    for mode, summary in results["recall"]["60"].items():
+        assert summary["n"] == 10 and sum(summary["answered_by"].values()) == 10, (mode, summary)
+    assert results["recall_without_log"]["60"]["single/e5"]["n"] == 10
+    assert "recall_hnsw" not in results and "deterministic_1m" not in results
+    verdicts = {t["target"]: t["verdict"] for t in results["targets"]}
+    assert verdicts["deterministic stage p95 <= 5 ms at 1M memories"] == "not measured"
+    # Measured at 60 memories, a 100k target is never called met.
+    assert all(v.endswith("not 100k)") for t, v in verdicts.items() if "100k" in t), verdicts
+
+
+def test_bench_ingest_counts_every_turn_to_the_end(work: Path) -> None:
+    _, out = run_bench(
+        work, "ingest",
+        "--events", "20", "--workers", "1", "--steady-seconds", "2", "--steady-rate", "2",
+        "--noop-tasks", "100", "--pg-admin", PG_ADMIN, "--redis-url", REDIS_URL,
+    )  # fmt: skip
+    results = results_of(out)
+    assert list(results["phases"]) == ["1"]
+    phase = results["phases"]["1"]
+    assert phase["noop"]["tasks"] == 100
+    burst = phase["pipeline"]["throughput"]
+    assert burst["events"] == 20 and burst["states"] == {"done": 20}, burst
+    assert 0 < burst["memorable_events"] <= 20
+    # The raw-embedding yardstick embeds exactly the passages the pipeline embedded.
+    assert phase["raw_embedding"]["passages"] == burst["passages"] > 0
+    assert phase["pipeline"]["steady"]["events"] == 4  # 2 turns/s for 2 s
+    assert len(results["targets"]) == 5
+
+
+def test_bench_serve_ingests_then_answers_recalls(work: Path) -> None:
+    _, out = run_bench(work, "serve", "--workers", "1", "--clients", "1", "--seconds", "5", "--turns", "50")
+    results = results_of(out)
+    assert results["ingest"]["turns"] == 50
+    summary = json.loads(results["ingest"]["summary"].strip().splitlines()[-1])
+    assert summary["published"] == 50 and summary["pending"] == 0, summary
+    [run] = results["runs"]
+    assert run["api_processes"] == 1 and run["errors"] == 0, run
+    # The clients start before the run's end, so each asks at least once; how many is a timing.
+    assert run["recalls"] >= 1 and run["speedup"] == 1.0, run
