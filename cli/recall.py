@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 import typer
 
 from cli.common import CliError, DataDir, check_user, echo_json, parse_now, settings_for, setup_logging
 from service.operations.operator_recall import operator_recall
-from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES
+from shared.events import event_ref
+from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES, Memory
+from shared.storage import UnitOfWork
 from workers.runtime.local import open_runtime
 
 RECALL_FORMATS = ("items", "prompt")
@@ -108,15 +111,26 @@ def memories(
     statuses = RECALLABLE_STATUSES | HISTORICAL_STATUSES if include_all else RECALLABLE_STATUSES
     with open_runtime(settings_for(data_dir)) as rt, rt.container.uow() as uow:
         rows = uow.memories.for_user(rt.settings.tenant_id, user, statuses)
+        due = {m.id: _due_where_told(uow, rt.settings.tenant_id, m, m.due_at) for m in rows if m.due_at}
     data = [m.to_public() for m in rows]
     if as_json:
         echo_json(data)
         return
     for m in data:
+        when = f"  (due {due[m['id']]})" if m["id"] in due else ""
         typer.echo(
             f"{m['id']}  {m['status']:<10} {m['type']:<10} imp={m['importance']:<4} x{m['access_count']}  "
-            f"{m['content']}"
+            f"{m['content']}{when}"
         )
+
+
+def _due_where_told(uow: UnitOfWork, tenant_id: str, memory: Memory, due: datetime) -> str:
+    """A task's due time in the zone its user wrote in: the offset of the turn it was told in
+    (``events.at_offset_s``); as stored (UTC) when that turn is gone or predates the offset."""
+    told = None
+    if memory.sources:
+        told = uow.events.get(event_ref(tenant_id, str(memory.sources[0]["event_id"])))
+    return (due if told is None else due.astimezone(told.event.at.tzinfo)).isoformat(timespec="minutes")
 
 
 def timeline(

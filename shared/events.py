@@ -186,6 +186,9 @@ def _check_id(name: str, value: Any, limits: EventLimits, errors: list[FieldErro
 # year 1 or 9999 overflowed in the time arithmetic.
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+# A UTC offset, in seconds, is strictly within a day (``datetime.timezone``): what
+# ``events.at_offset_s`` can hold.
+MAX_OFFSET_S = 24 * 3600 - 1
 # A turn may carry a time a little ahead of the receiving clock (clock skew), not more.
 FUTURE_SLACK = timedelta(days=1)
 

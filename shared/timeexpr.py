@@ -20,6 +20,9 @@ Conventions (weeks start on Monday, as in ISO 8601 and Chinese calendars):
 * 今晚 / "tonight" is today, and a clock time on it is in the evening. 周末 / "this weekend" is
   Saturday, with Sunday as its ``last`` day. "in 3 days" / 3天后 is a day, "in 2 hours" a datetime.
 * Recurring expressions (每周三, 每月15号, 每天早上8点, "every Friday", "on Fridays") are skipped.
+* Everything is resolved in the zone of ``at``: its date is "today", a clock time is a time of day
+  there, and a datetime carries ``at``'s offset. The caller passes ``at`` with the offset the user
+  wrote in (the event log keeps it, ``events.at_offset_s``), not the instant converted to UTC.
 """
 
 from __future__ import annotations
@@ -178,20 +181,24 @@ def resolve(text: str, at: dt.datetime) -> list[TimeRef]:
     return sorted(refs, key=lambda r: (r.start, r.end))
 
 
-def _start(ref: TimeRef, tz: dt.tzinfo | None) -> dt.datetime:
-    return ref.datetime or dt.datetime.combine(ref.date, dt.time(0, 0), tzinfo=tz)
+def _end(ref: TimeRef, tz: dt.tzinfo | None) -> dt.datetime:
+    """When a ref's period is over: a datetime is its own moment; a day, week, month or year ends
+    with the last second of its last day, in ``tz``."""
+    return ref.datetime or dt.datetime.combine(ref.last, _LAST_SECOND, tzinfo=tz)
+
+
+_LAST_SECOND = dt.time(23, 59, 59)
 
 
 def earliest_future(refs: list[TimeRef], at: dt.datetime) -> dt.datetime | None:
-    """When a task falls due: the earliest ref not before the event (a datetime from or after ``at``,
-    a day from the event's day on, at 00:00 of that day; a week, month or year from its first day)."""
-    today = at.date()
-    due = [
-        _start(r, at.tzinfo)
-        for r in refs
-        if (r.datetime is not None and r.datetime >= at)
-        or (r.datetime is None and (r.date >= today if r.kind == DAY else r.date > today))
-    ]
+    """When a task falls due: the earliest end, not before the event, of the periods ``refs`` name.
+
+    A datetime is due at its moment; a period at its end in the event's zone, not its start: "我打算
+    十二月去日本旅行" is due 12-31 23:59:59, "今天要交" at the end of today, "本月" at the end of
+    this month. A time of day is in the event's zone too (:func:`resolve`), so "下周三下午三点" told
+    at +08:00 is due 15:00+08:00 (07:00 UTC, the instant stored)."""
+    ends = [_end(r, at.tzinfo) for r in refs]
+    due = [end for end in ends if end >= at]
     return min(due) if due else None
 
 

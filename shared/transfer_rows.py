@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared import fields as f
-from shared.events import MAX_SEQ, EventLimits, FieldError, InvalidEvent, validate_turn
+from shared.events import MAX_OFFSET_S, MAX_SEQ, EventLimits, FieldError, InvalidEvent, validate_turn
 from shared.models import REDACTED_HASH, REDACTED_METADATA, EventStage, MemoryStatus, MemoryType
 from shared.timeexpr import MAX_SPAN
 
@@ -112,6 +112,8 @@ def specs(limits: EventLimits, dim: int) -> dict[str, Spec]:
             "turn_indexed": Column(f.flag, absent=True),
             "window_ids": Column(_ids(limits.max_id_chars), absent=True),
             "trace_context": Column(lambda v: f.text(v, 55), null=True),
+            # The UTC offset ``at`` was sent with (migration 0018); absent in an older export.
+            "at_offset_s": Column(lambda v: f.integer(v, -MAX_OFFSET_S, MAX_OFFSET_S), null=True),
         },
         "event_receipts": {
             "tenant_id": ident,

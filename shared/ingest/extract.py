@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 
 from shared.cues import cues_for_memory, entities, lexicon_tags
 from shared.events import Role, TurnPublished, content_hash
@@ -46,7 +46,10 @@ def extract_event(
         return next_step(ref, stage) if stage is EventStage.EXTRACTED else []
     asked = preceding_question(uow, event)
     extraction = honour_explicit(event, extractor(event, threshold, asked), threshold)
-    source = Source(event.event_id, event.session_id, event.seq, event.at.isoformat()).to_dict()
+    # A source's time is in UTC whatever the turn's offset: sources are ordered by it as text
+    # (persist, conflict order), and text orders instants only when they share one offset.
+    told = event.at.astimezone(UTC).isoformat()
+    source = Source(event.event_id, event.session_id, event.seq, told).to_dict()
     # Event time: "前天我把车送去保养了" told on 08-12 happened on 08-10. A memory keeps the times
     # its own words name; the one memory of a turn that made one stands for the whole turn (its
     # summary may have cut the expression off). A fragment of a split turn that names no time

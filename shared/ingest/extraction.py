@@ -5,7 +5,9 @@ adds up the weights of the rules that fire (preferences, profile facts, tasks, d
 entities...); chit-chat and questions stay low, except a user's question about a topic they keep
 following or about their own things ("收盘了吗", "我那只基金怎么样"), kept as an episode exactly at
 the default threshold for consolidation to find. A turn that states several different kinds of fact
-("我住杭州，不吃香菜") becomes one draft per kind.
+("我住杭州，不吃香菜") becomes one draft per kind. An instruction to remember ("记住，我不吃香菜！",
+"…，请记住。", "Please remember this: …") raises the importance of the statement it goes with and
+is cut from its words: it is never a memory of its own.
 
 Each draft also carries its slot (the attribute it is about, from the lexicon's slot rules), whether
 it is negated or states a change, its time expressions resolved against the event's time (ISO, see
@@ -31,7 +33,9 @@ from shared.ingest.extraction_rules import (
     TYPE_ORDER,
     interest_topic,
     is_change,
+    is_instruction,
     is_negated,
+    without_instruction,
 )
 from shared.models import Extraction, MemoryDraft, MemoryType
 from shared.text import word_set
@@ -45,11 +49,13 @@ __all__ = [
     "extract",
     "is_change",
     "is_chit_chat",
+    "is_instruction",
     "is_negated",
     "question_text",
     "slot_for",
     "statement_text",
     "summarize",
+    "without_instruction",
 ]
 
 DEFAULT_THRESHOLD = 5.0
@@ -293,7 +299,9 @@ def _groups(text: str, role: Role, threshold: float) -> list[_Group]:
         return groups
     for start, end in spans:
         found = analyse(text[start:end], role)
-        if found.importance >= threshold and (not groups or groups[-1].type != found.type):
+        # An instruction to remember ("记住，") opens no group: it goes with its statement.
+        opens = found.importance >= threshold and not is_instruction(text[start:end])
+        if opens and (not groups or groups[-1].type != found.type):
             groups.append(_Group(found.type, start if lead_start is None else lead_start, end))
             lead_start = None
         elif groups:
@@ -304,7 +312,8 @@ def _groups(text: str, role: Role, threshold: float) -> list[_Group]:
 
 
 def _draft(text: str, role: Role, importance: float, type_: MemoryType, at: datetime) -> MemoryDraft:
-    content = summarize(text, role)
+    # The instruction to remember raised ``importance``; the memory holds what was to be remembered.
+    content = summarize(without_instruction(text) or text, role)
     change = role is Role.USER and is_change(content)
     question = not statement_text(text).strip()
     extra = (("change",) if change else ()) + (("question",) if question else ())
@@ -351,6 +360,8 @@ def extract(
         )
     if turn.importance < threshold:
         return Extraction(turn.importance, (), turn.reasons)
+    if is_instruction(text) or is_chit_chat(without_instruction(text)):  # "记住了", "好的，记住了"
+        return Extraction(turn.importance, (), (*turn.reasons, "instruction_only"))
     draft = _draft(text, event.role, turn.importance, turn.type, event.at)
     return Extraction(turn.importance, _in_light_of(context, (draft,)), turn.reasons)
 

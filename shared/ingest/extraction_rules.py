@@ -34,6 +34,26 @@ _JOBS = (
 )
 _HABIT_EN = r"(?:drink|eat|use|prefer|like|work|live|take|go|run|write|code|play|listen|watch|read)\b"
 _HABIT_ZH = r"(?:吃|喝|用|抽|玩|碰|买|点|看|写|练|学|打)"
+# A habit or routine ("我每天早上都喝美式", "每周三晚上去游泳", "I walk the dog every evening",
+# "I usually take the bus"): a preference worth keeping. The routine word, then at most a time of
+# day and a clock time, then what is done: "每天早上8点提醒我吃药" stays a task.
+_ROUTINE_ZH = _alt(
+    "每天 每日 天天 每晚 每早 每周[一二三四五六日天]? 每个?星期[一二三四五六日天]?"
+    " 每个?礼拜[一二三四五六日天]? 每个?周末 每个?月 平时 平常 一般 通常 经常 常常 总是 老是 向来 一向 一直"
+)
+_ROUTINE_WHEN_ZH = (
+    r"(?:早上|早晨|清晨|上午|中午|下午|傍晚|晚上|夜里|睡前|饭后|早饭|午饭|晚饭|起床后|下班后|放学后)?"
+    r"(?:(?:\d{1,2}|[一二三四五六七八九十]{1,3})点(?:半|钟)?)?(?:左右)?(?:都|会|要|也|还|就)*"
+)
+_ROUTINE_DO_ZH = _alt(
+    "吃 喝 用 抽 玩 碰 买 点 看 写 练 学 打 去 跑 游 走 遛 骑 做 听 读 睡 起"
+    " 健身 散步 锻炼 冥想 泡 刷 背 弹 唱 坐 开车"
+)
+_NOT_ASKED_ZH = r"(?![^，,。！!？?]*(?:什么|哪|几点|多少|多久|谁|怎么|吗|呢))"  # "我每周做什么运动"
+_ROUTINE_EN = r"(?:morning|day|evening|night|week|weekend|month|(?:mon|tues|wednes|thurs|fri|satur|sun)day)s?"
+# What is done, in the present: not a past ("went", "walked") nor "have" (a recurring meeting is a
+# task's business).
+_ROUTINE_VERB_EN = r"(?!(?:was|were|went|had|did|used|got|ran|ate|drank|came|took|have|has)\b|\w+ed\b)\w+"
 _JOBS_ZH = _alt(
     "工程师 程序员 医生 护士 老师 教师 律师 会计 设计师 经理 学生 研究生 博士"
     " 销售 司机 厨师 作家 记者 主管 总监 分析师 架构师 研究员 公务员 顾问 运营 编辑"
@@ -75,12 +95,19 @@ _PREFERENCE = _any(
     _ZS + r"(?:也|还|都|从来|一直)?(?:不|从不|不太|不怎么|很少|不爱|没法)(?:吃|喝|喜欢|爱|用|碰|抽)"
     r"(?!了?(?:[，,。.！!~～]|\s*$))",  # "不用了，谢谢" declines an offer
     r"讨厌|受不了|忌口|过敏|吃素|素食|不能吃|不能喝|乳糖不耐|最爱",
-    r"我(?:每天|平时|一般|通常|经常|总是|天天|每早|每晚)(?:都|会|要)?(?:早上|晚上|中午|早饭|午饭)?"
-    + _HABIT_ZH,
+    _ZS
+    + _NOT_ASKED_ZH
+    + r"(?:也|还)?(?:周末|早上|晚上)?"
+    + _ROUTINE_ZH
+    + r"+"
+    + _ROUTINE_WHEN_ZH
+    + _ROUTINE_DO_ZH,
     r"\bI (?:really |absolutely |just |do |also |still |totally |kind of )*(?:prefer|like|love|enjoy|hate"
     r"|dislike|adore|loathe|can't stand|cannot stand|can't eat|avoid|(?:don't|do not|never) (?:like|eat|"
     r"drink|want|use)|(?:always|usually|often|normally) (?:eat|drink|use|take|order|get|wear))\b",
-    r"\bI (?:eat|drink|have) \w+(?: \w+)? every (?:morning|day|evening|night)\b",
+    rf"\b(?:I|we) {_ROUTINE_VERB_EN}(?: \w+){{0,5}} (?:every|each) (?:single )?(?:other )?{_ROUTINE_EN}\b",
+    rf"\b(?:every|each) {_ROUTINE_EN},? (?:I|we) {_ROUTINE_VERB_EN}",
+    rf"\b(?:I|we) (?:always|usually|normally|generally|typically|regularly|often|tend to) {_ROUTINE_VERB_EN}",
     r"\bmy fav(?:ou)?rite\b|\b(?:allergic|allergy|vegetarian|vegan|lactose|gluten)\b",
     r"\bI'm a (?:huge |big )?fan of\b",
 )
@@ -159,6 +186,43 @@ _OWNERSHIP = _any(
     r"\bmy (?:order|account|ticket|package|parcel|flight|booking|reservation|device|phone|laptop|car"
     r"|email|number|address|subscription|plan|server|project|repo)\b",
 )
+# An instruction to remember ("记住，", "请记住。", "Please remember this:", "keep in mind that"):
+# it raises the importance of the statement it is attached to (the "remember" rule) and is never a
+# memory of its own. A clause that is only the instruction, and an English "remember that ..."
+# lead-in, are cut from the memory's words (:func:`without_instruction`); "remember to call mom"
+# is a task, not an instruction, and stays.
+_INSTRUCTION_ZH = (
+    r"(?:请|麻烦|你|帮我|给我)*(?:一定|务必|千万)?要?(?:好好)?"
+    r"(?:记住|记一下|记好|记着|记下来?|帮我记(?:住|下|一下|着)?)"
+    r"(?:了|哦|喔|噢|啊|呀|哈|吧|啦|喽)?(?:这(?:个|件事|一点|点)?)?"
+)
+_INSTRUCTION_EN = (
+    r"(?:(?:please|pls|and|also|just)[\s,]+)*(?:do\s+)?(?:remember|keep\s+in\s+mind|make\s+a\s+note(?:\s+of)?"
+    r"|take\s+note(?:\s+of)?|note)(?:\s+(?:this|that|it))?(?:\s+for\s+(?:future\s+)?reference)?(?:[\s,]+please)?"
+)
+_INSTRUCTION_CLAUSE = re.compile(
+    rf"(?:^|(?<=[,，。.!！?？;；:：\n]))\s*(?:{_INSTRUCTION_ZH}|{_INSTRUCTION_EN})\s*(?:[,，。.!！;；:：~～]+|$)",
+    _I,
+)
+_INSTRUCTION_LEAD = re.compile(
+    r"^\s*(?:(?:please|pls|and|also|just)[\s,]+)*(?:do\s+)?(?:remember|keep\s+in\s+mind|note)\s+that\s+"
+    r"|^\s*(?:请|帮我)?(?:一定|务必)?要?记住(?=我|你)",
+    _I,
+)
+
+
+def without_instruction(text: str) -> str:
+    """``text`` without its instructions to remember: "记住，我不吃香菜！" → "我不吃香菜！",
+    "Please remember this: my passport expires…" → "my passport expires…"; "" when the text is
+    nothing but one ("请记住。")."""
+    return _INSTRUCTION_LEAD.sub("", _INSTRUCTION_CLAUSE.sub("", text)).strip()
+
+
+def is_instruction(text: str) -> bool:
+    """Whether ``text`` is only an instruction to remember ("记住，", "请记住。", "Remember this!")."""
+    return bool(text.strip()) and not without_instruction(text).strip(" \t\n,，。.!！?？;；:：~～")
+
+
 # A change of preference or habit ("我现在改喝拿铁了", "I no longer eat meat"): the draft is marked
 # as a change so that conflict detection lets it replace what it changes.
 CHANGE = _any(

@@ -11,11 +11,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-from shared import cues
+from shared import cues, timeexpr
 from shared.events import Role, TurnPublished
 from shared.ingest.answers import answer_context
 from shared.ingest.conflicts import Judge, Relation, Verdict, judge_by_rules
-from shared.ingest.extraction import extract
+from shared.ingest.extraction import extract, is_instruction, without_instruction
 from shared.lifecycle.consolidation import Group
 from shared.llm import (
     INSTRUCTIONS,
@@ -72,22 +72,34 @@ def extract_with_llm(
         return Extraction(importance=importance, drafts=drafts, reasons=reasons)
     drafts_list = []
     for proposed in answer.memories:
-        entities = tuple(
-            dict.fromkeys([*cues.entities(proposed.content), *(e.lower() for e in proposed.entities)])
-        )
-        tags = tuple(
-            dict.fromkeys([*cues.lexicon_tags(proposed.content), *(t.lower() for t in proposed.tags)])
-        )
+        # An instruction to remember ("请记住") the model proposed as a memory is none; one it left
+        # in a memory's words ("Remember this: …") is cut, as the rules cut it.
+        content = without_instruction(proposed.content)
+        if is_instruction(proposed.content) or not content:
+            continue
+        entities = tuple(dict.fromkeys([*cues.entities(content), *(e.lower() for e in proposed.entities)]))
+        tags = tuple(dict.fromkeys([*cues.lexicon_tags(content), *(t.lower() for t in proposed.tags)]))
+        memory_type = MemoryType(proposed.type)
+        # Times as the rules resolve them, in the zone of the turn's own offset; a task whose words
+        # the model rewrote without its time falls due when the turn's own words say.
+        refs = timeexpr.resolve(content, event.at)
+        if memory_type is MemoryType.TASK and not refs:
+            refs = timeexpr.resolve(event.content, event.at)
         drafts_list.append(
             MemoryDraft(
-                type=MemoryType(proposed.type),
-                content=proposed.content,
+                type=memory_type,
+                content=content,
                 importance=round(LLM_WEIGHT * proposed.importance + (1 - LLM_WEIGHT) * rules.importance, 2),
                 tags=tags,
                 entities=entities,
-                cues=cues.cues_for_memory(proposed.content, tags, entities),
+                cues=cues.cues_for_memory(content, tags, entities),
+                time_refs=tuple(dict.fromkeys(r.iso for r in refs)),
+                due_at=timeexpr.earliest_future(refs, event.at) if memory_type is MemoryType.TASK else None,
             )
         )
+    if not drafts_list:  # the model proposed instructions only: the rules' drafts stand
+        drafts = tuple(replace(d, importance=max(d.importance, importance)) for d in rules.drafts)
+        return Extraction(importance=importance, drafts=drafts, reasons=reasons)
     context = answer_context(asked) if asked and event.role is Role.USER else None
     drafts = tuple(drafts_list) if context is None else context.onto(tuple(drafts_list))
     return Extraction(importance=importance, drafts=drafts, reasons=(*reasons, "llm-extraction"))

@@ -218,11 +218,12 @@ def test_task_due_at_from_the_event_time() -> None:
 @pytest.mark.parametrize(
     ("content", "due", "refs"),
     [
-        ("下周三要和老王开会讨论预算", datetime(2026, 12, 9, tzinfo=CST), ("2026-12-09",)),
+        ("下周三要和老王开会讨论预算", datetime(2026, 12, 9, 23, 59, 59, tzinfo=CST), ("2026-12-09",)),
         ("Remind me to call mom next Friday at 3pm", datetime(2026, 12, 11, 15, tzinfo=CST),
          ("2026-12-11T15:00:00+08:00",)),
-        ("三月份要去日本出差", datetime(2027, 3, 1, tzinfo=CST), ("2027-03",)),
-        ("in two days I need to renew my passport", datetime(2026, 12, 2, tzinfo=CST), ("2026-12-02",)),
+        ("三月份要去日本出差", datetime(2027, 3, 31, 23, 59, 59, tzinfo=CST), ("2027-03",)),
+        ("in two days I need to renew my passport", datetime(2026, 12, 2, 23, 59, 59, tzinfo=CST),
+         ("2026-12-02",)),
     ],
 )  # fmt: skip
 def test_plans_with_a_time_are_tasks_due_then(content: str, due: datetime, refs: tuple[str, ...]) -> None:

@@ -117,6 +117,9 @@ BAD: list[tuple[int, str, Any, str]] = [
     (0, "importance", float("nan"), "events.importance: must be a finite number"),
     (0, "metadata", {"a": {"b": {"c": {"d": {"e": {"f": {"g": {"h": {"i": 1}}}}}}}}}, "events.metadata"),
     (0, "user_id", "u1", None),  # the control: a good value passes
+    (0, "at_offset_s", 8 * 3600, None),  # the offset ``at`` was sent with (+08:00)
+    (0, "at_offset_s", 24 * 3600, "events.at_offset_s: must be between -86399 and 86399, got 86400"),
+    (0, "at_offset_s", "+08:00", "events.at_offset_s: must be an integer"),
     (1, "event_id", "e:1\n", "events.event_id: 'e:1\\n' has characters outside"),
     (2, "outcome", "maybe", "event_receipts.outcome: 'maybe' is not one of accepted"),
     (3, "type", "bogus", "memories.type: 'bogus' is not one of preference"),

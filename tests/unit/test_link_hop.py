@@ -53,6 +53,8 @@ OTHERS = {
 }
 LINK = {"zh": "我儿子叫乐乐", "en": "My son's name is Leo"}
 LINKED = {"zh": "乐乐每周六去踢足球", "en": "Remember that Leo plays football every Saturday"}
+# What the linked turn's memory says: the instruction to remember is cut from its words.
+LINKED_MEMORY = {"zh": "乐乐每周六去踢足球", "en": "Leo plays football every Saturday"}
 QUERY = {"zh": "我儿子喜欢什么运动？", "en": "What sport does my son like?"}
 HOP = {"zh": "link:儿子->乐乐", "en": "link:son->leo"}
 
@@ -66,14 +68,14 @@ def _world(lang: str, *, with_link: bool = True) -> Harness:
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_a_query_about_one_side_reaches_memories_of_the_other(lang: str) -> None:
     out = ask(_world(lang), QUERY[lang])
-    [hit] = [i for i in out.items if i.content == LINKED[lang]]
+    [hit] = [i for i in out.items if i.content == LINKED_MEMORY[lang]]
     assert "link" in hit.explanation["paths"], out.trace
     assert HOP[lang] in hit.explanation["matched_cues"]
     assert out.trace["candidates"]["link"] == 1
     assert any(n.startswith(f"link hop: {HOP[lang].removeprefix('link:')}") for n in out.trace["notes"])
     # The hop's hit ranks among the cue hits, and scores below what naming the name would give.
     direct = ask(_world(lang), QUERY[lang].replace("我儿子", "乐乐").replace("my son", "Leo"))
-    [named] = [i for i in direct.items if i.content == LINKED[lang]]
+    [named] = [i for i in direct.items if i.content == LINKED_MEMORY[lang]]
     assert "link" not in named.explanation["paths"]
     assert hit.explanation["cue_score"] < named.explanation["cue_score"]
 

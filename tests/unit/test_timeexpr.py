@@ -242,15 +242,52 @@ def test_tense() -> None:
     assert tense("三月份") is None
 
 
+def _last_second(year: int, month: int, day: int, tz: dt.tzinfo = CST) -> dt.datetime:
+    return dt.datetime(year, month, day, 23, 59, 59, tzinfo=tz)
+
+
 def test_earliest_future() -> None:
     refs = resolve("上周三说好了，明天下午三点或者下周三都行", AT)
     assert earliest_future(refs, AT) == dt.datetime(2026, 12, 1, 15, 0, tzinfo=CST)
-    assert earliest_future(resolve("下周三交", AT), AT) == dt.datetime(2026, 12, 9, tzinfo=CST)
-    assert earliest_future(resolve("下个月", AT), AT) == dt.datetime(2026, 12, 1, tzinfo=CST)
-    assert earliest_future(resolve("今天要交", AT), AT) == dt.datetime(2026, 11, 30, tzinfo=CST)
-    assert earliest_future(resolve("本月", AT), AT) is None  # began before the event
+    assert earliest_future(resolve("下周三交", AT), AT) == _last_second(2026, 12, 9)
     assert earliest_future(resolve("昨天", AT), AT) is None
+    assert earliest_future(resolve("今天早上八点", AT), AT) is None  # 08:00, before the event at 10:00
     assert earliest_future([], AT) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "due"),
+    [
+        ("我打算十二月去日本旅行", _last_second(2026, 12, 31)),
+        ("下个月", _last_second(2026, 12, 31)),
+        ("本月", _last_second(2026, 11, 30)),  # begun before the event, not over yet
+        ("今天要交", _last_second(2026, 11, 30)),  # not the midnight already past
+        ("下周要交", _last_second(2026, 12, 13)),  # the week's Sunday
+        ("明年要考驾照", _last_second(2027, 12, 31)),
+        ("going to Japan in March", _last_second(2027, 3, 31)),
+    ],
+)
+def test_a_period_is_due_at_its_end(text: str, due: dt.datetime) -> None:
+    assert earliest_future(resolve(text, AT), AT) == due
+
+
+@pytest.mark.parametrize(
+    ("text", "at", "due"),
+    [
+        # Said on a Monday at 20:03 in Beijing (12:03 UTC): three in the afternoon in Beijing.
+        ("下周三下午三点要去医院复查", "2026-10-05T20:03:00+08:00", "2026-10-14T07:00:00+00:00"),
+        ("周五早上九点开会", "2026-10-05T18:00:00+08:00", "2026-10-09T01:00:00+00:00"),
+        # 21:30 on a Monday in New York is Tuesday in UTC: "tomorrow" is New York's Tuesday.
+        ("call the bank tomorrow at 9am", "2026-10-05T21:30:00-05:00", "2026-10-06T14:00:00+00:00"),
+        ("next Friday at 3pm", "2026-10-05T21:30:00-05:00", "2026-10-16T20:00:00+00:00"),
+        ("明天要交", "2026-10-05T23:30:00+08:00", "2026-10-06T15:59:59+00:00"),
+    ],
+)
+def test_times_of_day_are_in_the_zone_of_the_event(text: str, at: str, due: str) -> None:
+    told = dt.datetime.fromisoformat(at)
+    found = earliest_future(resolve(text, told), told)
+    assert found is not None and found.utcoffset() == told.utcoffset()
+    assert found == dt.datetime.fromisoformat(due)
 
 
 def test_utc_event_and_deterministic() -> None:

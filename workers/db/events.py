@@ -19,7 +19,7 @@ from shared.storage import (
     TurnState,
 )
 from shared.timeexpr import Span
-from workers.db.mapping import column_values, event_from_row, from_columns
+from workers.db.mapping import column_values, event_from_row, from_columns, offset_seconds
 from workers.db.session import SessionRepository
 from workers.db.tables import (
     DeadLetterRow,
@@ -62,6 +62,7 @@ class SqlEventRepository(SessionRepository):
                 {
                     **column_values(event),
                     "role": event.role.value,
+                    "at_offset_s": offset_seconds(event.at),
                     "content_hash": event.content_hash,
                     "stage": stage,
                     "extraction_reasons": [],

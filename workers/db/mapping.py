@@ -6,6 +6,7 @@ Domain records are dataclasses whose field names are the columns' names, so a co
 from __future__ import annotations
 
 from dataclasses import fields
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared.events import Role, TurnPublished
@@ -31,8 +32,25 @@ def from_columns(record_type: type[Record], row: Any, **converted: Any) -> Recor
     return record_type(**same, **converted)
 
 
+def offset_seconds(at: datetime) -> int | None:
+    """The UTC offset of ``at`` in seconds east of UTC (``events.at_offset_s``), None when naive."""
+    offset = at.utcoffset()
+    return None if offset is None else int(offset.total_seconds())
+
+
+def in_offset(at: datetime, seconds: int | None) -> datetime:
+    """The instant ``at`` shown at the offset it was sent with (a row from before 0018: as read)."""
+    return at if seconds is None else at.astimezone(timezone(timedelta(seconds=seconds)))
+
+
 def event_from_row(row: EventRow) -> StoredEvent:
-    event = from_columns(TurnPublished, row, role=Role(row.role), metadata=dict(row.metadata_ or {}))
+    event = from_columns(
+        TurnPublished,
+        row,
+        role=Role(row.role),
+        metadata=dict(row.metadata_ or {}),
+        at=in_offset(row.at, row.at_offset_s),
+    )
     happened = (row.happened_from, row.happened_to) if row.happened_from and row.happened_to else None
     window = tuple(row.window_ids or ())
     return StoredEvent(

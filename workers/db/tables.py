@@ -16,6 +16,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     Index,
+    Integer,
     PrimaryKeyConstraint,
     String,
     Text,
@@ -90,6 +91,10 @@ class EventRow(UserOwned, Happened, Base):
     content: Mapped[Prose]
     content_hash: Mapped[Sha256]
     at: Mapped[Instant]
+    # The UTC offset ``at`` was sent with, in seconds east of UTC (migration 0018): timestamptz
+    # keeps the instant only, and "下午三点" in the turn means three in the turn's own zone. NULL
+    # for a turn recorded before 0018 (read back in UTC, as it always was).
+    at_offset_s: Mapped[int | None] = mapped_column(Integer)
     metadata_: Mapped[Document] = mapped_column("metadata")
     stage: Mapped[Label]
     importance: Mapped[float | None]
