@@ -175,3 +175,36 @@ def test_each_costly_route_answers_429_over_its_budget_and_another_tenant_is_una
     finally:
         env.client.app.state.close()  # type: ignore[attr-defined]
         env.container.close()
+
+
+# Invalidate, restore and forget (soft or hard) change a memory as an edit does (restore re-indexes,
+# a hard delete rewrites the embedded Redis's files): they spend the same per-tenant edit budget.
+CHANGES: dict[str, Any] = {
+    "invalidate": lambda env, t: env.client.post(
+        "/v1/users/u1/memories/m1/invalidate", json={"reason": "no longer"}, headers=env.auth(t)
+    ),
+    "restore": lambda env, t: env.client.post("/v1/users/u1/memories/m1/restore", headers=env.auth(t)),
+    "forget": lambda env, t: env.client.delete("/v1/users/u1/memories/m1", headers=env.auth(t)),
+    "purge": lambda env, t: env.client.delete(
+        "/v1/users/u1/memories/m1", params={"hard": "true"}, headers=env.auth(t)
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CHANGES))
+def test_every_change_to_a_memory_spends_the_tenants_edit_budget(it_settings: Settings, kind: str) -> None:
+    settings = limited(it_settings, rate_limit_edit_per_s=0.01, rate_limit_edit_burst=1)
+    env = build_env(settings, tenants=(AC, AC_ME))
+    try:
+        call = CHANGES[kind]
+        first = call(env, AC)
+        assert first.status_code not in (429, 500), first.text  # its own answer (404): not ours
+        refused = call(env, AC)
+        assert refused.status_code == 429, refused.text
+        assert error_of(refused)["code"] == "rate_limited"
+        assert int(refused.headers["Retry-After"]) >= 1
+        assert COSTLY["edit"](env, AC).status_code == 429  # one budget for every change
+        assert call(env, AC_ME).status_code not in (429, 500)  # the other tenant's own
+    finally:
+        env.client.app.state.close()  # type: ignore[attr-defined]
+        env.container.close()

@@ -100,7 +100,11 @@ async def edit_memory(
 
 
 @router.post(
-    BASE + "/{memory_id}/invalidate", response_model=MemoryOut, tags=["memories"], responses=CONFLICT
+    BASE + "/{memory_id}/invalidate",
+    response_model=MemoryOut,
+    tags=["memories"],
+    responses=CONFLICT,
+    dependencies=[limited(EDIT)],
 )
 def invalidate_memory(
     tenant: Tenant, user_id: User, memory_id: MemoryId, body: InvalidateIn, container: AppContainer
@@ -110,7 +114,13 @@ def invalidate_memory(
     return api.invalidate(container, tenant, user_id, memory_id, reason).to_public()
 
 
-@router.post(BASE + "/{memory_id}/restore", response_model=MemoryOut, tags=["memories"], responses=CONFLICT)
+@router.post(
+    BASE + "/{memory_id}/restore",
+    response_model=MemoryOut,
+    tags=["memories"],
+    responses=CONFLICT,
+    dependencies=[limited(EDIT)],  # restore re-indexes, as an edit does
+)
 def restore_memory(
     tenant: Tenant, user_id: User, memory_id: MemoryId, container: AppContainer
 ) -> dict[str, Any]:
@@ -118,7 +128,13 @@ def restore_memory(
     return api.restore(container, tenant, user_id, memory_id)[0].to_public()
 
 
-@router.delete(BASE + "/{memory_id}", response_model=DeletedOut, tags=["memories"], responses=CONFLICT)
+@router.delete(
+    BASE + "/{memory_id}",
+    response_model=DeletedOut,
+    tags=["memories"],
+    responses=CONFLICT,
+    dependencies=[limited(EDIT)],  # a hard delete also rewrites the embedded Redis's files
+)
 def delete_memory(
     tenant: Tenant,
     user_id: User,
