@@ -184,3 +184,14 @@ def test_cuemem_migrate_moves_old_keys(it_settings: Settings, client: redis.Redi
     assert _all_keys(client) == {keys.seq_key("acme", "u1", "s:1"), "cuemem:seq:{ac:me:bob}:s1"}
     assert client.get(keys.seq_key("acme", "u1", "s:1")) == b"7"
     assert "name two possible users" in done.stderr
+
+
+def test_a_report_counts_no_old_key_that_may_be_another_tenants(client: redis.Redis) -> None:
+    """An old-form key `{ac:me:bob}` matches tenant `ac`'s pattern but may be tenant `ac:me`'s:
+    tenant `ac`'s report leaves it out of everyone else's counts (it still goes with either
+    candidate user's delete, above)."""
+    client.set("cuemem:seq:{ac:me:bob}:s1", 1)
+    client.zadd("cuemem:sessions:{ac:me:bob}", {"s1": 1000})
+    client.set(keys.seq_key("ac", "u10", "s1"), 2)  # another user of tenant ac: counted
+    counts = RedisUserKeys(client).count("ac", "u1")
+    assert counts["seq_counters"] == (0, 1) and counts["sessions"] == (0, 0)

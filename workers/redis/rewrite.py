@@ -55,9 +55,10 @@ def flush_pending(client: redis.Redis | None, data_dir: Path, min_interval_s: fl
         )
         return False
     client.delete(PENDING_KEY)  # before the rewrite: a delete during it marks again
-    if not rewrite_files(client):
-        client.set(PENDING_KEY, 1)  # another rewrite was running, or ours ran late: once more
-    return True
+    if rewrite_files(client):
+        return True
+    client.set(PENDING_KEY, 1)  # another rewrite was running, or ours ran late: once more
+    return False
 
 
 def is_embedded(client: redis.Redis, data_dir: Path) -> bool:

@@ -57,7 +57,9 @@ class RedisUserKeys:
         counts: dict[str, tuple[int, int]] = {}
         for part, family in FAMILIES.items():
             mine = self._mine(family, tenant_id, user_id)
-            tenants = self._scan(keys.tenant_pattern(family, tenant_id))
+            # An old-form key whose raw tag holds two or more `:` (`{a:b:c}`) matches tenant `a`'s
+            # pattern but may be tenant `a:b`'s: not provably this tenant's, so not counted.
+            tenants = {k for k in self._scan(keys.tenant_pattern(family, tenant_id)) if _one_colon_tag(k)}
             counts[part] = (len(mine), len(tenants - mine))
         ledger, others = self._ledger(tenant_id, user_id)
         counts["ledger"] = (len(ledger), others)
@@ -79,3 +81,10 @@ class RedisUserKeys:
             # One key per DEL: a legacy key may sit in another cluster slot than the user's tag.
             deleted[part] = sum(int(self._redis.delete(k)) for k in mine)
         return deleted
+
+
+def _one_colon_tag(key: str) -> bool:
+    """Whether the key's hash tag is ``{tenant:user}`` with encoded ids (one ``:``)."""
+    start = key.find("{")
+    end = key.find("}", start + 1)
+    return start >= 0 and end > start and key[start + 1 : end].count(":") == 1
