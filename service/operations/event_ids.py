@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from shared.events import FieldError, InvalidEvent, validate_turn
 from shared.ingest.record import reused_id_problem
+from shared.storage import UnitOfWork
 from workers.bootstrap import Container
 
 log = logging.getLogger(__name__)
@@ -36,22 +36,25 @@ def reused(container: Container, tenant: str, turns: Sequence[tuple[int, Any]]) 
     }
     if not wanted:
         return {}
+    uow = container.uow()
+    outages: tuple[type[BaseException], ...] = (*uow.outages, OSError)
     try:
-        return _reused(container, tenant, turns, wanted)
-    except Exception as exc:
-        database = type(exc).__module__.split(".")[0] in ("sqlalchemy", "psycopg")
-        if not database and not isinstance(exc, OSError):
-            raise
+        return _reused(container, uow, tenant, turns, wanted)
+    except outages as exc:  # an outage only: any other error is a bug, raised
         log.warning("event ids not checked for reuse in tenant %s: %s", tenant, exc)
         return {}
 
 
 def _reused(
-    container: Container, tenant: str, turns: Sequence[tuple[int, Any]], wanted: dict[int, str]
+    container: Container,
+    uow: UnitOfWork,
+    tenant: str,
+    turns: Sequence[tuple[int, Any]],
+    wanted: dict[int, str],
 ) -> dict[int, InvalidEvent]:
     out: dict[int, InvalidEvent] = {}
     raws = dict(turns)
-    with container.uow() as uow:
+    with uow:
         seen = uow.receipts.get_many(tenant, sorted(set(wanted.values())))
         for position, event_id in wanted.items():
             receipt = seen.get(event_id)
@@ -61,7 +64,7 @@ def _reused(
                 event = validate_turn(
                     {**raws[position], "tenant_id": tenant},
                     container.limits,
-                    now=datetime.now(UTC),
+                    now=container.clock(),
                     require_seq=False,
                 )
             except InvalidEvent:
