@@ -24,9 +24,6 @@ from shared.timeexpr import MAX_SPAN
 # The largest line an import reads (characters): a memory's sources grow with its repeats, so this
 # is far above what one turn can hold; it bounds what one line costs to parse.
 MAX_LINE_CHARS = 8 << 20
-# Nesting of a whole line ({"table", "row": {column: ...}}): a row's JSON columns are checked to
-# their own depth (metadata: 8, as publish); deeper lines are refused before any column is read.
-MAX_LINE_DEPTH = 2 + 8 + 2
 MAX_PROSE_CHARS = 100_000  # reasons and other text the pipeline writes
 MAX_WORD_CHARS = 1_000
 MAX_SCORE = 1e6
@@ -34,7 +31,7 @@ MAX_IMPORTANCE = 10.0  # shared/scoring.py: importance is 0-10
 # A memory's status as an import may bring it: a ``pending`` draft belongs to a pipeline run that
 # the importing deployment never had (an export leaves drafts out).
 IMPORTED_STATUSES = tuple(s for s in MemoryStatus if s is not MemoryStatus.PENDING)
-RECEIPT_OUTCOMES = ("accepted", "duplicate", "rejected")
+RECEIPT_OUTCOMES = ("accepted", "duplicate", "rejected")  # shared.storage.Outcome (which imports this module)
 
 
 @dataclass(frozen=True)
