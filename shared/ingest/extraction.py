@@ -319,7 +319,7 @@ def _draft(text: str, role: Role, importance: float, type_: MemoryType, at: date
     extra = (("change",) if change else ()) + (("question",) if question else ())
     tags = tuple(dict.fromkeys(cues.lexicon_tags(content) + extra))
     found = cues.entities(content)[:MAX_DRAFT_ENTITIES]
-    refs = timeexpr.resolve(content, at)
+    time_refs, due_at = timing(content, type_, at)
     return MemoryDraft(
         type=type_,
         content=content,
@@ -330,9 +330,22 @@ def _draft(text: str, role: Role, importance: float, type_: MemoryType, at: date
         slot=None if question else cues.slot_for(content, type_, tags, found),
         negated=is_negated(content),
         change=change,
-        time_refs=tuple(dict.fromkeys(r.iso for r in refs)),
-        due_at=timeexpr.earliest_future(refs, at) if type_ is MemoryType.TASK else None,
+        time_refs=time_refs,
+        due_at=due_at,
     )
+
+
+def timing(
+    content: str, type_: MemoryType, at: datetime, said: str | None = None
+) -> tuple[tuple[str, ...], datetime | None]:
+    """A memory's time references and, for a task, when it falls due: resolved in the zone of the
+    turn's own offset (``at``). ``said``: the turn's words, for a task whose own words (rewritten
+    by the model) lost its time."""
+    refs = timeexpr.resolve(content, at)
+    if type_ is MemoryType.TASK and not refs and said:
+        refs = timeexpr.resolve(said, at)
+    due_at = timeexpr.earliest_future(refs, at) if type_ is MemoryType.TASK else None
+    return tuple(dict.fromkeys(r.iso for r in refs)), due_at
 
 
 def extract(

@@ -11,11 +11,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-from shared import cues, timeexpr
+from shared import cues
 from shared.events import Role, TurnPublished
 from shared.ingest.answers import answer_context
 from shared.ingest.conflicts import Judge, Relation, Verdict, judge_by_rules
-from shared.ingest.extraction import extract, is_instruction, without_instruction
+from shared.ingest.extraction import extract, is_instruction, timing, without_instruction
 from shared.lifecycle.consolidation import Group
 from shared.llm import (
     INSTRUCTIONS,
@@ -82,9 +82,7 @@ def extract_with_llm(
         memory_type = MemoryType(proposed.type)
         # Times as the rules resolve them, in the zone of the turn's own offset; a task whose words
         # the model rewrote without its time falls due when the turn's own words say.
-        refs = timeexpr.resolve(content, event.at)
-        if memory_type is MemoryType.TASK and not refs:
-            refs = timeexpr.resolve(event.content, event.at)
+        time_refs, due_at = timing(content, memory_type, event.at, said=event.content)
         drafts_list.append(
             MemoryDraft(
                 type=memory_type,
@@ -93,8 +91,8 @@ def extract_with_llm(
                 tags=tags,
                 entities=entities,
                 cues=cues.cues_for_memory(content, tags, entities),
-                time_refs=tuple(dict.fromkeys(r.iso for r in refs)),
-                due_at=timeexpr.earliest_future(refs, event.at) if memory_type is MemoryType.TASK else None,
+                time_refs=time_refs,
+                due_at=due_at,
             )
         )
     if not drafts_list:  # the model proposed instructions only: the rules' drafts stand
