@@ -131,6 +131,99 @@ def suite_cmd(
     typer.echo(f"report: {out / 'report.md'}")
 
 
+@bench_app.command("ranker-features")
+def ranker_features_cmd(
+    data: Annotated[Path, typer.Option("--data", help="A LoCoMo-shaped file (read, never copied)")],
+    out: Annotated[Path, typer.Option("--out", help="The features file (JSON lines) to write")],
+    data_dir: Annotated[
+        Path, typer.Option("--data-dir", help="cuemem state to ingest into, reused when it holds the data")
+    ],
+    name: Annotated[
+        str | None, typer.Option("--name", help="The set's name in the file (default: the data file's stem)")
+    ] = None,
+    samples: Annotated[
+        int | None,
+        typer.Option("--samples", min=1, help="Only N samples, drawn with --seed (the training subset)"),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="The draw of --samples")] = 30,
+    sample_ids: Annotated[
+        str | None, typer.Option("--sample-ids", help="Only these comma-separated sample ids (file order)")
+    ] = None,
+    questions: Annotated[
+        int | None, typer.Option("--questions", min=1, help="Only the first N questions of each sample")
+    ] = None,
+    foreign: Annotated[
+        bool,
+        typer.Option(
+            "--no-answer/--no-no-answer", help="Also ask each sample's questions of the next sample's user"
+        ),
+    ] = True,
+) -> None:
+    """Each question's candidates from every recall path, with features and labels (train-ranker's input)."""
+    from bench.locomo_data import LocomoDataError, load_locomo
+    from bench.ranker_features import dump_features, seeded_samples
+
+    if not data.is_file():
+        raise typer.BadParameter(f"{data} does not exist or is not a file", param_hint="--data")
+    if samples is not None and sample_ids is not None:
+        raise typer.BadParameter("give --samples or --sample-ids, not both", param_hint="--samples")
+    try:
+        load_locomo(data)
+        chosen = (
+            seeded_samples(data, samples, seed)
+            if samples is not None
+            else [s.strip() for s in sample_ids.split(",") if s.strip()]
+            if sample_ids is not None
+            else None
+        )
+        counts = dump_features(
+            data, out, data_dir, name=name or data.stem, samples=chosen, questions=questions, foreign=foreign
+        )
+    except (LocomoDataError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--data / --samples") from None
+    typer.echo(
+        f"{counts['questions']} questions, {counts['candidates']} candidates, "
+        f"{counts['relevant']} relevant: {out}"
+    )
+
+
+@bench_app.command("train-ranker")
+def train_ranker_cmd(
+    train: Annotated[
+        list[Path], typer.Option("--train", help="A features file of the training split (repeatable)")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="The model file to write")] = Path(
+        "shared/data/relevance-model.json"
+    ),
+    dev: Annotated[
+        list[Path] | None,
+        typer.Option("--dev", help="A features file of a dev set to choose on (repeatable)"),
+    ] = None,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Also write the whole report (JSON) here")
+    ] = None,
+) -> None:
+    """Fit the relevance model on the training split's features, choose on the dev sets', write it."""
+    import json
+
+    from bench.ranker import train as train_model
+
+    for path in [*train, *(dev or [])]:
+        if not path.is_file():
+            raise typer.BadParameter(f"{path} does not exist or is not a file", param_hint="--train / --dev")
+    try:
+        result = train_model(train, dev or [], out)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--train / --dev") from None
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    typer.echo(f"model {result['version']}: C {result['C']}, min_relevance {result['min_relevance']}")
+    for name, numbers in result["dev_at_min_relevance"].items():
+        typer.echo(f"  {name}: " + ", ".join(f"{k} {v}" for k, v in numbers.items()))
+    typer.echo(f"written: {out}")
+
+
 def _csv_ints(value: str, option: str) -> list[int]:
     """``"1000,10_000"`` -> ``[1000, 10000]``; empty entries are skipped, so ``""`` is ``[]``."""
     try:

@@ -28,7 +28,7 @@ import shutil
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,8 +36,8 @@ from typing import Any
 from bench import metrics
 from bench.common import machine_info, percentiles, write_json
 from bench.ingest_embedding import drafts_of, embedded_texts, measure_raw_embedding
-from bench.locomo_baselines import Baselines
-from bench.locomo_data import LocomoDataError, Question, fit_turns, load_locomo
+from bench.locomo_baselines import Baselines, cached_passages
+from bench.locomo_data import Conversation, LocomoDataError, Question, fit_turns, load_locomo
 from bench.locomo_report import REFERENCE_BM25, render_report, write_plots
 from bench.no_answer import ask_foreign, choose, curve
 
@@ -75,6 +75,44 @@ def _fresh_data_dir(out_dir: Path) -> Path:
     return data_dir
 
 
+def ingest_conversations(rt: Any, convs: Sequence[Conversation], progress: bool = True) -> dict[str, Any]:
+    """Publish every turn of ``convs`` through the runtime's real pipeline, one conversation at a
+    time, and wait until each is processed; each conversation's counts and timings. On a data dir
+    that holds them already, the turns are duplicates and nothing new is stored."""
+    from producers.publisher import Publisher
+    from service.operations.waiting import wait_for
+
+    say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
+    done: dict[str, Any] = {}
+    for conv in convs:
+        t0 = time.perf_counter()
+        with Publisher.from_settings(rt.settings) as publisher:
+            # An import: a conversation published as `cuemem ingest` does, in batches.
+            result = publisher.publish_batch([t.event() for t in conv.turns])
+            if result.errors:
+                raise RuntimeError(f"{conv.sample_id}: turns refused: {result.errors[:3]}")
+            ids = [p.ref for p in result.published]
+        published_s = time.perf_counter() - t0
+        state = wait_for(rt, ids, max(600.0, 3.0 * len(ids)), show=progress)
+        took = time.perf_counter() - t0
+        done[conv.sample_id] = {
+            "turns": len(ids),
+            "publish_s": round(published_s, 3),
+            "total_s": round(took, 3),
+            "turns_per_s": round(len(ids) / took, 3) if took else None,
+            "states": dict(state.counts),
+        }
+        if state.reasons:
+            log.warning(
+                "%s: %d events not processed: %s",
+                conv.sample_id,
+                len(state.reasons),
+                dict(list(state.reasons.items())[:5]),
+            )
+        say(f"{conv.sample_id}: {len(ids)} turns processed in {took:.1f} s {dict(state.counts)}")
+    return done
+
+
 def run_locomo(
     data_path: Path,
     out_dir: Path,
@@ -95,9 +133,7 @@ def run_locomo(
     ``yardstick``: on a fresh ingest, also time the same texts through the model alone."""
     from tqdm import tqdm
 
-    from producers.publisher import Publisher
     from service.operations.operator_recall import operator_recall
-    from service.operations.waiting import wait_for
     from shared.models import RECALLABLE_STATUSES
     from shared.settings import Settings
     from shared.text import approx_token_count
@@ -121,32 +157,7 @@ def run_locomo(
     with open_runtime(settings, start_workers=not settings.broker_url) as rt:
         say(f"locomo: {len(convs)} conversation(s), data dir {rt.settings.resolved_data_dir}")
         # 1. Ingest, one conversation at a time so that each gets its own timing.
-        for conv in convs:
-            t0 = time.perf_counter()
-            with Publisher.from_settings(rt.settings) as publisher:
-                # An import: a conversation published as `cuemem ingest` does, in batches.
-                result = publisher.publish_batch([t.event() for t in conv.turns])
-                if result.errors:
-                    raise RuntimeError(f"{conv.sample_id}: turns refused: {result.errors[:3]}")
-                ids = [p.ref for p in result.published]
-            published_s = time.perf_counter() - t0
-            state = wait_for(rt, ids, max(600.0, 3.0 * len(ids)), show=progress)
-            took = time.perf_counter() - t0
-            ingest["conversations"][conv.sample_id] = {
-                "turns": len(ids),
-                "publish_s": round(published_s, 3),
-                "total_s": round(took, 3),
-                "turns_per_s": round(len(ids) / took, 3) if took else None,
-                "states": dict(state.counts),
-            }
-            if state.reasons:
-                log.warning(
-                    "%s: %d events not processed: %s",
-                    conv.sample_id,
-                    len(state.reasons),
-                    dict(list(state.reasons.items())[:5]),
-                )
-            say(f"{conv.sample_id}: {len(ids)} turns processed in {took:.1f} s {dict(state.counts)}")
+        ingest["conversations"] = ingest_conversations(rt, convs, progress)
         ingest["total_s"] = round(sum(c["total_s"] for c in ingest["conversations"].values()), 3)
         ingest["turns"] = sum(c["turns"] for c in ingest["conversations"].values())
         rt.stop_workers()  # frees the embedded index for this process's searches
@@ -210,7 +221,10 @@ def run_locomo(
             # 3. Baselines over the raw turns, with the same embedding model.
             t = time.perf_counter()
             say(f"{conv.sample_id}: embedding {len(conv.turns)} turns for the baselines")
-            base = Baselines([turn.content for turn in conv.turns], embedder.embed_passages)
+            embed: Callable[[Sequence[str]], list[list[float]]] = embedder.embed_passages
+            if not fresh:  # stored data: the baselines' vectors are kept beside it
+                embed = cached_passages(embed, data_dir / "baseline-vectors", str(embedder.model_name))
+            base = Baselines([turn.content for turn in conv.turns], embed)
             baseline_ms["index"].append((time.perf_counter() - t) * 1e3)
             turn_items = [
                 metrics.Item(frozenset({turn.dia_id}), approx_token_count(turn.content))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 
 RRF_K = 60
 
@@ -62,3 +64,25 @@ class Baselines:
             "dense": dense_full[:k],
             "hybrid": rrf([bm25_full, dense_full], k),
         }
+
+
+def cached_passages(
+    embed_passages: Callable[[Sequence[str]], list[list[float]]], directory: Path, model: str
+) -> Callable[[Sequence[str]], list[list[float]]]:
+    """``embed_passages`` whose answers are kept in ``directory`` (one file per list of texts and
+    model, named by their hash): a re-run over stored data embeds the baselines' turns once."""
+    import numpy as np
+
+    def embed(texts: Sequence[str]) -> list[list[float]]:
+        digest = hashlib.sha256("\x1f".join([model, *texts]).encode()).hexdigest()[:32]
+        path = directory / f"{digest}.npy"
+        if path.exists():
+            return [list(map(float, row)) for row in np.load(path)]
+        vectors = embed_passages(texts)
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npy")
+        np.save(tmp, np.asarray(vectors, dtype=np.float32))
+        tmp.replace(path)
+        return vectors
+
+    return embed

@@ -15,8 +15,6 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from shared.recall.request import FLOOR_ABSOLUTE, FLOOR_DENSE, FLOOR_RELATIVE
-
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CUEMEM_", extra="ignore")
@@ -186,14 +184,11 @@ class Settings(BaseSettings):
 
     # Recall.
     recall_candidates: int = Field(default=50, ge=1, le=2000)
-    # The relevance floor (shared/recall/floor.py): recall returns fewer than k items rather than
-    # filler. Chit-chat is always left out; a filler also when its fused score is under
-    # floor_relative x the best one's and no dense cosine of it reaches floor_dense x the best
-    # dense cosine, or when its fused score is under floor_absolute. Never applied to an exact
-    # key or a confident cue hit. 0 turns a part off.
-    recall_floor_relative: float = Field(default=FLOOR_RELATIVE, ge=0, le=1)
-    recall_floor_dense: float = Field(default=FLOOR_DENSE, ge=0, le=1)
-    recall_floor_absolute: float = Field(default=FLOOR_ABSOLUTE, ge=0)
+    # The relevance floor (shared/recall/floor.py): recall returns fewer than k items, or none,
+    # rather than filler. An item needs at least this probability of relevance (the relevance
+    # model's calibrated output); unset: the model's own default, chosen with the no-answer
+    # protocol (docs/BENCHMARKS.md). 0 turns the floor off; chit-chat is always left out.
+    recall_min_relevance: float | None = Field(default=None, ge=0, le=1)
     # A memory returned by the in-process recall (recall_for) counts as used: access_count + 1,
     # written by the task memory.reinforce (recall never waits for it).
     reinforce_on_recall: bool = True

@@ -28,7 +28,8 @@ from shared.ingest.embed import EMBEDDING_MODEL_KEY
 from shared.lifecycle.sweeps import statuses_for
 from shared.ports import EmbeddingModelMismatch
 from shared.queues import IndexKind, TaskName
-from shared.recall.cascade import recall
+from shared.recall.cascade import gather, recall
+from shared.recall.explain import Trace
 from shared.recall.prompt import DEFAULT_PROMPT_BUDGET, fit_budget, prompt_block
 from shared.recall.request import RecallRequest, RecallResult
 from shared.storage import FollowUp, UnitOfWork
@@ -112,9 +113,7 @@ def recall_for(
         k=k,
         session_id=session_id,
         candidates=container.settings.recall_candidates,
-        floor_relative=container.settings.recall_floor_relative,
-        floor_dense=container.settings.recall_floor_dense,
-        floor_absolute=container.settings.recall_floor_absolute,
+        min_relevance=container.settings.recall_min_relevance,
         working_turns=container.settings.working_memory_turns,
         statuses=statuses_for(include_archived, include_history),
     )
@@ -162,6 +161,36 @@ def recall_for(
         budget_tokens=DEFAULT_PROMPT_BUDGET if budget_tokens is None else budget_tokens,
     )
     return out
+
+
+def recall_candidates(
+    container: Container, user_id: str, query: str, *, now: datetime, tenant_id: str | None = None
+) -> list[tuple[Any, list[float]]]:
+    """Every candidate the paths propose for ``query``, with its row of relevance features
+    (``shared.recall.features.FEATURES``), before any model or floor: what the relevance model is
+    fitted on (``cuemem bench train-ranker``). Read-only."""
+    check_embedding_model(container)
+    tenant_id = tenant_id or container.settings.tenant_id
+    request = RecallRequest(
+        tenant_id=tenant_id,
+        user_id=user_id,
+        query=query,
+        now=now,
+        candidates=container.settings.recall_candidates,
+        working_turns=container.settings.working_memory_turns,
+    )
+    with container.uow() as uow:
+        gathered = gather(
+            uow,
+            request,
+            Trace(request),
+            embedder=container.embedder,
+            index=container.search_index(),
+            working_memory=container.working_memory,
+            turn_index=container.search_index(IndexKind.TURNS),
+        )
+    rows = gathered.features(request)
+    return [(gathered.pool[i].item, rows[i]) for i in sorted(rows)]
 
 
 def _trace_answer(uow: UnitOfWork, current: Any, request: RecallRequest, result: RecallResult) -> None:

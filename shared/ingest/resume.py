@@ -64,9 +64,7 @@ def resume_stalled(
             continue
         if count > max_redrives:
             task = steps[0].task if steps else TaskName.RESUME_STALLED.value
-            _park(
-                uow, ref, stage, f"re-driven {count - 1} times at stage {stage} without moving on", task
-            )
+            _park(uow, ref, stage, f"re-driven {count - 1} times at stage {stage} without moving on", task)
             parked.append((ref, stage))
             continue
         followups.extend(steps)

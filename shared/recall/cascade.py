@@ -1,53 +1,72 @@
-"""Recall: exact keys and cue matches answer first; vector and keyword search fill in.
+"""Recall: every path proposes, one learned model ranks, a calibrated floor cuts.
 
-An exact key (a memory id, an event id) answers alone. Stage 1 (``deterministic``) scores the
-user's memories that share cue keys with the query (weighted by rarity), that fall in a time range
-the query names (``windows``), or whose type it hints at, plus the conversation's working memory,
-so a turn published a moment ago is found before any worker ran (read-your-writes). Hits
-reaching ``CONFIDENT`` answer first; when they fill all k slots, nothing else runs.
+An exact key (a memory id, an event id) answers alone. Otherwise every path proposes candidates
+(:func:`gather`): stage 1 (``deterministic``) the user's memories sharing cue keys with the query
+(weighted by rarity), the link hop, the time ranges the query names (``windows``) and the
+conversation's working memory (a turn published a moment ago is found before any worker ran:
+read-your-writes); stage 2 (``search``) dense and BM25 keyword search over the memories and over
+the conversation log (every recorded turn, its own index), the named ranges ranked by meaning,
+and for a follow-up the user's newest memories. All of it is scoped to the tenant and user in the
+adapters.
 
-Otherwise stage 2 fills the slots left, all scoped to the tenant and user in the adapters
-(``search``): dense and BM25 keyword search over memories; the same two over the conversation log
-(every recorded turn, its own index), where a turn that became a memory lends its rank to that
-memory and any other turn is an item of type ``turn``; the named time ranges ranked by meaning;
-and, for a follow-up, the user's newest memories. ``fusion`` fuses the lists by weighted reciprocal
-rank, leaned by the half-life score, a type weight and who said it (``roles``: an assistant's
-question counts half), optionally reranks them, and cuts to k without near-duplicates and above
-the relevance floor (``floor``: no chit-chat, nothing far below the best); ``explain`` says why
-each item is there and what the floor left out.
+Each candidate then gets a row of features (``features``: each path's score and rank, their
+agreement, the item's type, role and age, its session's and neighbours' scores, the query's
+shape) and the relevance model (``relevance``, fitted on the training split by
+``cuemem bench train-ranker``) gives it a calibrated probability of being relevant. Candidates are
+ranked by it, an optional reranker reorders the top, and ``floor`` cuts to k without
+near-duplicates, without chit-chat and below the minimum relevance: recall returns fewer than k
+items, or none, rather than filler. ``explain`` says why each item is there (its features and the
+ones that moved it most) and what was left just below the cut.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from dataclasses import dataclass
 
-from shared.cues import query_cues
+from shared.cues import QueryCues, query_cues
 from shared.ports import Embedder, Reranker, VectorIndex, WorkingMemory
 from shared.recall import deterministic as stage1
 from shared.recall import floor, fusion, roles, windows
-from shared.recall.explain import Fused, Trace, answered, exact_answer
-from shared.recall.request import RecallRequest, RecallResult
+from shared.recall.explain import Scored, Trace, answered, exact_answer
+from shared.recall.features import Lists, candidate_features
+from shared.recall.relevance import RelevanceModel, packaged_model
+from shared.recall.request import Candidate, Pool, RecallRequest, RecallResult
 from shared.recall.rerank import DEFAULT_TOP_N
+from shared.recall.roles import is_assistant_question
 from shared.recall.search import CONVERSATION_LOG, MEMORIES, SearchQuery, embed_query, search
 from shared.recall.sparse import sparse_query
 from shared.storage import UnitOfWork
 
 
-def recall(
+@dataclass
+class Gathered:
+    """Every candidate the paths proposed for one query, and the lists they came in."""
+
+    pool: Pool
+    lists: Lists
+    cues: QueryCues
+    windows: list[tuple[object, object]]
+    about_assistant: bool
+
+    def features(self, request: RecallRequest) -> dict[str, list[float]]:
+        return candidate_features(
+            self.pool, self.lists, request, self.cues, self.windows, self.about_assistant
+        )
+
+
+def gather(
     uow: UnitOfWork,
     request: RecallRequest,
+    trace: Trace,
     *,
     embedder: Embedder | None,
     index: VectorIndex | None,
     working_memory: WorkingMemory | None,
     turn_index: VectorIndex | None = None,
-    reranker: Reranker | None = None,
-    rerank_top_n: int = DEFAULT_TOP_N,
-) -> RecallResult:
-    trace = Trace(request)
-    exact = stage1.exact_key(uow, request)
-    if exact:
-        return exact_answer(trace, exact)
+) -> Gathered:
+    """Every path's candidates for the query (no exact key: see :func:`recall`)."""
     times = windows.named_times(request.query, request.now)
     cues = query_cues(times.content)
     trace.took("cues_ms", trace.started)
@@ -56,8 +75,6 @@ def recall(
     t = time.perf_counter()
     weights, pool = stage1.cue_matches(uow, request, cues)
     stage1.link_hop(uow, request, cues, weights, pool, trace.notes)
-    # Items of a named range that also match the query's cues are cue hits of this stage; the
-    # rest wait for stage 2, which ranks the range by meaning.
     in_window = windows.window_items(uow, request, times.windows, weights, with_turns=turn_index is not None)
     windows.enter_cue_matches(pool, in_window)
     stage1.boost_type_hints(pool, cues)
@@ -68,17 +85,10 @@ def recall(
     trace.candidates.update(
         cue=sum(1 for c in cue_ranked if "cue" in c.paths),
         link=sum(1 for c in cue_ranked if "link" in c.paths),
-        time=sum(1 for c in cue_ranked if "time" in c.paths),
         working=len(turns),
     )
-    # An assistant's question never answers first, unless the query asks what it said.
-    about_assistant = roles.asks_assistant(request.query)
-    confident = [c for c in stage1.confident_hits(cue_ranked) if roles.may_answer_first(c, about_assistant)]
-    answer = fusion.select(confident, request.k)
-    if len(answer) >= request.k:  # confident hits fill every slot: no search at all
-        return answered(trace, cues, times.windows, cue_ranked, answer, [], Fused())
 
-    # Stage 2: vector, keyword, conversation-log, time and recency paths, fused with the cue list.
+    # Stage 2: vector, keyword, conversation-log, time and recency paths.
     vector = embed_query(request, embedder, index or turn_index, trace)
     query = SearchQuery(vector, sparse_query(times.content))
     found = search(uow, request, [(MEMORIES, index), (CONVERSATION_LOG, turn_index)], query, pool, trace)
@@ -87,21 +97,86 @@ def recall(
     follow_up = windows.is_follow_up(cues, times)
     recent_ranked = windows.recent_candidates(uow, request, pool) if follow_up else []
     trace.candidates["recent"] = len(recent_ranked)
-    dense = fusion.merged(found, MEMORIES.dense, CONVERSATION_LOG.dense)
-    keyword = fusion.merged(found, MEMORIES.keyword, CONVERSATION_LOG.keyword)
-    ranked, fused = fusion.fuse(
-        pool,
-        cue_ranked,
-        dense,
-        keyword,
-        recent_ranked,
-        window_ranked,
-        about_assistant,
+    lists = Lists(
+        cue=cue_ranked,
+        dense=fusion.merged(found, MEMORIES.dense, CONVERSATION_LOG.dense),
+        keyword=fusion.merged(found, MEMORIES.keyword, CONVERSATION_LOG.keyword),
+        recent=recent_ranked,
+        window=window_ranked,
     )
-    ranked = fusion.reranked(request.query, ranked, reranker, rerank_top_n, fused, trace)
-    # Confident cue hits answer first; the fused search fills the slots they leave, above the floor.
-    taken = {c.item.id for c in answer}
-    rest = [c for c in ranked if c.item.id not in taken]
-    agreed = fusion.agreed_top(dense, keyword)
-    fillers = floor.fill(rest, request, answer, fused, cues, times.windows, trace, about_assistant, agreed)
-    return answered(trace, cues, times.windows, cue_ranked, answer, fillers, fused)
+    return Gathered(pool, lists, cues, list(times.windows), roles.asks_assistant(request.query))
+
+
+def rank(
+    gathered: Gathered, request: RecallRequest, model: RelevanceModel, trace: Trace
+) -> tuple[list[Candidate], Scored]:
+    """Every candidate by the model's probability of relevance, best first (ties: the more
+    important, then the newer statement, then the id), and the numbers behind it."""
+    t = time.perf_counter()
+    rows = gathered.features(request)
+    ids = sorted(rows)
+    probabilities = dict(zip(ids, model.probabilities([rows[i] for i in ids]), strict=True))
+    pool = gathered.pool
+    ranked = sorted(
+        (pool[i] for i in ids), key=lambda c: (-round(probabilities[c.item.id], 9), *c.tie(), c.item.id)
+    )
+    if not gathered.about_assistant:
+        # An assistant's turn that only asks says nothing about the user (``roles``): it follows
+        # every statement, whatever the model made of its words, which are the query's own. (The
+        # training data has no assistant turns to learn this from.)
+        ranked = [c for c in ranked if not is_assistant_question(c)] + [
+            c for c in ranked if is_assistant_question(c)
+        ]
+    trace.took("rank_ms", t)
+    return ranked, Scored(model, rows, probabilities)
+
+
+def default_floor(model: RelevanceModel, embedder: Embedder | None, notes: list[str]) -> float:
+    """The model's minimum relevance when its probabilities are calibrated for the configured
+    embedder's cosines; otherwise 0 (no floor but chit-chat), and a note says why."""
+    used = embedder.model_name if embedder is not None else "no embedder"
+    if used == model.embedding_model:
+        return model.min_relevance
+    notes.append(
+        f"no relevance floor: model {model.version} is calibrated for "
+        f"{model.embedding_model or 'no embedder'}, not {used} (CUEMEM_RECALL_MIN_RELEVANCE sets one)"
+    )
+    return 0.0
+
+
+def recall(
+    uow: UnitOfWork,
+    request: RecallRequest,
+    *,
+    embedder: Embedder | None,
+    index: VectorIndex | None,
+    working_memory: WorkingMemory | None,
+    turn_index: VectorIndex | None = None,
+    relevance: RelevanceModel | None = None,
+    reranker: Reranker | None = None,
+    rerank_top_n: int = DEFAULT_TOP_N,
+) -> RecallResult:
+    """Recall for ``request``; ``relevance`` defaults to the packaged model."""
+    trace = Trace(request)
+    exact = stage1.exact_key(uow, request)
+    if exact:
+        return exact_answer(trace, exact)
+    gathered = gather(
+        uow,
+        request,
+        trace,
+        embedder=embedder,
+        index=index,
+        working_memory=working_memory,
+        turn_index=turn_index,
+    )
+    model = relevance or packaged_model()
+    if request.min_relevance is None:
+        request = dataclasses.replace(request, min_relevance=default_floor(model, embedder, trace.notes))
+        trace.request = request
+    ranked, scored = rank(gathered, request, model, trace)
+    ranked = fusion.reranked(request.query, ranked, reranker, rerank_top_n, scored, trace)
+    chosen, below = floor.fill(
+        ranked, request, scored, gathered.cues, gathered.windows, trace, gathered.about_assistant
+    )
+    return answered(trace, gathered.cues, gathered.windows, chosen, below, scored)

@@ -7,7 +7,8 @@ its rarity among the user's memories; a memory of a type the query hints at gain
 conversation's working memory is scored the same way, so a turn published a moment ago is found
 before any worker ran (read-your-writes). A second cue hop follows the naming links of the user's
 memories ("我儿子叫乐乐"): a query about one side ("我儿子…") also looks up the other ("乐乐"),
-its hits scoring ``LINK_FACTOR`` of a direct match. Hits reaching ``CONFIDENT`` answer first.
+its hits scoring ``LINK_FACTOR`` of a direct match. The cue scores are features of the relevance
+model (``shared.recall.features``): no cue match answers by itself.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from shared.recall.request import Candidate, Pool, RecallRequest, memory_item, t
 from shared.storage import UnitOfWork
 from shared.text import keywords
 
-CONFIDENT = 3.0  # one rare entity, or a rare tag plus a keyword, or three rare keywords
 MAX_QUERY_CUES = 16
 # A cue held by more of the user's memories than this fetches none of them: the cue query keeps
 # the best-scored ``candidates`` of the memories it reads, and of that many holders of one word
@@ -228,19 +228,3 @@ def ranked_by_cues(pool: Pool) -> list[Candidate]:
     """The cue list: every candidate with a cue score, best first, ties as ``Candidate.tie``."""
     ranked = sorted(pool.values(), key=lambda c: (-c.cue_score, *c.tie(), c.item.id))
     return [c for c in ranked if c.cue_score > 0]
-
-
-def confident_hits(cue_ranked: list[Candidate]) -> list[Candidate]:
-    """The cue hits that answer first.
-
-    A confident hit brings the other statements of its slot along, so that the newest one (the
-    current truth) can come first even when the older one matched more words."""
-    confident = [c for c in cue_ranked if c.cue_score >= CONFIDENT]
-    slots = {c.item.slot for c in confident if c.item.slot}
-    return confident + [c for c in cue_ranked if c not in confident and c.item.slot in slots]
-
-
-def cue_strength(c: Candidate) -> float:
-    """How much a cue match counts in fusion: in full at the confident score, less below it. A
-    name that is on every memory (rarity near 0) must not vote like a rare order id."""
-    return min(1.0, c.cue_score / CONFIDENT)

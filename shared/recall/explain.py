@@ -1,27 +1,31 @@
 """What recall says about its answer: each item's explanation (the paths that found it, their
-scores, what placed it) and the trace of the whole recall (stage, cues, candidates per path,
+scores, its probability of relevance and the features that moved it most) and the trace of the
+whole recall (stage, cues, candidates per path, the floor and what it left just below the cut,
 timings, notes on what was skipped or unavailable)."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shared.cues import QueryCues
-from shared.recall.deterministic import CONFIDENT, EXACT_KEY_SCORE
+from shared.recall.deterministic import EXACT_KEY_SCORE
 from shared.recall.request import Candidate, RecallRequest, RecallResult
+
+if TYPE_CHECKING:
+    from shared.recall.relevance import RelevanceModel
 
 # How a trace names each reason the relevance floor leaves an item out for (shared.recall.floor).
 CUT_REASONS = {
     "chit_chat": "chit-chat",
     "outside_time_range": "outside the named time range",
-    "question_answered": "assistant question answered above",
-    "below_absolute_floor": "under the absolute floor",
-    "below_relative_floor": "far below the best match",
+    "question_answered": "assistant question whose answer is found",
+    "below_min_relevance": "under the minimum relevance",
 }
+MOVED_SHOWN = 3  # the features an explanation names as having moved the item most
 # The searches' scores, in the order an explanation lists them.
 SEARCH_PATHS = ("vector", "keyword", "turn_vector", "turn_keyword")
 
@@ -43,7 +47,7 @@ class Trace:
         self.timings[key] = (time.perf_counter() - since) * 1e3
 
 
-def explain(c: Candidate, rrf: float | None) -> dict[str, Any]:
+def explain(c: Candidate) -> dict[str, Any]:
     out: dict[str, Any] = {"paths": list(c.paths), "matched_cues": list(c.matched), "cue_score": c.cue_score}
     for path in SEARCH_PATHS:
         if path in c.scores:
@@ -51,9 +55,7 @@ def explain(c: Candidate, rrf: float | None) -> dict[str, Any]:
     if c.memory is not None:
         out["half_life_score"] = round(c.memory.score, 6)
     if c.item.role not in (None, "user"):
-        out["role"] = c.item.role  # an assistant's turn: its questions weigh less (recall.roles)
-    if rrf is not None:
-        out["rrf"] = round(rrf, 6)
+        out["role"] = c.item.role  # an assistant's turn (its questions: recall.roles)
     return out
 
 
@@ -62,7 +64,7 @@ def exact_answer(trace: Trace, exact: list[Candidate]) -> RecallResult:
     request = trace.request
     for c in exact:
         c.item.score = EXACT_KEY_SCORE
-        c.item.explanation = {**explain(c, rrf=None), "ranked_by": "exact_key"}
+        c.item.explanation = {**explain(c), "ranked_by": "exact_key"}
     took = round((time.perf_counter() - trace.started) * 1e3, 3)
     public = {
         "stage": "deterministic",
@@ -79,42 +81,56 @@ def exact_answer(trace: Trace, exact: list[Candidate]) -> RecallResult:
 
 
 @dataclass
-class Fused:
-    """Fusion's numbers for the explanations: each candidate's reciprocal-rank sum, its fused score
-    (that sum times its prior), its prior, and the reranker's score where one ran."""
+class Scored:
+    """The model's numbers for the explanations: each candidate's features and probability of
+    relevance, the reranker's score where one ran, and why the floor left an item out."""
 
-    rrf: dict[str, float] = field(default_factory=dict)
-    fused: dict[str, float] = field(default_factory=dict)
-    priors: dict[str, float] = field(default_factory=dict)
+    model: RelevanceModel
+    rows: dict[str, list[float]] = field(default_factory=dict)
+    probabilities: dict[str, float] = field(default_factory=dict)
     rerank: dict[str, float] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    def explained(self, c: Candidate) -> dict[str, Any]:
+        out = {
+            **explain(c),
+            "ranked_by": "relevance_model",
+            "relevance": round(self.probabilities[c.item.id], 6),
+        }
+        row = self.rows[c.item.id]
+        out["features"] = {n: round(v, 6) for n, v in zip(self.model.features, row, strict=True) if v != 0.0}
+        out["moved_by"] = [{"feature": n, "logit": v} for n, v in self.model.moved(row, MOVED_SHOWN)]
+        if c.item.id in self.rerank:
+            out["rerank_score"] = round(self.rerank[c.item.id], 6)
+        return out
+
+
+def _below(c: Candidate, scored: Scored) -> dict[str, Any]:
+    """An item left just below the cut: enough to see what it was and why it is not in."""
+    reason = scored.reasons.get(c.item.id, "")
+    return {
+        "id": c.item.id,
+        "type": c.item.type,
+        "content": c.item.content[:200],
+        "relevance": round(scored.probabilities.get(c.item.id, 0.0), 6),
+        "reason": reason,
+        "why": CUT_REASONS.get(reason, reason),
+    }
 
 
 def answered(
     trace: Trace,
     cues: QueryCues,
-    windows: list[tuple[datetime, datetime]],
-    cue_ranked: list[Candidate],
-    answer: list[Candidate],
-    fillers: list[Candidate],
-    fused: Fused,
+    windows: Sequence[tuple[Any, Any]],
+    chosen: list[Candidate],
+    below: list[Candidate],
+    scored: Scored,
 ) -> RecallResult:
-    """The result: the answer-first cue hits, then the fill search's items, each explained, and
-    the trace."""
-    for c in answer:
-        # An answer-first item keeps its place and its cue-scale score, but its explanation lists
-        # every path that found it, including those the fill search ran afterwards.
-        c.item.score = c.cue_score
-        c.item.explanation = {**explain(c, rrf=fused.rrf.get(c.item.id)), "ranked_by": "cue"}
-        if c.item.id in fused.fused:
-            c.item.explanation["fused_score"] = round(fused.fused[c.item.id], 6)
-    for c in fillers:
-        c.item.score = fused.fused[c.item.id]
-        c.item.explanation = {**explain(c, rrf=fused.rrf[c.item.id]), "ranked_by": "fused"}
-        c.item.explanation["prior"] = round(fused.priors[c.item.id], 6)
-        if c.item.id in fused.rerank:
-            c.item.explanation["rerank_score"] = round(fused.rerank[c.item.id], 6)
-    chosen = answer + fillers
-    stage = "deterministic" if answer else "vector" if chosen else "none"
+    """The result: the items in the model's order, each explained, and the trace."""
+    for c in chosen:
+        c.item.score = scored.probabilities[c.item.id]
+        c.item.explanation = scored.explained(c)
+    stage = "ranked" if chosen else "none"
     trace.took("total_ms", trace.started)
     request, notes = trace.request, trace.notes
     public = {
@@ -131,15 +147,13 @@ def answered(
             "keywords": list(cues.keywords),
         },
         "candidates": trace.candidates,
-        "confident_threshold": CONFIDENT,
-        "deterministic_items": len(answer),
-        "filled_by_search": len(fillers),
+        "model": scored.model.version,
+        "best_relevance": round(max(scored.probabilities.values(), default=0.0), 6),
         "floor": {
-            "relative": request.floor_relative,
-            "dense": request.floor_dense,
-            "absolute": request.floor_absolute,
+            "min_relevance": request.min_relevance,
             "cut": dict(sorted(trace.cut.items())),
             "cut_reasons": {r: CUT_REASONS.get(r, r) for r in sorted(trace.cut)},
+            "below_cut": [_below(c, scored) for c in below],
         },
         "timings_ms": {k: round(v, 3) for k, v in trace.timings.items()},
         "notes": notes,
@@ -150,15 +164,15 @@ def answered(
             f"{n} {CUT_REASONS.get(reason, reason)}" for reason, n in sorted(trace.cut.items())
         ))  # fmt: skip
     if not chosen:
-        unavailable = any("unavailable" in n for n in notes)
-        searched = "every candidate the searches found was left out" if cut else "vector search found nothing"
+        tried = len(scored.probabilities)
+        best = max(scored.probabilities.values(), default=None)
         notes.append(
-            "nothing matched: "
+            "nothing remembered answers this: "
             + (
-                "no cue of the query is stored for this user"
-                if not cue_ranked
-                else "cue matches were too weak"
+                f"the best of {tried} candidate{'s' if tried != 1 else ''} had relevance {best:.3f}, "
+                f"under the minimum {request.min_relevance:.3f}"
+                if best is not None
+                else "no path found a candidate"
             )
-            + (f"; {searched}" if stage == "none" and not unavailable else "")
         )
     return RecallResult(stage, [c.item for c in chosen], public)

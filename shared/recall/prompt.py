@@ -56,6 +56,12 @@ LABELS: dict[Language, dict[str, str]] = {
         "working": "[Current conversation]",
     },
 }
+# The block of a recall that found nothing relevant (the floor left everything out): the model is
+# told so, rather than handed an empty string it cannot tell from a failed recall.
+NOTHING_REMEMBERED: dict[Language, str] = {
+    "zh": "[长期记忆] 没有与此相关的记忆。",
+    "en": "[Long-term memory] Nothing relevant is remembered.",
+}
 _OTHER_LABEL: dict[Language, str] = {"zh": "[长期记忆 - {type}]", "en": "[Long-term memory - {type}]"}
 
 _WHITESPACE_RE = re.compile(r"\s+")
@@ -159,10 +165,16 @@ def prompt_block(
     a blank line. The budget follows the module's rule, walking items by rank: an item costs the
     tokens of its line, plus its group's header line when it is the group's first kept item.
     ``approx_token_count`` of the whole block therefore never exceeds ``budget_tokens``. No
-    items, or none fitting: "".
+    items for a ``query`` (a recall that found nothing relevant): :data:`NOTHING_REMEMBERED` in the
+    query's language, when it fits; no items otherwise, or none fitting: "".
     """
-    if budget_tokens <= 0 or not items:
+    if budget_tokens <= 0:
         return ""
+    if not items:
+        if query is None:
+            return ""
+        nothing = NOTHING_REMEMBERED[language or choose_language(items, query)]
+        return nothing if approx_token_count(nothing) <= budget_tokens else ""
     lang: Language = language or choose_language(items, query)
     left = budget_tokens
     groups: dict[str, list[str]] = {}

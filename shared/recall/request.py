@@ -18,15 +18,6 @@ from shared.public import public_fields
 # (superseded, forgotten...) must not come back either, so every status has to be seen.
 EVERY_STATUS = frozenset(MemoryStatus)
 
-# The relevance floor's defaults (``Settings.recall_floor_*``; ``shared.recall.floor``). Loose on
-# purpose: recall@k is measured up to k=20, and an item a path found at rank 20 is often the one
-# that answers. A filler is left out when its fused score is under FLOOR_RELATIVE x the best one's
-# and none of its dense cosines reaches FLOOR_DENSE x the best dense cosine, or when its fused
-# score is under FLOOR_ABSOLUTE (a lone weak match deep in one list; 1/61 is rank 50 of a path).
-FLOOR_RELATIVE = 0.1
-FLOOR_DENSE = 0.9
-FLOOR_ABSOLUTE = 0.01
-
 
 @dataclass(frozen=True)
 class RecallRequest:
@@ -41,10 +32,9 @@ class RecallRequest:
     # How many recent turns the working memory offers: the number it keeps
     # (``Settings.working_memory_turns``, passed by ``service.operations.recall``).
     working_turns: int = 20
-    # The relevance floor (``Settings.recall_floor_*``); 0 turns a part off.
-    floor_relative: float = FLOOR_RELATIVE
-    floor_dense: float = FLOOR_DENSE
-    floor_absolute: float = FLOOR_ABSOLUTE
+    # The relevance floor: the least probability of relevance an item needs
+    # (``Settings.recall_min_relevance``; None: the relevance model's own default). 0 turns it off.
+    min_relevance: float | None = None
 
 
 @dataclass

@@ -223,9 +223,12 @@ def test_the_inspectors_pictures(env, browser, tmp_path):
         assert first.get_attribute("data-id") == s["new"].id
         assert first.locator("ul.paths-found li").count() >= 1
         assert first.locator(".components li[data-key='cue_score']").count() == 1
-        assert (
-            page.locator("#recall-result .floor-cut").inner_text().startswith("The relevance floor left out")
-        )
+        floor_text = page.locator("#recall-result .floor-cut").inner_text()
+        assert floor_text.startswith("The relevance floor (minimum relevance "), floor_text
+        # What the floor left out is listed below the cut, never "left out nothing" beside it.
+        below = page.locator("#recall-result ol.below-cut li.below-item")
+        assert ("left out nothing" in floor_text) == (below.count() == 0)
+        assert first.locator("dd.moved-by").count() == 1
         assert page.locator("#recall-result .budget-cut").inner_text().startswith("Budget 200 tokens: kept")
         assert "我现在改喝拿铁了" in page.locator("#recall-result pre.prompt-block").inner_text()
         _shot(page, out, "recall")

@@ -2,7 +2,8 @@
 the report's shape and counts (never its timings: the benchmarks measure time, these tests only
 check that each one still runs to its report and counts what it was given).
 
-`cuemem bench locomo` and `cuemem bench suite` have their own files (``test_bench_locomo_e2e.py``,
+`cuemem bench locomo`, `cuemem bench suite` and the ranker's two commands have their own files
+(``test_bench_locomo_e2e.py``, ``test_bench_ranker_e2e.py``,
 ``test_bench_suite_e2e.py``). ``BENCH_COMMANDS`` lists the
 commands these files cover; a new command without a test here fails
 ``test_every_bench_command_has_an_end_to_end_test``.
@@ -27,7 +28,7 @@ from tests.support.bench import bench_dir
 from tests.support.cli import Run, child_env, cuemem
 from tests.support.databases import PG_ADMIN, REDIS_URL
 
-BENCH_COMMANDS = {"decay", "ingest", "latency", "locomo", "serve", "suite"}
+BENCH_COMMANDS = {"decay", "ingest", "latency", "locomo", "ranker-features", "serve", "suite", "train-ranker"}
 
 
 @pytest.fixture

@@ -153,7 +153,8 @@ def test_search_memory_as_prompt_block() -> None:
     nothing = json.loads(
         tools(FakeRecall(items=[])).handle("search_memory", {"query": "x", "format": "prompt"})
     )
-    assert nothing == {"prompt": ""}
+    # Nothing recalled: the block says so, so the model is not left guessing.
+    assert nothing == {"prompt": "[Long-term memory] Nothing relevant is remembered."}
 
 
 def test_search_memory_keeps_at_most_k_items_whatever_recall_returns() -> None:

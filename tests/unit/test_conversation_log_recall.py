@@ -11,6 +11,8 @@ from shared.indexing.collections import TURNS
 from shared.indexing.reindex import rebuild_collection, rebuild_indexes
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES, MemoryStatus, turn_point_id
 from shared.queues import TaskName
+from shared.recall.cascade import recall
+from shared.recall.request import RecallRequest
 from tests.support.pipeline import ASKED, CHAT, NOW, TurnHarness, ask, turn
 
 
@@ -53,7 +55,7 @@ def test_a_turn_that_became_a_memory_lends_its_rank_to_the_memory_not_a_second_i
     h = TurnHarness()
     h.say("I prefer green tea over coffee", CHAT)
     out = ask(h, "something green")
-    assert out.stage == "vector"
+    assert out.stage == "ranked"
     memory_items = [i for i in out.items if not i.id.startswith("event:")]
     assert memory_items and "turn_keyword" in memory_items[0].explanation["paths"]
     assert "event:e-u1-s1-1" not in {i.id for i in out.items}
@@ -79,40 +81,45 @@ def test_reindex_rebuilds_the_conversation_log_from_postgres():
     assert ask(h, "red fox old mill").items[0].id == "event:e-u1-s1-1"
 
 
-def test_explanations_carry_the_priors_and_the_half_life_score():
+def test_explanations_carry_the_relevance_and_the_half_life_score():
     h = TurnHarness()
     h.say("I prefer green tea over coffee", CHAT)
     out = ask(h, "what do I like to drink in the afternoon")
+    assert out.items
     for item in out.items:
         ex = item.explanation
-        assert "rrf" in ex and "prior" in ex
+        assert item.score == pytest.approx(ex["relevance"], abs=1e-6)
         if item.type != "turn":
-            assert "half_life_score" in ex
-            assert (
-                item.score == round(ex["rrf"] * ex["prior"], 9)
-                or abs(item.score - ex["rrf"] * ex["prior"]) < 1e-6
+            assert "half_life_score" in ex and ex["features"].get("half_life_score", 0.0) == pytest.approx(
+                ex["half_life_score"], abs=1e-6
             )
 
 
-def test_the_half_life_score_settles_a_tie_between_equal_ranks():
+def test_the_half_life_score_is_a_feature_the_model_reads() -> None:
+    from shared.recall.features import FEATURES
+    from shared.recall.relevance import RelevanceModel
+
     h = TurnHarness()
     h.say("I live in Berlin", "I work as a nurse")
-    first = ask(h, "something about me")
-    assert first.stage == "vector"
-    items = [i for i in first.items if i.type != "turn"][:2]
-    ids = [i.id for i in items]
-    assert len(ids) == 2
-    # Raise the second-ranked memory's score well above the first: it takes the first place
-    # only if the two were tied in the fused rank; otherwise the order stays.
-    with h.store.uow() as uow:
-        m = uow.memories.get("default", "u1", ids[1])
-        m.score = 10.0
-        uow.memories.save(m)
-        uow.commit()
-    second = ask(h, "something about me")
-    ex0, ex1 = (i.explanation for i in items)
-    tied = abs(ex0["rrf"] - ex1["rrf"]) < 1e-12
-    assert [i.id for i in second.items if i.type != "turn"][:2] == (ids[::-1] if tied else ids)
+    n = len(FEATURES)
+    # A fake model that reads the half-life score alone: the better-scored memory comes first.
+    weights = tuple(1.0 if f == "half_life_score" else 0.0 for f in FEATURES)
+    model = RelevanceModel(FEATURES, (0.0,) * n, (1.0,) * n, weights, 0.0, 0.0, "fake-half-life")
+    memories = sorted(h.state.memories.values(), key=lambda m: m.content)
+    for favoured in memories:
+        with h.store.uow() as uow:
+            for m in memories:
+                stored = uow.memories.get("default", "u1", m.id)
+                stored.score = 9.0 if m.id == favoured.id else 1.0
+                uow.memories.save(stored)
+            uow.commit()
+        request = RecallRequest("default", "u1", "something about me", now=ASKED, k=5)
+        with h.store.uow() as uow:
+            out = recall(
+                uow, request, embedder=h.embedder, index=h.index, working_memory=None, turn_index=h.turns,
+                relevance=model,
+            )  # fmt: skip
+        assert [i.id for i in out.items if i.type != "turn"][0] == favoured.id
 
 
 class Reverse:
@@ -152,30 +159,6 @@ def test_past_statements_come_back_only_on_request_and_marked():
     assert all(i.status in ("active", "log") for i in default.items)
     history = ask(h, "where do I live", statuses=RECALLABLE_STATUSES | HISTORICAL_STATUSES)
     assert "superseded" in {i.status for i in history.items}
-
-
-def test_the_prior_leans_by_type_and_half_life_score_and_stays_small():
-    from shared.recall.fusion import TYPE_WEIGHTS, prior
-    from shared.recall.request import Candidate, memory_item
-
-    h = TurnHarness()
-    h.drain(turn(1, "I prefer green tea over coffee"))
-    [memory] = h.state.memories.values()
-    memory.score = 10.0
-    top = prior(Candidate(memory_item(memory), memory=memory))
-    memory.score = 0.0
-    bottom = prior(Candidate(memory_item(memory), memory=memory))
-    # The documented prior (docs/ARCHITECTURE.md, recall step "fused by reciprocal rank"): the
-    # type's weight (a preference 1.01) × (1 + 0.02 × half-life score / 10). Literals, not the
-    # module's constants, so a wrong weight fails here.
-    assert memory.type.value == "preference"
-    assert top == pytest.approx(1.01 * 1.02) and bottom == pytest.approx(1.01)
-    assert top / bottom - 1 == pytest.approx(0.02)  # at most 2 % from the score, 3 % in all
-    assert TYPE_WEIGHTS == {
-        "profile": 1.01, "preference": 1.01, "semantic": 1.01,
-        "fact": 1.0, "task": 1.0, "episodic": 1.0, "working": 1.0,
-        "turn": 0.99,
-    }  # fmt: skip
 
 
 def test_a_time_range_finds_a_turn_that_never_became_a_memory_and_comes_first():

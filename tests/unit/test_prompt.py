@@ -185,6 +185,15 @@ def test_empty_input_and_no_budget_give_an_empty_block() -> None:
     assert prompt_block([item("   ", "fact")]) == ""
 
 
+def test_a_recall_that_found_nothing_says_so_in_the_querys_language() -> None:
+    assert prompt_block([], query="我的血型是什么？") == "[长期记忆] 没有与此相关的记忆。"
+    nothing = "[Long-term memory] Nothing relevant is remembered."
+    assert prompt_block([], query="What is my blood type?") == nothing
+    # Within the budget like any block: too small a budget gives nothing at all.
+    assert prompt_block([], query="What is my blood type?", budget_tokens=3) == ""
+    assert prompt_block([], query="What is my blood type?", budget_tokens=0) == ""
+
+
 def test_block_is_deterministic() -> None:
     assert len({prompt_block(ZH + EN) for _ in range(5)}) == 1
     assert prompt_block(list(ZH)) == prompt_block(tuple(ZH))

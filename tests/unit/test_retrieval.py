@@ -4,6 +4,8 @@ isolation. Extraction is the real rule-based one; the embedder is deterministic 
 import dataclasses
 from datetime import timedelta
 
+import pytest
+
 from shared.recall.cascade import recall
 from shared.recall.deterministic import rarity
 from shared.recall.request import RecallRequest
@@ -32,11 +34,11 @@ def test_a_name_on_every_memory_does_not_short_circuit_recall():
     assert out.items[0].content == "Melanie: this book I read last year was great"
 
 
-def test_port_number_answers_deterministically():
+def test_port_number_answers_first():
     h = Harness()
     h.say("生产环境部署端口是8443", "我不吃香菜")
     out = ask(h, "8443 是哪个环境的端口")
-    assert out.stage == "deterministic"
+    assert out.stage == "ranked"
     assert out.items[0].content == "生产环境部署端口是8443"
     assert "e:8443" in out.items[0].explanation["matched_cues"]
 
@@ -84,7 +86,7 @@ def test_recall_never_crosses_users():
     for user in ("bob", "alice2", "Alice", "* OR 1=1"):
         out = ask(h, "生产环境部署端口是多少", user=user)
         assert out.items == [] and out.stage == "none"
-        assert any("nothing matched" in n for n in out.trace["notes"])
+        assert any(n.startswith("nothing remembered answers this") for n in out.trace["notes"])
 
 
 def test_duplicate_texts_do_not_fill_the_list():
@@ -134,20 +136,24 @@ def test_exact_keys_memory_id_and_source_event():
 
 
 def test_explanations_say_what_placed_each_item_and_every_path_that_found_it():
+    from shared.recall.features import FEATURES
+
     h = Harness()
     h.say("生产环境部署端口是8443", "测试环境部署端口是9443", "我不吃香菜")
     out = ask(h, "8443 是哪个环境的端口")
-    assert out.trace["deterministic_items"] >= 1 and out.trace["filled_by_search"] >= 1, out.trace
     first = out.items[0]
     assert first.content == "生产环境部署端口是8443"
-    assert first.explanation["ranked_by"] == "cue"
-    # The fill search ran after the cue stage answered; what it found this item by is listed too.
-    assert "cue" in first.explanation["paths"] and len(first.explanation["paths"]) > 1, first.explanation
-    assert first.explanation["fused_score"] > 0 and first.explanation["rrf"] > 0
-    assert first.score == first.explanation["cue_score"]
-    rest = out.items[out.trace["deterministic_items"] :]
-    assert rest and all(i.explanation["ranked_by"] == "fused" for i in rest)
-    assert all(i.score > 0 and i.explanation["rrf"] > 0 for i in rest)
+    ex = first.explanation
+    assert ex["ranked_by"] == "relevance_model" and out.trace["model"]
+    # Every path that found it, the cue stage's and the searches'.
+    assert "cue" in ex["paths"] and len(ex["paths"]) > 1, ex
+    assert "e:8443" in ex["matched_cues"]
+    # The score is the model's probability; the features it read are named, the strongest listed.
+    assert first.score == pytest.approx(ex["relevance"], abs=1e-6) and 0 < first.score < 1
+    assert set(ex["features"]) <= set(FEATURES) and ex["features"]["cue"] > 0
+    assert ex["moved_by"] and all(m["feature"] in FEATURES for m in ex["moved_by"])
+    scores = [i.score for i in out.items]
+    assert scores == sorted(scores, reverse=True)
     by_id = ask(h, first.id)
     assert by_id.items[0].explanation["ranked_by"] == "exact_key"
 

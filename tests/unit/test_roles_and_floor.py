@@ -1,6 +1,7 @@
 """Recall on fakes: an assistant's question never outranks the user's answer (unless the query asks
-what the assistant said), and the relevance floor leaves chit-chat and far-off fillers out of the
-answer, never an exact key or a confident cue hit, and says so in the trace."""
+what the assistant said), and the relevance floor leaves chit-chat and what is under the minimum
+relevance out of the answer, never an exact key, and says so in the trace (with what it left just
+below the cut)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import pytest
 from shared.events import Role, TurnPublished
 from shared.recall import floor
 from shared.recall.cascade import recall
-from shared.recall.explain import Fused, Trace
-from shared.recall.fusion import prior
+from shared.recall.explain import Scored, Trace
+from shared.recall.features import FEATURES
+from shared.recall.filler import is_filler_text
+from shared.recall.relevance import RelevanceModel
 from shared.recall.request import Candidate, RecallRequest, turn_item
-from shared.recall.roles import asks_assistant, may_answer_first
+from shared.recall.roles import asks_assistant, is_assistant_question
 from tests.support.pipeline import ASKED, NOW, TurnHarness, ask, turn
 
 
@@ -57,15 +60,10 @@ def _turn_candidate(role: Role, content: str) -> Candidate:
     return Candidate(turn_item(event, "turn"))
 
 
-def test_an_assistant_question_weighs_half_unless_the_query_asks_about_the_assistant() -> None:
-    question = _turn_candidate(Role.ASSISTANT, "好呀，你有什么忌口吗？")
-    advice = _turn_candidate(Role.ASSISTANT, "那可以试试西湖醋鱼。")
-    asked = _turn_candidate(Role.USER, "你有什么推荐吗？")
-    # 0.5: an assistant turn that only asks (docs/ARCHITECTURE.md, "Who said it").
-    assert prior(question) == pytest.approx(0.5 * prior(asked))
-    assert prior(question, about_assistant=True) == prior(advice) == prior(asked)
-    assert not may_answer_first(question, False) and may_answer_first(question, True)
-    assert may_answer_first(advice, False)
+def test_an_assistant_turn_that_only_asks_is_marked_as_a_question() -> None:
+    assert is_assistant_question(_turn_candidate(Role.ASSISTANT, "好呀，你有什么忌口吗？"))
+    assert not is_assistant_question(_turn_candidate(Role.ASSISTANT, "那可以试试西湖醋鱼。"))
+    assert not is_assistant_question(_turn_candidate(Role.USER, "你有什么推荐吗？"))
 
 
 def test_the_users_answer_outranks_the_assistants_question_on_the_same_words() -> None:
@@ -77,19 +75,20 @@ def test_the_users_answer_outranks_the_assistants_question_on_the_same_words() -
     assert contents[0] == "我不吃香菜，也不太能吃辣", out.trace
     assert "好呀，你有什么忌口吗？" in contents  # still searchable, only lower
     question = next(i for i in out.items if i.content == "好呀，你有什么忌口吗？")
-    assert question.explanation["role"] == "assistant" and question.explanation["prior"] < 0.6
+    assert question.explanation["role"] == "assistant"
+    assert question.explanation["features"]["assistant_question"] == 1.0
     about = ask(h, "你问过我什么忌口？")
     asked = next(i for i in about.items if i.content == "好呀，你有什么忌口吗？")
-    assert asked.explanation["prior"] > 0.9
+    assert asked.explanation["features"]["query_about_assistant"] == 1.0
 
 
-def test_an_assistant_question_never_answers_first_as_a_confident_cue_hit() -> None:
+def test_an_assistant_question_never_answers_before_the_users_answer_on_the_same_cues() -> None:
     h = TurnHarness()
     _said(h, ("assistant", "你的订单 ORD-7781 收到了吗？"), ("user", "我的订单 ORD-7781 昨天到了"))
     out = _recall(h, "ORD-7781 收到了吗", session_id="s1")  # the session's turns are working memory
-    assert out.stage == "deterministic"
+    assert out.stage == "ranked"
     assert out.items[0].content == "我的订单 ORD-7781 昨天到了", out.items
-    assert all(i.explanation["ranked_by"] != "cue" for i in out.items if i.content.startswith("你的订单"))
+    assert all(not i.content.startswith("你的订单") for i in out.items), out.items
 
 
 # --- the relevance floor --------------------------------------------------------------------------
@@ -106,28 +105,37 @@ def test_chit_chat_is_left_out_and_the_trace_counts_it() -> None:
 
 @pytest.mark.parametrize("text", ["lol ok", "好的，谢谢！", "哈哈哈", "ok!!", "so so"])
 def test_filler_text_has_no_cue_at_all(text: str) -> None:
-    assert floor.is_filler_text(text)
+    assert is_filler_text(text)
 
 
 @pytest.mark.parametrize("text", ["我不吃香菜", "yes, the blue one", "E42", "lol we saw a red fox"])
 def test_a_text_with_content_is_no_filler(text: str) -> None:
-    assert not floor.is_filler_text(text)
+    assert not is_filler_text(text)
 
 
-def _cand(key: str, fused: Fused, score: float, dense: float | None) -> Candidate:
+def _by_dense(min_relevance: float = 0.5) -> RelevanceModel:
+    """A fake model: the probability is the sigmoid of 10 x (the dense cosine - 0.5), calibrated
+    for the harness's embedder."""
+    weights = [10.0 if name == "dense" else 0.0 for name in FEATURES]
+    n = len(FEATURES)
+    embedder = TurnHarness().embedder.model_name
+    return RelevanceModel(
+        FEATURES, (0.0,) * n, (1.0,) * n, tuple(weights), -5.0, min_relevance, "fake-dense", embedder
+    )
+
+
+def _cand(key: str, scored: Scored, probability: float) -> Candidate:
     c = _turn_candidate(Role.USER, f"the {key} statement about gardening")
     c.item.id = key
-    if dense is not None:
-        c.scores["turn_vector"] = dense
-    fused.fused[key] = score
+    scored.probabilities[key] = probability
     return c
 
 
-def _fill(cands: list[Candidate], fused: Fused, **fields: object) -> tuple[list[str], Trace]:
-    request = dataclasses.replace(RecallRequest("default", "u1", "gardening", now=ASKED, k=5), **fields)
+def _fill(cands: list[Candidate], min_relevance: float) -> tuple[list[str], list[str], Trace]:
+    request = RecallRequest("default", "u1", "gardening", now=ASKED, k=3, min_relevance=min_relevance)
     trace = Trace(request)
-    kept = floor.fill(cands, request, [], fused, _no_cues(), [], trace)
-    return [c.item.id for c in kept], trace
+    kept, below = floor.fill(cands, request, Scored(_by_dense()), _no_cues(), [], trace)
+    return [c.item.id for c in kept], [c.item.id for c in below], trace
 
 
 def _no_cues():
@@ -136,48 +144,67 @@ def _no_cues():
     return query_cues("gardening")
 
 
-@pytest.mark.parametrize("fused_scale", [1.0, 0.1], ids=["fused-x1", "fused-x0.1"])
-@pytest.mark.parametrize("dense_scale", [1.0, 0.5], ids=["dense-x1", "dense-x0.5"])
-def test_the_relative_floor_cuts_only_what_is_far_below_by_fused_score_and_by_meaning(
-    fused_scale: float, dense_scale: float
-) -> None:
-    """The floor is a fraction of the best match's scores, whatever their scale: the same answer
-    for scores ten times smaller (few paths agreeing) or cosines half as large (another model).
-    No fixed floor passes every scale: ``far`` must be cut at 0.04 and ``mid`` kept at 0.006, a
-    cosine of 0.5 must not save ``far`` while one of 0.425 saves ``near``."""
-    fused = Fused()
-    f, d = fused_scale, dense_scale
-    best = _cand("best", fused, 0.5 * f, 0.9 * d)
-    far = _cand("far", fused, 0.04 * f, 0.5 * d)  # under 0.1 x best, and 0.5 < 0.9 x 0.9
-    mid = _cand("mid", fused, 0.06 * f, 0.5 * d)  # as far in meaning, but over 0.1 x best
-    near = _cand("near", fused, 0.04 * f, 0.85 * d)  # as low as far, but as close in meaning as best
-    relative_only = {"floor_absolute": 0.0}
-    kept, trace = _fill([best, far, mid, near], fused, **relative_only)
-    assert kept == ["best", "mid", "near"]
-    assert trace.cut == {"below_relative_floor": 1}
-    assert _fill([best, far, mid, near], fused, floor_relative=0.0, **relative_only)[0] == [
-        "best", "far", "mid", "near"
-    ]  # fmt: skip
+def test_the_floor_cuts_what_is_under_the_minimum_relevance_and_shows_it_below_the_cut() -> None:
+    scored = Scored(_by_dense())
+    cands = [
+        _cand("a", scored, 0.9),
+        _cand("b", scored, 0.3),
+        _cand("c", scored, 0.6),
+        _cand("d", scored, 0.1),
+    ]
+    request = RecallRequest("default", "u1", "gardening", now=ASKED, k=3, min_relevance=0.5)
+    trace = Trace(request)
+    kept, below = floor.fill(cands, request, scored, _no_cues(), [], trace)
+    assert [c.item.id for c in kept] == ["a", "c"]
+    # b would have had the third slot; d ranks below the k the answer had.
+    assert [c.item.id for c in below] == ["b"] and trace.cut == {"below_min_relevance": 1}
+    assert scored.reasons == {"b": "below_min_relevance"}
+    request = dataclasses.replace(request, min_relevance=0.0)
+    kept, below = floor.fill(cands, request, Scored(_by_dense()), _no_cues(), [], Trace(request))
+    assert [c.item.id for c in kept] == ["a", "b", "c"] and below == []
 
 
-def test_the_absolute_floor_cuts_a_lone_weak_match_even_when_close_in_meaning() -> None:
-    fused = Fused()
-    cands = [_cand("best", fused, 0.5, 0.9), _cand("weak", fused, 0.005, 0.9)]
-    kept, trace = _fill(cands, fused)
-    assert kept == ["best"] and trace.cut == {"below_absolute_floor": 1}
-    assert _fill(cands, fused, floor_absolute=0.0)[0] == ["best", "weak"]
+def test_an_empty_answer_says_what_was_tried_and_the_best_relevance_seen() -> None:
+    h = TurnHarness()
+    h.say("I work as a nurse at the city hospital", "I prefer green tea in the morning")
+    with h.store.uow() as uow:
+        request = RecallRequest("default", "u1", "what is my blood type?", now=ASKED, k=5)
+        out = recall(
+            uow, request, embedder=h.embedder, index=h.index, working_memory=None, turn_index=h.turns,
+            relevance=_by_dense(min_relevance=0.999),
+        )  # fmt: skip
+    assert out.items == [] and out.stage == "none"
+    assert out.trace["floor"]["min_relevance"] == 0.999  # the model's default, as no setting overrides it
+    best = out.trace["best_relevance"]
+    assert 0 < best < 0.999
+    assert any(n.startswith("nothing remembered answers this: the best of") and f"{best:.3f}" in n
+               for n in out.trace["notes"]), out.trace["notes"]  # fmt: skip
+    assert [b["reason"] for b in out.trace["floor"]["below_cut"]] == ["below_min_relevance"] * len(
+        out.trace["floor"]["below_cut"]
+    ) and out.trace["floor"]["below_cut"]
 
 
-def test_the_floor_never_cuts_an_exact_key_or_a_confident_cue_hit() -> None:
+def test_a_model_calibrated_for_another_embedder_sets_no_default_floor() -> None:
+    h = TurnHarness()
+    h.say("I work as a nurse at the city hospital")
+    strict = dataclasses.replace(_by_dense(min_relevance=0.999), embedding_model="another/model")
+    with h.store.uow() as uow:
+        request = RecallRequest("default", "u1", "where do I work?", now=ASKED, k=5)
+        out = recall(
+            uow, request, embedder=h.embedder, index=h.index, working_memory=None, turn_index=h.turns,
+            relevance=strict,
+        )  # fmt: skip
+    assert out.items and out.trace["floor"]["min_relevance"] == 0.0
+    assert any("calibrated for another/model" in n for n in out.trace["notes"]), out.trace["notes"]
+
+
+def test_the_floor_never_cuts_an_exact_key() -> None:
     h = TurnHarness()
     h.say("My order ORD-7781-XK was shipped yesterday", "I prefer green tea in the morning")
-    shut = {"floor_relative": 1.0, "floor_dense": 2.0, "floor_absolute": 1e9}  # every filler is cut
-    out = _recall(h, "ORD-7781-XK", **shut)
-    assert [i.explanation["ranked_by"] for i in out.items] == ["cue"], out.items
-    assert out.trace["floor"]["cut"] == {"below_absolute_floor": 1}
     memory = next(m for m in h.state.memories.values() if "green tea" in m.content)
-    exact = _recall(h, memory.id, **shut)
+    exact = _recall(h, memory.id, min_relevance=1.0)  # every other item is cut
     assert [i.id for i in exact.items] == [memory.id] and exact.trace["exact_key"]
+    assert _recall(h, "ORD-7781-XK", min_relevance=1.0).items == []
 
 
 def test_a_query_that_names_only_a_time_range_answers_from_it_or_not_at_all() -> None:

@@ -20,9 +20,7 @@ const COMPONENTS = [
   ["turn_vector_score", "log vector"],
   ["turn_keyword_score", "log keywords"],
   ["half_life_score", "half-life"],
-  ["rrf", "rank fusion"],
-  ["prior", "prior"],
-  ["fused_score", "fused"],
+  ["relevance", "relevance"],
   ["rerank_score", "rerank"],
 ];
 
@@ -45,7 +43,7 @@ function explanationNode(explanation) {
   const scores = {};
   const other = {};
   for (const [k, v] of Object.entries(ex)) {
-    if (k === "paths" || k === "matched_cues") continue;
+    if (k === "paths" || k === "matched_cues" || k === "moved_by" || k === "features") continue;
     if (typeof v === "number") scores[k] = v;
     else other[k] = v;
   }
@@ -59,6 +57,12 @@ function explanationNode(explanation) {
       "matched-cues",
     ),
     fieldRow("scores", keyValues(scores, "scores"), "scores"),
+    fieldRow(
+      "moved most by",
+      (ex.moved_by || []).map((m) => `${m.feature} ${m.logit >= 0 ? "+" : ""}${num(m.logit, 3)}`).join(", ") || "—",
+      "moved-by",
+    ),
+    ex.features ? fieldRow("features", keyValues(ex.features, "features"), "features") : null,
     Object.keys(other).length ? fieldRow("other", keyValues(other)) : null,
   );
 }
@@ -100,10 +104,32 @@ function largest(items) {
   return top;
 }
 
+// The items the floor left out of the answer they would have been in, best first: what recall
+// saw just below its cut, so that "left out nothing" is only said when nothing was.
+function belowCut(floor) {
+  const below = floor.below_cut || [];
+  if (!below.length) return null;
+  return el(
+    "ol",
+    { class: "below-cut" },
+    below.map((b) =>
+      el(
+        "li",
+        { class: "below-item", dataset: { id: b.id } },
+        el("span", { class: "badge type", text: b.type }),
+        el("span", { class: "metric", text: ` relevance ${num(b.relevance, 3)} ` }),
+        el("span", { class: "reason", text: b.why || b.reason }),
+        el("p", { class: "content", text: b.content }),
+      ),
+    ),
+  );
+}
+
 function cutNode(trace) {
   const floor = trace.floor || {};
   const cut = Object.entries(floor.cut || {});
   const budget = trace.budget;
+  const minimum = typeof floor.min_relevance === "number" ? ` (minimum relevance ${num(floor.min_relevance, 3)})` : "";
   return el(
     "div",
     { class: "cuts" },
@@ -111,9 +137,10 @@ function cutNode(trace) {
       "p",
       { class: "floor-cut" },
       cut.length
-        ? `The relevance floor left out ${cut.reduce((a, [, n]) => a + n, 0)}: ` + cut.map(([r, n]) => `${n} ${(floor.cut_reasons || {})[r] || r}`).join(", ")
-        : "The relevance floor left out nothing.",
+        ? `The relevance floor${minimum} left out ${cut.reduce((a, [, n]) => a + n, 0)}: ` + cut.map(([r, n]) => `${n} ${(floor.cut_reasons || {})[r] || r}`).join(", ")
+        : `The relevance floor${minimum} left out nothing.`,
     ),
+    belowCut(floor),
     budget
       ? el("p", { class: "budget-cut", text: `Budget ${budget.tokens} tokens: kept ${budget.kept}, cut ${budget.dropped}.` })
       : el("p", { class: "hint budget-cut", text: "No token budget: the top k are returned." }),

@@ -1,0 +1,232 @@
+"""`cuemem bench train-ranker`: fit the relevance model on the training split, choose on dev.
+
+Input: features files (``bench.ranker_features``): the training split's (fit) and the dev sets'
+(choose and report). The model is scikit-learn's logistic regression over the standardised
+features (``shared.recall.relevance``: inference is a dot product and a sigmoid, no library at
+run time). Its output is the probability that a candidate covers an evidence turn, fitted on the
+training split's own questions and on its no-answer questions (each conversation's questions
+asked of another user: nothing there is relevant), so it is calibrated for both.
+
+Choice: the regularisation ``C`` with the best mean dev score (any@5 + all@5 + all@10 over the
+dev sets' own questions, each set weighing the same). The floor (``min_relevance``): the highest
+threshold whose own-question any@5 drops by at most ``MAX_ANY5_DROP`` on the *training* split,
+where the no-answer share is also reported; the dev sets' curves are reported beside it.
+
+The fitted model is written with its provenance: the command, the training file's hash and
+subset, the features, the choice and the dev numbers (offline: the candidates ranked by the model,
+the first k taken, without the cut's near-duplicate rule, so a little above what recall returns).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench import metrics
+from bench.common import machine_info
+from bench.ranker_features import read_features
+
+CS = (0.01, 0.1, 1.0, 10.0)
+MAX_ANY5_DROP = 0.01
+THRESHOLDS = tuple(round(0.01 * i, 2) for i in range(1, 100))
+VERSION_PREFIX = "relevance-lr"
+
+
+def _labels(line: dict[str, Any]) -> list[int]:
+    evidence = set(line["evidence"])
+    return [1 if evidence & set(c["dias"]) else 0 for c in line["candidates"]]
+
+
+def matrix(lines: Sequence[dict[str, Any]]) -> tuple[Any, Any]:
+    import numpy as np
+
+    rows = [c["row"] for line in lines for c in line["candidates"]]
+    labels = [y for line in lines for y in _labels(line)]
+    return np.asarray(rows, dtype=np.float64), np.asarray(labels, dtype=np.int64)
+
+
+def fit(lines: Sequence[dict[str, Any]], c: float) -> Any:
+    """A ``RelevanceModel`` fitted on ``lines`` (min_relevance 0: chosen afterwards)."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    from shared.recall.features import FEATURES
+    from shared.recall.relevance import RelevanceModel
+
+    x, y = matrix(lines)
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale = np.where(scale > 1e-9, scale, 1.0)
+    lr = LogisticRegression(C=c, max_iter=5000)
+    lr.fit((x - mean) / scale, y)
+    return RelevanceModel(
+        features=FEATURES,
+        mean=tuple(float(v) for v in mean),
+        scale=tuple(float(v) for v in scale),
+        weights=tuple(float(v) for v in lr.coef_[0]),
+        bias=float(lr.intercept_[0]),
+        min_relevance=0.0,
+    )
+
+
+def ranked(model: Any, line: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
+    """The line's candidates by the model's probability, best first (ties in file order)."""
+    probabilities = model.probabilities([c["row"] for c in line["candidates"]])
+    order = sorted(range(len(probabilities)), key=lambda i: (-round(probabilities[i], 9), i))
+    return [(probabilities[i], line["candidates"][i]) for i in order]
+
+
+def _items(scored: Sequence[tuple[float, dict[str, Any]]], floor: float = 0.0) -> list[metrics.Item]:
+    return [metrics.Item(frozenset(c["dias"]), int(c["tokens"])) for p, c in scored if p >= floor]
+
+
+def evaluate(model: Any, lines: Sequence[dict[str, Any]], floor: float = 0.0) -> dict[str, float | None]:
+    """Offline any@5, all@5, all@10, fraction@1 and @5 over the own questions of ``lines``."""
+    scores = [
+        metrics.score_question(
+            int(line["category"]), list(line["evidence"]), _items(ranked(model, line), floor)
+        )
+        for line in lines
+        if not line["foreign"] and line["evidence"]
+    ]
+    group = metrics.aggregate(scores)["1-5"]
+    at = group["at_k"]
+    return {
+        "questions": group["questions"],
+        "any@5": at["5"]["recall_any"],
+        "all@5": at["5"]["recall_all"],
+        "all@10": at["10"]["recall_all"],
+        "R@1": at["1"]["fraction"],
+        "R@5": at["5"]["fraction"],
+    }
+
+
+def no_answer_curve(model: Any, lines: Sequence[dict[str, Any]]) -> list[dict[str, float]]:
+    """Per threshold: the share of no-answer questions left with nothing, and own any@5 kept."""
+    best_own = []
+    best_foreign = []
+    for line in lines:
+        top = ranked(model, line)
+        if line["foreign"]:
+            best_foreign.append(top[0][0] if top else 0.0)
+        elif line["evidence"]:
+            evidence = set(line["evidence"])
+            hits = [p for p, c in top[:5] if evidence & set(c["dias"])]
+            best_own.append(max(hits) if hits else None)
+    own = [b for b in best_own]
+    out = []
+    base = sum(1 for b in own if b is not None) / len(own) if own else 0.0
+    for t in (0.0, *THRESHOLDS):
+        # any@5 with a floor: a hit in the top 5 counts while it clears the floor (the items above
+        # it clear it too: they rank higher).
+        kept = sum(1 for b in own if b is not None and b >= t) / len(own) if own else 0.0
+        empty = sum(1 for b in best_foreign if b < t) / len(best_foreign) if best_foreign else 0.0
+        out.append({"threshold": t, "no_answer_empty": round(empty, 4), "any@5": round(kept, 4),
+                    "any@5_drop": round(base - kept, 4)})  # fmt: skip
+    return out
+
+
+def choose_floor(curve: Sequence[dict[str, float]], max_drop: float = MAX_ANY5_DROP) -> float:
+    """The highest threshold whose any@5 drop stays within ``max_drop``."""
+    ok = [p["threshold"] for p in curve if p["any@5_drop"] <= max_drop]
+    return max(ok) if ok else 0.0
+
+
+def train(
+    train_files: Sequence[Path],
+    dev_files: Sequence[Path],
+    out_model: Path,
+    cs: Sequence[float] = CS,
+    max_drop: float = MAX_ANY5_DROP,
+) -> dict[str, Any]:
+    """Fit on ``train_files``, choose ``C`` on ``dev_files``, write ``out_model``; the report."""
+    import dataclasses
+
+    headers, train_lines = [], []
+    for path in train_files:
+        header, lines = read_features(path)
+        headers.append(header)
+        train_lines += lines
+    dev: dict[str, list[dict[str, Any]]] = {}
+    for path in dev_files:
+        _, lines = read_features(path)
+        for line in lines:
+            dev.setdefault(str(line["set"]), []).append(line)
+    if not train_lines:
+        raise ValueError("train: the training features hold no question")
+    candidates = []
+    for c in cs:
+        model = fit(train_lines, c)
+        per_set = {name: evaluate(model, lines) for name, lines in sorted(dev.items())}
+        score = (
+            sum(sum(float(v[m] or 0.0) for m in ("any@5", "all@5", "all@10")) for v in per_set.values())
+            / len(per_set)
+            if per_set
+            else sum(
+                float(v or 0.0)
+                for m, v in evaluate(model, train_lines).items()
+                if m in ("any@5", "all@5", "all@10")
+            )
+        )
+        candidates.append({"C": c, "dev": per_set, "score": round(score, 4), "model": model})
+    best = max(candidates, key=lambda r: (r["score"], -r["C"]))
+    model = best["model"]
+    train_curve = no_answer_curve(model, train_lines)
+    floor = choose_floor(train_curve, max_drop)
+    version = f"{VERSION_PREFIX}-{_digest(model)}"
+    provenance = {
+        "command": machine_info()["command"],
+        "training": [
+            {
+                "file": h["data"],
+                "sha256": h["data_sha256"],
+                "samples": h["samples"],
+                "features_command": h["command"],
+            }
+            for h in headers
+        ],
+        "training_rows": int(sum(len(line["candidates"]) for line in train_lines)),
+        "training_questions": len(train_lines),
+        "model": "sklearn.linear_model.LogisticRegression over standardised features",
+        "chosen_by": "best mean of any@5 + all@5 + all@10 over the dev sets' own questions (offline)",
+        "C": best["C"],
+        "tried": [{"C": r["C"], "score": r["score"], "dev": r["dev"]} for r in candidates],
+        "min_relevance_rule": f"highest threshold whose training any@5 drops by at most {max_drop}",
+        "dev_at_min_relevance": {name: evaluate(model, lines, floor) for name, lines in sorted(dev.items())},
+        "no_answer_training": [p for p in train_curve if p["threshold"] == floor],
+        "no_answer_dev": {
+            name: [p for p in no_answer_curve(model, lines) if p["threshold"] == floor]
+            for name, lines in sorted(dev.items())
+        },
+    }
+    embedders = {str(h.get("embedding_model", "")) for h in headers}
+    if len(embedders) != 1:
+        raise ValueError(f"train: the training features come from several embedders: {sorted(embedders)}")
+    shipped = dataclasses.replace(
+        model, min_relevance=floor, version=version, provenance=provenance, embedding_model=embedders.pop()
+    )
+    out_model.parent.mkdir(parents=True, exist_ok=True)
+    out_model.write_text(json.dumps(shipped.to_json(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return {
+        "model": str(out_model),
+        "version": version,
+        "C": best["C"],
+        "min_relevance": floor,
+        "tried": provenance["tried"],
+        "dev_at_min_relevance": provenance["dev_at_min_relevance"],
+        "no_answer_training": provenance["no_answer_training"],
+        "no_answer_dev": provenance["no_answer_dev"],
+        "curves": {
+            "training": train_curve,
+            **{name: no_answer_curve(model, lines) for name, lines in sorted(dev.items())},
+        },
+    }
+
+
+def _digest(model: Any) -> str:
+    import hashlib
+
+    raw = json.dumps([model.weights, model.bias, model.mean, model.scale]).encode()
+    return hashlib.sha256(raw).hexdigest()[:10]
