@@ -60,6 +60,7 @@ class _Record:
     scores: list[float] = field(default_factory=list)  # cuemem's item scores, in rank order
     recall_ms: float = 0.0
     trace_ms: float = 0.0
+    rank_ms: float = 0.0  # the relevance model's share (features and scores), from the trace
 
 
 def _fresh_data_dir(out_dir: Path) -> Path:
@@ -207,6 +208,7 @@ def run_locomo(
                 )
                 rec.recall_ms = (time.perf_counter() - t) * 1e3
                 rec.trace_ms = float(out["trace"]["timings_ms"].get("total_ms", 0.0))
+                rec.rank_ms = float(out["trace"]["timings_ms"].get("rank_ms", 0.0))
                 rec.stage = out["stage"]
                 rec.scores = [float(item["score"]) for item in out["items"]]
                 items, ranked = [], []
@@ -338,6 +340,7 @@ def run_locomo(
             "ingest": ingest,
             "recall_ms": percentiles([r.recall_ms for r in records]),
             "recall_trace_total_ms": percentiles([r.trace_ms for r in records]),
+            "recall_rank_ms": percentiles([r.rank_ms for r in records]),
             "baseline_index_ms": percentiles(baseline_ms["index"]),
             "baseline_query_ms": percentiles(baseline_ms["query"]),
             "wall_s": round(time.perf_counter() - started, 3),

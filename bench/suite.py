@@ -93,6 +93,7 @@ def summarise_set(name: str, spec: DevSet, results: dict[str, Any]) -> dict[str,
             {"metric": label, **values, "verdict": verdict(values["cuemem"], [values[b] for b in BASELINES])}
         )
     recall_ms = results["timings"]["recall_ms"]
+    rank_ms = results["timings"].get("recall_rank_ms", {})
     return {
         "file": results["data"]["path"],
         "conversations": results["data"]["conversations"],
@@ -102,6 +103,7 @@ def summarise_set(name: str, spec: DevSet, results: dict[str, Any]) -> dict[str,
         "cells": cells,
         "tokens@10": {s: _at(groups[s], TOKENS) for s in SYSTEMS},
         "recall_ms": {"p50": recall_ms.get("p50"), "p95": recall_ms.get("p95")},
+        "rank_ms": {"p50": rank_ms.get("p50"), "p95": rank_ms.get("p95")},
         "no_answer": results.get("no_answer"),
     }
 
@@ -190,16 +192,18 @@ def render(suite: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "| set | categories | questions (scored) | cuemem recall p50 / p95 ms | no answer: empty as is |",
+        "| set | categories | questions (scored) | cuemem recall p50 / p95 ms "
+        "| of it the ranking p50 / p95 ms | no answer: empty as is |",
     ]
-    lines.append("|---|---|---|---|---|")
+    lines.append("|---|---|---|---|---|---|")
     for name, r in suite["sets"].items():
         na = r["no_answer"] or {}
         as_is = na.get("as_is")
         empty = _f(as_is["empty"]) if as_is else na.get("note", "not run")
         lines.append(
             f"| {name} | {r['group']} | {r['questions']} ({r['scored']}) | "
-            f"{_f(r['recall_ms']['p50'], 1)} / {_f(r['recall_ms']['p95'], 1)} | {empty} |"
+            f"{_f(r['recall_ms']['p50'], 1)} / {_f(r['recall_ms']['p95'], 1)} | "
+            f"{_f(r['rank_ms']['p50'], 2)} / {_f(r['rank_ms']['p95'], 2)} | {empty} |"
         )
     for name, r in suite["sets"].items():
         na = r["no_answer"] or {}

@@ -142,6 +142,7 @@ def check_suite(work: Path) -> None:
             assert f"{c['verdict']:>14}  {name} {c['metric']}: cuemem {c['cuemem']}" in run.stdout
         assert set(s["tokens@10"]) == {"cuemem", *BASELINES}
         assert s["recall_ms"]["p50"] is not None
+        assert s["rank_ms"]["p50"] is not None  # the ranking's own share, from every trace
 
     # The no-answer protocol: each conversation's questions asked of the other's user.
     na = sets["locomo"]["no_answer"]
