@@ -202,6 +202,12 @@ def train_ranker_cmd(
     report: Annotated[
         Path | None, typer.Option("--report", help="Also write the whole report (JSON) here")
     ] = None,
+    compare_lightgbm: Annotated[
+        bool,
+        typer.Option(
+            "--compare-lightgbm", help="Also fit LightGBM on the same rows and report its dev numbers"
+        ),
+    ] = False,
 ) -> None:
     """Fit the relevance model on the training split's features, choose on the dev sets', write it."""
     import json
@@ -211,8 +217,12 @@ def train_ranker_cmd(
     for path in [*train, *(dev or [])]:
         if not path.is_file():
             raise typer.BadParameter(f"{path} does not exist or is not a file", param_hint="--train / --dev")
+    from bench.ranker import compare_boosted
+
     try:
         result = train_model(train, dev or [], out)
+        if compare_lightgbm:
+            result["lightgbm"] = compare_boosted(train, dev or [])
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--train / --dev") from None
     if report is not None:
@@ -221,6 +231,9 @@ def train_ranker_cmd(
     typer.echo(f"model {result['version']}: C {result['C']}, min_relevance {result['min_relevance']}")
     for name, numbers in result["dev_at_min_relevance"].items():
         typer.echo(f"  {name}: " + ", ".join(f"{k} {v}" for k, v in numbers.items()))
+    for objective, sets in result.get("lightgbm", {}).items():
+        for name, numbers in sets.items():
+            typer.echo(f"  lightgbm {objective} {name}: " + ", ".join(f"{k} {v}" for k, v in numbers.items()))
     typer.echo(f"written: {out}")
 
 

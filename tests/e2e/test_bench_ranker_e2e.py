@@ -87,7 +87,7 @@ def test_ranker_features_and_train_ranker_end_to_end() -> None:
 
         run = cuemem(
             None, "bench", "train-ranker", "--train", str(feats), "--dev", str(feats),
-            "--out", str(model_path), "--report", str(report), env=env,
+            "--out", str(model_path), "--report", str(report), "--compare-lightgbm", env=env,
         )  # fmt: skip
         assert run.code == 0, str(run)
         raw = json.loads(model_path.read_text(encoding="utf-8"))
@@ -101,5 +101,10 @@ def test_ranker_features_and_train_ranker_end_to_end() -> None:
         # The floor is the highest threshold of the training curve within the allowed any@5 drop.
         allowed = [p["threshold"] for p in curve if p["any@5_drop"] <= 0.01]
         assert model.min_relevance == max(allowed)
-        # A model fitted on these rows ranks every own question's evidence within its top 5.
         assert result["dev_at_min_relevance"]["tiny"]["questions"] == len(own)
+        # The comparison: LightGBM's two objectives measured on the same dev lines.
+        assert {k: set(v) for k, v in result["lightgbm"].items()} == {
+            "binary": {"tiny"},
+            "lambdarank": {"tiny"},
+        }
+        assert all(v["tiny"]["questions"] == len(own) for v in result["lightgbm"].values())
