@@ -1,0 +1,82 @@
+"""The relevance model file: what it must hold, what it refuses, and how it scores and explains."""
+
+from __future__ import annotations
+
+import json
+import math
+from importlib import resources
+
+import pytest
+
+from shared.recall.features import FEATURES
+from shared.recall.relevance import ModelFileError, RelevanceModel, packaged_model
+
+N = len(FEATURES)
+
+
+def _model(**fields: object) -> RelevanceModel:
+    raw = {
+        "features": list(FEATURES),
+        "mean": [0.0] * N,
+        "scale": [1.0] * N,
+        "weights": [0.0] * N,
+        "bias": 0.0,
+        "min_relevance": 0.2,
+        "version": "test",
+        "embedding_model": "m",
+        **fields,
+    }
+    return RelevanceModel.from_json(raw)
+
+
+def test_the_shipped_model_fits_the_features_and_records_how_it_was_made() -> None:
+    model = packaged_model()
+    assert model.features == FEATURES
+    assert 0.0 <= model.min_relevance < 1.0 and model.embedding_model
+    raw = json.loads(
+        resources.files("shared").joinpath("data/relevance-model.json").read_text(encoding="utf-8")
+    )
+    provenance = raw["provenance"]
+    assert provenance["command"].startswith("cuemem bench train-ranker")
+    for source in provenance["training"]:
+        assert len(source["sha256"]) == 64 and source["samples"] and source["file"].endswith(".json")
+    assert model.version.startswith("relevance-lr-")
+
+
+def test_a_model_of_another_feature_list_is_refused_with_the_fix() -> None:
+    shuffled = list(reversed(FEATURES))
+    with pytest.raises(ModelFileError, match="train-ranker"):
+        _model(features=shuffled)
+    with pytest.raises(ModelFileError, match="missing \\['dense'\\]"):
+        _model(features=[f for f in FEATURES if f != "dense"], mean=[0.0] * (N - 1), scale=[1.0] * (N - 1),
+               weights=[0.0] * (N - 1))  # fmt: skip
+
+
+def test_a_malformed_model_file_names_what_is_wrong() -> None:
+    with pytest.raises(ModelFileError, match="bias"):
+        RelevanceModel.from_json({"features": list(FEATURES), "mean": [0.0] * N, "scale": [1.0] * N,
+                                  "weights": [0.0] * N, "min_relevance": 0.1})  # fmt: skip
+    with pytest.raises(ModelFileError, match="one number per feature"):
+        _model(weights=[0.0] * (N - 1))
+    with pytest.raises(ModelFileError, match="positive"):
+        _model(scale=[0.0] * N)
+
+
+def test_scores_are_a_standardised_logistic_and_explained_by_their_largest_shares() -> None:
+    weights = [0.0] * N
+    weights[FEATURES.index("dense")] = 2.0
+    weights[FEATURES.index("keyword_rel")] = -1.0
+    mean = [0.0] * N
+    mean[FEATURES.index("dense")] = 0.5
+    scale = [1.0] * N
+    scale[FEATURES.index("dense")] = 0.25
+    model = _model(weights=weights, mean=mean, scale=scale, bias=0.3)
+    row = [0.0] * N
+    row[FEATURES.index("dense")] = 0.75  # standardised: (0.75 - 0.5) / 0.25 = 1
+    row[FEATURES.index("keyword_rel")] = 0.5
+    [p] = model.probabilities([row])
+    assert p == pytest.approx(1 / (1 + math.exp(-(0.3 + 2.0 - 0.5))))
+    assert model.moved(row, 3) == [("dense", 2.0), ("keyword_rel", -0.5)]
+    assert model.probabilities([row, row]) == [p, p]  # the same row, the same number
+    with pytest.raises(ValueError, match="features"):
+        model.probabilities([row[:-1]])
