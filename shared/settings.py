@@ -184,6 +184,10 @@ class Settings(BaseSettings):
 
     # Recall.
     recall_candidates: int = Field(default=50, ge=1, le=2000)
+    # A query of several lines (the dialogue so far, as an agent recalls before it answers) is
+    # searched by its last this many lines; 0 searches the whole query. Chosen on the dev sets
+    # (docs/BENCHMARKS.md, "Recall after issue 30").
+    recall_query_lines: int = Field(default=0, ge=0, le=1000)
     # The relevance floor (shared/recall/floor.py): recall returns fewer than k items, or none,
     # rather than filler. An item needs at least this probability of relevance (the relevance
     # model's calibrated output); unset: the model's own default, chosen with the no-answer

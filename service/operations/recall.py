@@ -114,6 +114,7 @@ def recall_for(
         session_id=session_id,
         candidates=container.settings.recall_candidates,
         min_relevance=container.settings.recall_min_relevance,
+        query_lines=container.settings.recall_query_lines,
         working_turns=container.settings.working_memory_turns,
         statuses=statuses_for(include_archived, include_history),
     )
@@ -178,6 +179,7 @@ def recall_candidates(
         now=now,
         candidates=container.settings.recall_candidates,
         working_turns=container.settings.working_memory_turns,
+        query_lines=container.settings.recall_query_lines,
     )
     with container.uow() as uow:
         gathered = gather(

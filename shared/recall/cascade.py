@@ -67,7 +67,7 @@ def gather(
     turn_index: VectorIndex | None = None,
 ) -> Gathered:
     """Every path's candidates for the query (no exact key: see :func:`recall`)."""
-    times = windows.named_times(request.query, request.now)
+    times = windows.named_times(request.searched, request.now)
     cues = query_cues(times.content)
     trace.took("cues_ms", trace.started)
 
@@ -104,7 +104,7 @@ def gather(
         recent=recent_ranked,
         window=window_ranked,
     )
-    return Gathered(pool, lists, cues, list(times.windows), roles.asks_assistant(request.query))
+    return Gathered(pool, lists, cues, list(times.windows), roles.asks_assistant(request.searched))
 
 
 def rank(
@@ -175,7 +175,7 @@ def recall(
         request = dataclasses.replace(request, min_relevance=default_floor(model, embedder, trace.notes))
         trace.request = request
     ranked, scored = rank(gathered, request, model, trace)
-    ranked = fusion.reranked(request.query, ranked, reranker, rerank_top_n, scored, trace)
+    ranked = fusion.reranked(request.searched, ranked, reranker, rerank_top_n, scored, trace)
     chosen, below = floor.fill(
         ranked, request, scored, gathered.cues, gathered.windows, trace, gathered.about_assistant
     )

@@ -154,7 +154,7 @@ def candidate_features(
     best_dense = max(dense.values(), default=0.0)
     best_keyword = max(keyword.values(), default=0.0)
     best_cue = max((c.cue_score for c in pool.values()), default=0.0)
-    words = [w for w in dict.fromkeys(tokens(request.query)) if w not in STOPWORDS]
+    words = [w for w in dict.fromkeys(tokens(request.searched)) if w not in STOPWORDS]
     dense_sorted = sorted(dense.values(), reverse=True)
     keyword_sorted = sorted(keyword.values(), reverse=True)
     dense_peak = dense_sorted[0] - dense_sorted[min(4, len(dense_sorted) - 1)] if dense_sorted else 0.0

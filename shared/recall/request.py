@@ -35,6 +35,17 @@ class RecallRequest:
     # The relevance floor: the least probability of relevance an item needs
     # (``Settings.recall_min_relevance``; None: the relevance model's own default). 0 turns it off.
     min_relevance: float | None = None
+    # A query of several lines (a dialogue so far) is searched by its last ``query_lines`` lines
+    # only (``Settings.recall_query_lines``; 0: the whole query).
+    query_lines: int = 0
+
+    @property
+    def searched(self) -> str:
+        """The text the paths search for: the query, or the last ``query_lines`` lines of it."""
+        if self.query_lines <= 0:
+            return self.query
+        lines = [line for line in self.query.splitlines() if line.strip()]
+        return "\n".join(lines[-self.query_lines :]) if len(lines) > self.query_lines else self.query
 
 
 @dataclass

@@ -67,7 +67,7 @@ def embed_query(
         trace.notes.append("vector search skipped: no embedder or index configured")
         return None
     t = time.perf_counter()
-    vector = embedder.embed_query(request.query)
+    vector = embedder.embed_query(request.searched)
     trace.took("embed_ms", t)
     return vector
 
@@ -242,7 +242,7 @@ def _turns_found(uow: UnitOfWork, request: RecallRequest, hits: Hits, pool: Pool
     # Turns a window's hit stands for tie on its score: the one whose own words share the most
     # terms with the query comes first, then the window's own turn.
     # (A substring count: tokenising every turn would cost more than the rest of this function.)
-    words = {w for w in tokens(request.query) if w not in STOPWORDS}
+    words = {w for w in tokens(request.searched) if w not in STOPWORDS}
     overlap = {i: sum(w in t.content.lower() for w in words) for i, t in turns.items()}
     out: Found = {}
     for path, path_hits in hits.items():
