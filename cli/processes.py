@@ -161,6 +161,12 @@ def mcp_cmd(
     session: Annotated[
         str, typer.Option("--session", help="The conversation remembered turns belong to")
     ] = "mcp",
+    reinforce: Annotated[
+        bool,
+        typer.Option(
+            "--reinforce", help="Count the memories search_memory returns as used (access count + 1)"
+        ),
+    ] = False,
     data_dir: DataDir = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
 ) -> None:
@@ -179,9 +185,9 @@ def mcp_cmd(
     except ImportError as exc:  # the SDK is the optional `mcp` extra
         raise CliError(f"the MCP server needs the mcp package: pip install 'cuemem[mcp]' ({exc})") from None
     if api_url:
-        mcp_serve.serve_api(api_url, user, session)
+        mcp_serve.serve_api(api_url, user, session, reinforce=reinforce)
         return
     settings = settings_for(data_dir)
     if tenant is not None:
         settings = settings.model_copy(update={"tenant_id": tenant})
-    mcp_serve.serve_library(settings, user, session)
+    mcp_serve.serve_library(settings, user, session, reinforce=reinforce)
