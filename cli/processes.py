@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from contextlib import ExitStack
 from typing import Annotated
 
 import typer
@@ -13,6 +14,7 @@ from cli.common import CliError, DataDir, check_user, settings_for, setup_loggin
 from shared.settings import Settings
 from workers.runtime.local import open_runtime
 from workers.runtime.processes import check_alive, index_owner_command, worker_command, worker_queues
+from workers.runtime.serving import DataDirServed, serving
 
 
 def worker(
@@ -43,7 +45,14 @@ def worker(
                 loglevel=settings.log_level,
             )
         os.execvp(cmd[0], cmd)
-    with open_runtime(settings, start_workers=True, beat=True) as rt:
+    with ExitStack() as stack:
+        # The data dir's workers own its embedded index: a second set beside `cuemem serve` or
+        # another `cuemem worker` could never open it. Refused before anything starts.
+        try:
+            stack.enter_context(serving(settings.resolved_data_dir, "cuemem worker"))
+        except DataDirServed as exc:
+            raise CliError(str(exc)) from None
+        rt = stack.enter_context(open_runtime(settings, start_workers=True, beat=True))
         typer.echo(
             f"embedded workers and beat running (data dir {rt.settings.resolved_data_dir}); "
             "Ctrl-C stops them",
@@ -161,6 +170,12 @@ def mcp_cmd(
     session: Annotated[
         str, typer.Option("--session", help="The conversation remembered turns belong to")
     ] = "mcp",
+    reinforce: Annotated[
+        bool,
+        typer.Option(
+            "--reinforce", help="Count the memories search_memory returns as used (access count + 1)"
+        ),
+    ] = False,
     data_dir: DataDir = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
 ) -> None:
@@ -179,9 +194,9 @@ def mcp_cmd(
     except ImportError as exc:  # the SDK is the optional `mcp` extra
         raise CliError(f"the MCP server needs the mcp package: pip install 'cuemem[mcp]' ({exc})") from None
     if api_url:
-        mcp_serve.serve_api(api_url, user, session)
+        mcp_serve.serve_api(api_url, user, session, reinforce=reinforce)
         return
     settings = settings_for(data_dir)
     if tenant is not None:
         settings = settings.model_copy(update={"tenant_id": tenant})
-    mcp_serve.serve_library(settings, user, session)
+    mcp_serve.serve_library(settings, user, session, reinforce=reinforce)

@@ -13,6 +13,10 @@
     # for each tool call in the reply:
     reply = tools.handle(call.function.name, call.function.arguments)   # JSON text for the tool message
 
+``search_memory`` is read-only: a search changes no memory. A backend built with
+``reinforce=True`` (``ApiBackend(client, reinforce=True)``, ``LibraryBackend(..., reinforce=True)``)
+counts the memories each search returns as used, for an agent that puts what it finds to use.
+
 ``handle`` never raises: bad arguments, an unknown tool, or a failing recall or publish come back
 as ``{"error": "..."}`` JSON naming the problem, so the model can correct itself and the agent
 loop goes on. This module imports nothing from ``workers``: memory is reached through a backend

@@ -111,13 +111,15 @@ class CallableBackend(PublishingBackend):
 
 
 class ApiBackend:
-    """The HTTP API through :class:`producers.client.CuememClient`; the tenant is the key's."""
+    """The HTTP API through :class:`producers.client.CuememClient`; the tenant is the key's.
+    Searches are read-only unless ``reinforce``: then the memories each returns count as used."""
 
-    def __init__(self, client: CuememClient):
+    def __init__(self, client: CuememClient, *, reinforce: bool = False):
         self.client = client
+        self.reinforce = reinforce
 
     def search(self, user_id: str, query: str, k: int, session_id: str | None) -> Mapping[str, Any]:
-        return self.client.recall(user_id, query, k=k, session_id=session_id)
+        return self.client.recall(user_id, query, k=k, session_id=session_id, reinforce=self.reinforce)
 
     def remember(
         self, user_id: str, session_id: str, content: str, metadata: Mapping[str, Any]

@@ -154,7 +154,9 @@ class Publisher:
                 "CUEMEM_BROKER_URL (and CUEMEM_REDIS_URL when the broker is not Redis) must be set to "
                 "publish; the CLI sets them itself on the embedded default"
             )
-        tracing.configure(settings, "cuemem-producer")  # CUEMEM_TRACING; nothing when off
+        # CUEMEM_TRACING; nothing when off. The same service name as the rest of the app's cuemem
+        # code (build_container), whichever of them comes first.
+        tracing.configure(settings, tracing.SERVICE)
         return cls(
             settings.broker_url,
             redis_url,

@@ -16,6 +16,12 @@ a publish, a task or a recall pays one boolean test. On (the ``tracing`` extra i
 - :func:`current_context` / :func:`link_to` let a recall link to the traces of the turns whose
   memories it returned (stored with each event when it was recorded).
 
+Names: every span cuemem opens has the instrumentation scope ``cuemem`` (:data:`SERVICE`); a
+process reports as the service ``cuemem-worker`` (:data:`WORKER_SERVICE`) when it is a Celery
+worker and as ``cuemem`` otherwise (the API, the CLI, an application's ``Publisher`` or
+in-process recall), whichever of its parts sets tracing up first. ``OTEL_SERVICE_NAME`` overrides
+the service name, as everywhere in OpenTelemetry.
+
 The producer side lives here because the ``Publisher`` may import ``shared`` only of cuemem's own
 packages; workers and the API import it from here too (one mechanism, one home).
 """
@@ -34,6 +40,10 @@ _NOOP = contextlib.nullcontext()
 _state: dict[str, Any] = {"on": False, "tracer": None}
 # Span kinds by name, resolved once OpenTelemetry is imported.
 PRODUCER, CLIENT, INTERNAL = "PRODUCER", "CLIENT", "INTERNAL"
+# The service name of every process but a worker, and the instrumentation scope of every span.
+SERVICE = "cuemem"
+# The service name of the Celery worker processes (workers/celery_app.py).
+WORKER_SERVICE = "cuemem-worker"
 
 
 class TracingUnavailable(RuntimeError):
@@ -44,10 +54,11 @@ def enabled() -> bool:
     return bool(_state["on"])
 
 
-def configure(settings: Any, service: str, *, exporter: Any = None) -> bool:
-    """Turn tracing on for this process when ``settings.tracing`` is set; returns whether it is
-    on. Idempotent: a second call changes nothing. ``exporter`` replaces the OTLP exporter (tests
-    pass an in-memory one)."""
+def configure(settings: Any, service: str = SERVICE, *, exporter: Any = None) -> bool:
+    """Turn tracing on for this process when ``settings.tracing`` is set, as the service
+    ``service`` (unless ``OTEL_SERVICE_NAME`` names it); returns whether it is on. Idempotent: a
+    second call changes nothing. ``exporter`` replaces the OTLP exporter (tests pass an in-memory
+    one)."""
     if _state["on"] or not getattr(settings, "tracing", False):
         return bool(_state["on"])
     try:
@@ -77,7 +88,7 @@ def configure(settings: Any, service: str, *, exporter: Any = None) -> bool:
     instrumentor = CeleryInstrumentor()
     if not instrumentor.is_instrumented_by_opentelemetry:
         instrumentor.instrument(tracer_provider=provider)
-    _state.update(on=True, tracer=trace.get_tracer("cuemem"), provider=provider)
+    _state.update(on=True, tracer=trace.get_tracer(SERVICE), provider=provider)
     log.info(
         "tracing on: service %s, spans exported by %s",
         service,

@@ -34,7 +34,7 @@ class TaskName(StrEnum):
     SYNC_INDEX = "memory.sync_index"
     CONSOLIDATE = "memory.consolidate"
     OPTIMIZE_INDEX = "memory.optimize_index"
-    REINFORCE = "memory.reinforce"  # count a recall's memories as used (sent by recall_for)
+    REINFORCE = "memory.reinforce"  # count a recall's memories as used (recall_for with reinforce)
     EXPIRE = "memory.expire"  # task TTL (beat)
     ARCHIVE = "memory.archive"  # long-unused, low-score memories (beat)
     PUSH_SCORES = "memory.push_scores"  # payload scores after a recompute (the index owner)

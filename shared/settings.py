@@ -193,9 +193,9 @@ class Settings(BaseSettings):
     # model's calibrated output); unset: the model's own default, chosen with the no-answer
     # protocol (docs/BENCHMARKS.md). 0 turns the floor off; chit-chat is always left out.
     recall_min_relevance: float | None = Field(default=None, ge=0, le=1)
-    # A memory returned by the in-process recall (recall_for) counts as used: access_count + 1,
-    # written by the task memory.reinforce (recall never waits for it).
-    reinforce_on_recall: bool = True
+    # No setting makes recall count its memories as used: every recall is read-only unless the
+    # request asks (reinforce), because only the caller knows whether it used what it got, and a
+    # server-wide default would make a recall's side effect depend on the deployment.
 
     # Where a browser reaches Flower; the inspector's pipeline view links there (unset: no link).
     flower_url: str | None = None

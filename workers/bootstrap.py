@@ -393,7 +393,7 @@ def build_container(
     turn_index: VectorIndex | None = None,
 ) -> Container:
     settings = settings or get_settings()
-    tracing.configure(settings, "cuemem")  # CUEMEM_TRACING (a worker or a publisher may have already)
+    tracing.configure(settings, tracing.SERVICE)  # CUEMEM_TRACING (a worker or a publisher may have already)
     # The user cue lexicon first: extraction and recall read it, and a bad file must fail here,
     # naming itself, rather than halfway through a task.
     apply_lexicon(settings)

@@ -89,7 +89,7 @@ def _trace_tasks() -> None:
     from producers import tracing
     from shared.settings import get_settings
 
-    tracing.configure(get_settings(), "cuemem-worker")
+    tracing.configure(get_settings(), tracing.WORKER_SERVICE)
 
 
 @worker_init.connect

@@ -151,8 +151,10 @@ def recall(
     budget_tokens: int | None = None,
     include_archived: bool = False,
     include_history: bool = False,
+    reinforce: bool = False,
 ) -> Request[RecallResult]:
-    """Recall for ``query``: the items, their explanations, the trace and the prompt block."""
+    """Recall for ``query``: the items, their explanations, the trace and the prompt block.
+    Read-only unless ``reinforce``: then the memories returned count as used."""
     body: dict[str, Any] = {"user_id": user_id, "query": query}
     body |= _given({"k": k, "now": _iso(now), "session_id": session_id, "budget_tokens": budget_tokens})
     # Sent only when set, so a server's default stays the server's.
@@ -160,6 +162,8 @@ def recall(
         body["include_archived"] = True
     if include_history:
         body["include_history"] = True
+    # Always sent: a read-only recall stays read-only on a server whose default was to count it.
+    body["reinforce"] = reinforce
     return Request("POST", "/recall", lambda r: cast(RecallResult, r.json()), json=body)
 
 

@@ -73,8 +73,11 @@ class RecallIn(Strict):
     budget_tokens: int | None = None
     include_archived: bool = False
     include_history: bool = False
-    reinforce: bool | None = Field(
-        None, description="count the returned memories as used (default: CUEMEM_REINFORCE_ON_RECALL)"
+    reinforce: bool = Field(
+        False,
+        description="count the returned memories as used (access count + 1, score up; applied "
+        "asynchronously, answered with trace.recall_id): send it when the answer is put to use. "
+        "Without it a recall changes nothing",
     )
 
 

@@ -3,17 +3,21 @@ configured services."""
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
 import os
+import socket
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from shared.settings import Settings
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+
+    from workers.runtime.local import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +33,8 @@ def is_loopback(host: str) -> bool:
 
 
 class ServeRefused(ValueError):
-    """The options would expose the API unsafely; the message names the option."""
+    """The server cannot or must not start as asked (options that would expose the API unsafely,
+    a port in use, a data dir another process serves); the message names the problem."""
 
 
 def check_options(host: str, auth: bool) -> None:
@@ -38,6 +43,30 @@ def check_options(host: str, auth: bool) -> None:
             f"--no-auth: only allowed on a loopback address (127.0.0.1, ::1, localhost), not {host!r}; "
             "create a key with `cuemem keys create` instead"
         )
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse, before anything starts, an address uvicorn could not listen on: each address
+    ``host`` resolves to is bound once and let go, as uvicorn will bind it (``SO_REUSEADDR``; an
+    IPv6 socket for IPv6 only, as asyncio's server does)."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ServeRefused(f"--host: cannot listen on {host!r}: {exc.strerror}") from None
+    for family, kind, proto, _, address in dict.fromkeys(addresses):
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise ServeRefused(
+                        f"--port: {port} on {host} is already in use by another process; stop it, or "
+                        "choose another --port"
+                    ) from None
+                raise ServeRefused(f"--host: cannot listen on {host} port {port}: {exc.strerror}") from None
 
 
 def inspector_hint(host: str, port: int, *, auth: bool, tenant_id: str, data_dir: str | None) -> list[str]:
@@ -79,63 +108,90 @@ def serve(
     (``settings_env``: on the embedded default, the URLs of the services started here); on the
     embedded index every process searches through the index worker, with a Qdrant server each
     searches it directly."""
+    from workers.runtime.local import open_runtime
+    from workers.runtime.serving import DataDirServed, serving
+
+    check_options(host, auth)
+    if workers < 1:
+        raise ServeRefused(f"--workers: must be at least 1, got {workers}")
+    embedded = not settings.broker_url
+    with ExitStack() as stack:
+        # Refused before any service starts or any line is printed: the data dir another process
+        # serves (its workers own the embedded index), then the port another process listens on.
+        if embedded:
+            try:
+                stack.enter_context(serving(settings.resolved_data_dir, "cuemem serve"))
+            except DataDirServed as exc:
+                raise ServeRefused(str(exc)) from None
+        check_port(host, port)
+        # On the embedded default nothing else consumes the queues: run the workers (and beat, for
+        # the periodic sweeps) for as long as the server runs, as `cuemem worker` does.
+        rt = stack.enter_context(open_runtime(settings, start_workers=embedded, beat=embedded))
+        _announce_and_serve(
+            rt, settings, host, port, auth=auth, echo=echo, log_json=log_json, workers=workers
+        )
+
+
+def _announce_and_serve(
+    rt: Runtime,
+    settings: Settings,
+    host: str,
+    port: int,
+    *,
+    auth: bool,
+    echo: Callable[[str], None],
+    log_json: bool,
+    workers: int,
+) -> None:
+    """Print the banner and serve until stopped, on the started runtime."""
     import uvicorn
 
     from service.http import logs
     from service.http.app import create_app
     from service.operations.curation import api_container
     from workers.runtime.embedded import settings_env
-    from workers.runtime.local import open_runtime
 
-    check_options(host, auth)
-    if workers < 1:
-        raise ServeRefused(f"--workers: must be at least 1, got {workers}")
     embedded = not settings.broker_url
-    # On the embedded default nothing else consumes the queues: run the workers (and beat, for
-    # the periodic sweeps) for as long as the server runs, as `cuemem worker` does.
-    with open_runtime(settings, start_workers=embedded, beat=embedded) as rt:
-        logs.configure(rt.settings.log_level, as_json=log_json)
-        if not auth:
-            echo(
-                f"WARNING: auth is OFF: every request acts as tenant {rt.settings.tenant_id!r} "
-                f"(CUEMEM_TENANT_ID); listening on {host} only"
-            )
-        where = (
-            f"embedded default under {rt.settings.resolved_data_dir}" if embedded else "configured services"
+    logs.configure(rt.settings.log_level, as_json=log_json)
+    if not auth:
+        echo(
+            f"WARNING: auth is OFF: every request acts as tenant {rt.settings.tenant_id!r} "
+            f"(CUEMEM_TENANT_ID); listening on {host} only"
         )
-        processes = f", {workers} API processes" if workers > 1 else ""
-        echo(f"cuemem API on http://{host}:{port} ({where}{processes}); docs at /docs")
-        default_dir = Settings.model_fields["data_dir"].default
-        for line in inspector_hint(
-            host,
-            port,
-            auth=auth,
-            tenant_id=rt.settings.tenant_id,
-            data_dir=str(settings.data_dir) if embedded and settings.data_dir != default_dir else None,
-        ):
-            echo(line)
-        if workers > 1:
-            # The API processes are spawned: they read everything from the environment.
-            os.environ.update(settings_env(rt.settings))
-            os.environ[_AUTH_ENV] = "1" if auth else "0"
-            os.environ[_LOG_JSON_ENV] = "1" if log_json else "0"
-            uvicorn.run(
-                f"{__name__}:api_process_app",
-                factory=True,
-                workers=workers,
-                host=host,
-                port=port,
-                log_config=None,
-                access_log=False,
-            )
-            return
-        container = api_container(rt.settings)
-        app = create_app(container, auth=auth)
-        try:
-            uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
-        finally:
-            app.state.close()
-            container.close()
+    where = f"embedded default under {rt.settings.resolved_data_dir}" if embedded else "configured services"
+    processes = f", {workers} API processes" if workers > 1 else ""
+    echo(f"cuemem API on http://{host}:{port} ({where}{processes}); docs at /docs")
+    default_dir = Settings.model_fields["data_dir"].default
+    for line in inspector_hint(
+        host,
+        port,
+        auth=auth,
+        tenant_id=rt.settings.tenant_id,
+        data_dir=str(settings.data_dir) if embedded and settings.data_dir != default_dir else None,
+    ):
+        echo(line)
+    if workers > 1:
+        # The API processes are spawned: they read everything from the environment.
+        os.environ.update(settings_env(rt.settings))
+        os.environ[_AUTH_ENV] = "1" if auth else "0"
+        os.environ[_LOG_JSON_ENV] = "1" if log_json else "0"
+        uvicorn.run(
+            f"{__name__}:api_process_app",
+            factory=True,
+            workers=workers,
+            host=host,
+            port=port,
+            log_config=None,
+            access_log=False,
+        )
+        return
+    container = api_container(rt.settings)
+    app = create_app(container, auth=auth)
+    try:
+        uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
+    finally:
+        app.state.close()
+        container.close()
 
 
 def api_process_app() -> FastAPI:

@@ -8,6 +8,9 @@ Two backends (``producers/backends.py``, ``service/operations/library_backend.py
   processes, so a remembered turn becomes a memory while the server runs), or the configured
   ``CUEMEM_*`` services (whose workers do that).
 
+Either way ``search_memory`` is read-only unless the server is started with ``--reinforce``
+(``reinforce``): then the memories each search returns count as used.
+
 The library backend runs on ``service.operations.curation.api_container``, as the HTTP API does: a
 long-running process beside the workers must never take the embedded vector index from the index
 worker, so its searches go through that worker and its index writes become tasks for it.
@@ -67,16 +70,16 @@ def serve(tools: MemoryTools) -> None:
     build_server(tools).run("stdio")
 
 
-def serve_api(api_url: str, user_id: str, session_id: str) -> None:
+def serve_api(api_url: str, user_id: str, session_id: str, *, reinforce: bool = False) -> None:
     from producers.backends import ApiBackend
     from producers.client import CuememClient
 
     with CuememClient(api_url) as client:
-        backend: MemoryBackend = ApiBackend(client)
+        backend: MemoryBackend = ApiBackend(client, reinforce=reinforce)
         serve(MemoryTools.over(backend, user_id, session_id))
 
 
-def serve_library(settings: Settings, user_id: str, session_id: str) -> None:
+def serve_library(settings: Settings, user_id: str, session_id: str, *, reinforce: bool = False) -> None:
     from producers.publisher import Publisher
     from workers.runtime.local import open_runtime
 
@@ -90,7 +93,9 @@ def serve_library(settings: Settings, user_id: str, session_id: str) -> None:
             container = curation_api.api_container(rt.settings)
             stack.callback(container.close)
         tenant_id = rt.settings.tenant_id
-        backend = LibraryBackend(container, publisher, forget=library_forget(container, tenant_id))
+        backend = LibraryBackend(
+            container, publisher, forget=library_forget(container, tenant_id), reinforce=reinforce
+        )
         print(
             f"cuemem mcp: serving user {user_id!r} of tenant {tenant_id!r} from the library "
             f"(data dir {rt.settings.resolved_data_dir}) over stdio",

@@ -5,7 +5,8 @@ or the configured services) and calls :func:`build_server` with it; an agent hos
 over stdio (Claude Desktop, Cursor, an SDK client) then gets three tools:
 
 - ``search_memory(query, k=5)``: the user's memories and the current conversation, each item
-  with why it was found (the same JSON as the agent tool of that name);
+  with why it was found (the same JSON as the agent tool of that name); read-only, unless the
+  backend was built to count what it returns as used (``cuemem mcp --reinforce``);
 - ``remember(content, kind?)``: publish a statement the user asked to keep; it is searchable at
   once (working memory), and a memory once the workers processed it;
 - ``forget(memory_id)``: a soft delete (kept for the audit, never recalled again).

@@ -21,7 +21,8 @@ class LibraryBackend(PublishingBackend):
 
     ``forget`` is injected (``(user_id, memory_id) -> {"deleted", "hard"}``) because forgetting
     in-process needs a unit of work and the index, which the composition root owns; ``cuemem mcp``
-    passes one (see ``service/mcp/serve.py``).
+    passes one (see ``service/mcp/serve.py``). Searches are read-only unless ``reinforce``: then
+    the memories each search returns count as used.
     """
 
     def __init__(
@@ -30,7 +31,7 @@ class LibraryBackend(PublishingBackend):
         publisher: PublisherLike,
         *,
         forget: ForgetFn | None = None,
-        reinforce: bool | None = None,
+        reinforce: bool = False,
     ):
         super().__init__(publisher, forget)
         self.container = container

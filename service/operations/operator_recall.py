@@ -1,9 +1,9 @@
 """Recall as an operator runs it (``cuemem recall``, the demo, the LoCoMo benchmark).
 
-Like ``recall_for`` it refuses to search an index of another embedding model (the operator is
-told to reindex rather than shown wrong neighbours); unlike it, it does not count as a use unless
-asked (``reinforce``): it is how operators inspect memory, and re-running
-the demo, a benchmark or a recall must leave the memories as they were.
+It is ``recall_for`` (which refuses to search an index of another embedding model: the operator
+is told to reindex rather than shown wrong neighbours) and, like it, counts as a use only when
+asked (``reinforce``): it is how operators inspect memory, and re-running the demo, a benchmark or
+a recall must leave the memories as they were.
 """
 
 from __future__ import annotations

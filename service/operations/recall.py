@@ -8,6 +8,9 @@
     out["items"]   # as `cuemem recall --json`
     out["prompt"]  # "[长期记忆 - 用户偏好]\\n- 我不吃香菜 (2026-11-01)"
 
+A recall changes no memory; ``reinforce=True`` counts the memories it returns as used (their access
+count, and so their score, goes up), for a caller that puts them to use.
+
 Wire it into the agent tools with
 ``MemoryTools(lambda q, k, s: recall_for(c, "u42", q, k=k, session_id=s), publisher, "u42", "chat-7")``.
 """
@@ -70,7 +73,7 @@ def recall_for(
     session_id: str | None = None,
     budget_tokens: int | None = None,
     include_archived: bool = False,
-    reinforce: bool | None = None,
+    reinforce: bool = False,
     include_history: bool = False,
     tenant_id: str | None = None,
 ) -> dict[str, Any]:
@@ -79,9 +82,9 @@ def recall_for(
 
     ``include_archived`` adds archived memories to what may be returned; ``include_history`` adds
     every past statement (superseded, archived, expired), each item marked by its ``status``.
-    The memories returned count as used (``reinforce``, default ``CUEMEM_REINFORCE_ON_RECALL``): the task
-    ``memory.reinforce`` is enqueued with the recall's id (``trace["recall_id"]``) and ``now``,
-    and recall does not wait for it.
+    Recall is read-only: it changes no memory. With ``reinforce`` the caller says it uses what it
+    gets, and the memories returned count as used: the task ``memory.reinforce`` is enqueued with
+    the recall's id (``trace["recall_id"]``) and ``now``, and recall does not wait for it.
 
     ``now`` defaults to the container's clock. With ``budget_tokens``, the items are cut with
     :func:`shared.recall.prompt.fit_budget` (contents in rank order, skipping what does not fit) and the
@@ -150,7 +153,7 @@ def recall_for(
     items = list(result.items)
     out = result.to_public()
     trace = out.setdefault("trace", {})
-    if container.settings.reinforce_on_recall if reinforce is None else reinforce:
+    if reinforce:
         trace["recall_id"] = enqueue_reinforcement(container, request, items)
     trace["vector_backend"] = getattr(index, "backend", "qdrant-server")
     trace["embedding_model"] = container.embedder.model_name

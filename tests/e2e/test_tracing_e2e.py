@@ -16,6 +16,7 @@ from service.operations.recall import recall_for
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
 from tests.support.services import wait_processed, wait_until
 from workers.bootstrap import build_container
+from workers.runtime.embedded import settings_env
 
 USER = "u-traced"
 SECRET_TEXT = "我对花生过敏"  # a turn's text must appear in no span
@@ -78,6 +79,7 @@ def test_one_turn_is_one_trace_from_publish_through_its_tasks_to_the_recall_that
     assert embeddings and all(s.attributes["gen_ai.operation.name"] == "embeddings" for s in embeddings)
     assert embeddings[0].attributes["gen_ai.request.model"] == c.embedder.model_name
     assert {s.service for s in spans} == {"cuemem-worker"}
+    assert {s.scope for s in spans if s.name.startswith("cuemem.")} == {"cuemem"}
     # Parent to child: every span of the turn hangs under another span of it, up to the publish.
     here = [s for s in in_memory.get_finished_spans() if f"{s.context.trace_id:032x}" == trace_id]
     assert {"cuemem.publish", "apply_async/memory.record"} <= {s.name for s in here}
@@ -101,6 +103,26 @@ def test_one_turn_is_one_trace_from_publish_through_its_tasks_to_the_recall_that
     local = [str(v) for s in in_memory.get_finished_spans() for v in s.attributes.values()]
     assert all(SECRET_TEXT not in v for v in local + [v for s in receiver.snapshot() for v in _values(s)])
     c.close()
+
+
+def test_an_apps_publish_reports_the_documented_service_and_scope(it_settings, receiver):
+    # A fresh interpreter, as an application that only publishes: its Publisher sets tracing up.
+    # The names are the README's: the service `cuemem` (as the API's and the CLI's), the scope
+    # `cuemem`; the workers' `cuemem-worker` is checked above.
+    code = (
+        "from producers import tracing\n"
+        "from producers.publisher import Publisher\n"
+        "from shared.settings import Settings\n"
+        "with Publisher.from_settings(Settings(tracing=True)) as pub:\n"
+        "    pub.publish(user_id='u-named', session_id='s1', role='user', content='hello')\n"
+        "tracing.flush()\n"
+    )
+    env = {k: v for k, v in settings_env(it_settings).items() if k != "OTEL_SERVICE_NAME"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert wait_until(lambda: any(s.name == "cuemem.publish" for s in receiver.snapshot()), 60)
+    [publish] = [s for s in receiver.snapshot() if s.name == "cuemem.publish"]
+    assert (publish.service, publish.scope) == ("cuemem", "cuemem")
 
 
 def test_off_needs_nothing_of_opentelemetry():

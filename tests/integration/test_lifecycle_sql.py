@@ -382,7 +382,8 @@ def test_a_second_celery_beat_process_refuses_to_start(it_settings: Settings, tm
 
 
 def test_recall_reinforces_through_a_real_worker_without_waiting(it_settings: Settings, start_workers):
-    """recall_for answers at once; the memory.reinforce task a worker runs counts the use."""
+    """recall_for asked to reinforce answers at once; the memory.reinforce task a worker runs
+    counts the use."""
     from producers.publisher import Publisher
     from service.operations.recall import recall_for
     from tests.support.services import wait_processed, wait_until
@@ -395,7 +396,7 @@ def test_recall_reinforces_through_a_real_worker_without_waiting(it_settings: Se
         )
     workers = start_workers(settings)
     wait_processed(c, [event.event_id], workers)
-    out = recall_for(c, "rr", "我不吃香菜", k=3, now=NOW + timedelta(days=2))
+    out = recall_for(c, "rr", "我不吃香菜", k=3, now=NOW + timedelta(days=2), reinforce=True)
     [item] = [i for i in out["items"] if i["content"] == "我不吃香菜"]
     assert out["trace"]["recall_id"]
 

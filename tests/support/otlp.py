@@ -18,6 +18,7 @@ class ReceivedSpan:
     service: str
     attributes: dict[str, Any] = field(default_factory=dict)
     links: list[str] = field(default_factory=list)  # linked trace ids
+    scope: str = ""  # the instrumentation scope's name
 
 
 def _value(v: Any) -> Any:
@@ -84,6 +85,7 @@ class OtlpReceiver:
                             str(resource.get("service.name", "")),
                             {a.key: _value(a.value) for a in s.attributes},
                             [link.trace_id.hex() for link in s.links],
+                            scope.scope.name,
                         )
                     )
         with self._lock:

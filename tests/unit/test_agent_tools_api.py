@@ -62,9 +62,10 @@ class Api:
         )
 
 
-def api_tools(api: Api) -> MemoryTools:
+def api_tools(api: Api, *, reinforce: bool = False) -> MemoryTools:
     client = CuememClient("http://cuemem.test", "ck_1", transport=httpx.MockTransport(api), max_attempts=1)
-    return MemoryTools.over(ApiBackend(client), "u42", "chat-7")
+    backend = ApiBackend(client, reinforce=True) if reinforce else ApiBackend(client)
+    return MemoryTools.over(backend, "u42", "chat-7")
 
 
 def test_search_memory_is_a_recall_for_the_tools_user() -> None:
@@ -78,9 +79,14 @@ def test_search_memory_is_a_recall_for_the_tools_user() -> None:
         "query": "我不吃什么",
         "k": 1,
         "session_id": "chat-7",
+        "reinforce": False,  # a search is read-only, whatever the server's version
     }
     prompt = json.loads(api_tools(Api()).handle("search_memory", {"query": "我的偏好", "format": "prompt"}))
     assert prompt["prompt"].startswith("[长期记忆 - 用户偏好]\n- 我不吃香菜")
+    # An agent that puts what it finds to use asks for its searches to count.
+    counting = Api()
+    api_tools(counting, reinforce=True).handle("search_memory", {"query": "我不吃什么"})
+    assert json.loads(counting.requests[0].content)["reinforce"] is True
 
 
 def test_remember_publishes_through_the_api_with_the_remember_flag() -> None:

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
+from service.operations.library_backend import LibraryBackend
 from service.operations.recall import recall_for
 from shared.cues import cues_for_memory, entities, lexicon_tags
 from shared.indexing.collections import MEMORIES
@@ -196,13 +197,13 @@ def test_reinforcement_raises_the_score_and_counts_a_recall_once():
         )
 
 
-def test_recall_enqueues_the_reinforcement_and_does_not_wait_for_it():
+def test_recall_enqueues_the_reinforcement_when_asked_and_does_not_wait_for_it():
     h = Harness()
     h.drain(turn(1, "我不吃香菜"))
     sent: list = []
     later = NOW + timedelta(days=3)
     c = container_for(h.store, h.index, h.embedder, sent, clock_at=later)
-    out = recall_for(c, "u1", "我不吃什么", k=3)
+    out = recall_for(c, "u1", "我不吃什么", k=3, reinforce=True)
     [memory] = [m for m in h.state.memories.values() if m.content == "我不吃香菜"]
     assert out["items"] and out["items"][0]["id"] == memory.id
     [task] = sent
@@ -221,7 +222,7 @@ def test_recall_enqueues_the_reinforcement_and_does_not_wait_for_it():
     assert h.state.memories[memory.id].last_accessed_at == later
 
 
-def test_recall_answers_when_the_reinforcement_cannot_be_sent_and_can_skip_it():
+def test_recall_answers_when_the_reinforcement_cannot_be_sent():
     h = Harness()
     h.drain(turn(1, "我不吃香菜"))
 
@@ -231,12 +232,29 @@ def test_recall_answers_when_the_reinforcement_cannot_be_sent_and_can_skip_it():
     c = build_container(
         Settings(index_turns=False), uow=h.store.uow, embedder=h.embedder, index=h.index, dispatch=broken
     )
-    out = recall_for(c, "u1", "我不吃什么", k=3, now=NOW)
+    out = recall_for(c, "u1", "我不吃什么", k=3, now=NOW, reinforce=True)
     assert out["items"] and out["trace"]["recall_id"] is None
+
+
+def test_recall_and_the_library_backend_are_read_only_unless_asked():
+    h = Harness()
+    h.drain(turn(1, "我不吃香菜"))
     sent: list = []
-    quiet = container_for(h.store, h.index, h.embedder, sent, reinforce_on_recall=False)
-    assert recall_for(quiet, "u1", "我不吃什么", k=3)["items"] and sent == []
-    assert recall_for(quiet, "u1", "我不吃什么", k=3, reinforce=True)["items"] and len(sent) == 1
+    c = container_for(h.store, h.index, h.embedder, sent)
+    out = recall_for(c, "u1", "我不吃什么", k=3)
+    assert out["items"] and "recall_id" not in out["trace"] and sent == []
+    assert recall_for(c, "u1", "我不吃什么", k=3, budget_tokens=50)["items"] and sent == []
+    # The agent tools' and `cuemem mcp`'s in-process backend: the same default, the same switch.
+    assert LibraryBackend(c, _NoPublisher()).search("u1", "我不吃什么", 3, None)["items"] and sent == []
+    assert LibraryBackend(c, _NoPublisher(), reinforce=True).search("u1", "我不吃什么", 3, None)["items"]
+    [task] = sent
+    assert task.task == TaskName.REINFORCE.value and task.args[1:3] == ("default", "u1")
+    assert recall_for(c, "u1", "我不吃什么", k=3, reinforce=True)["items"] and len(sent) == 2
+
+
+class _NoPublisher:
+    def publish(self, **_: object) -> object:
+        raise AssertionError("a search published a turn")
 
 
 # --- TTL --------------------------------------------------------------------------------------
@@ -274,7 +292,7 @@ def test_tasks_expire_after_their_due_time_or_the_ttl_and_leave_recall():
     w.sync(touched)
     w.agree()
     sent: list = []
-    c = container_for(w.store, w.index, w.embedder, sent, reinforce_on_recall=False)
+    c = container_for(w.store, w.index, w.embedder, sent)
     contents = [i["content"] for i in recall_for(c, "u1", "提交报告 买牛奶 续签合同", k=10)["items"]]
     assert "续签合同" in contents and "提交报告" not in contents and "买牛奶" not in contents
 
@@ -313,7 +331,7 @@ def test_archive_and_restore_round_trip():
     assert archived.status is MemoryStatus.ARCHIVED  # still in Postgres, with its content
     assert h.index.payloads("default", "u1")[memory.id]["status"] == "archived"
     sent: list = []
-    c = container_for(h.store, h.index, h.embedder, sent, clock_at=later, reinforce_on_recall=False)
+    c = container_for(h.store, h.index, h.embedder, sent, clock_at=later)
     assert memory.id not in [i["id"] for i in recall_for(c, "u1", "我不吃什么", k=5)["items"]]
     found = recall_for(c, "u1", "我不吃什么", k=5, include_archived=True)["items"]
     assert found[0]["id"] == memory.id and found[0]["status"] == "archived"
@@ -457,7 +475,7 @@ def test_maintain_a_year_later_archives_expires_keeps_used_preferences_and_agree
     w.agree()
     assert index["reconcile"]["missing"] == index["reconcile"]["stale"] == 0
     # Recall no longer offers the expired task.
-    c = container_for(w.store, w.index, w.embedder, [], clock_at=YEAR_LATER, reinforce_on_recall=False)
+    c = container_for(w.store, w.index, w.embedder, [], clock_at=YEAR_LATER)
     assert task.id not in [i["id"] for i in recall_for(c, "u1", "明天下午三点开会", k=5)["items"]]
     # The control: the same query finds it among the history, so the recall above could find it.
     history = recall_for(c, "u1", "明天下午三点开会", k=5, include_history=True)["items"]

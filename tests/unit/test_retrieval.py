@@ -183,7 +183,7 @@ def test_recall_reads_as_many_working_turns_as_the_settings_keep():
     h = Harness()
     h.drain(turn(1, "我喜欢喝美式"))
     working = _RecordingWorkingMemory()
-    settings = Settings(working_memory_turns=7, index_turns=False, reinforce_on_recall=False)
+    settings = Settings(working_memory_turns=7, index_turns=False)
     c = build_container(
         settings, uow=h.store.uow, embedder=h.embedder, index=h.index, working_memory=working, reranker=None
     )

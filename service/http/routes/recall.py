@@ -49,7 +49,8 @@ def _recall(container: Container, metrics: ApiMetrics, body: RecallIn, tenant: s
 async def recall(
     body: RecallIn, tenant: Tenant, container: AppContainer, metrics: Metrics, slots: Slots
 ) -> dict[str, Any]:
-    """Recall for one user: ``{stage, items, trace, prompt}``, as `cuemem recall --json`."""
+    """Recall for one user: ``{stage, items, trace, prompt}``, as `cuemem recall --json`. Read-only:
+    with ``reinforce: true`` the memories returned count as used (``trace.recall_id``)."""
     return await slots.run(tenant, _recall, container, metrics, body, tenant)
 
 
@@ -59,6 +60,7 @@ async def recall(
 async def recall_prompt(
     body: RecallIn, tenant: Tenant, container: AppContainer, metrics: Metrics, slots: Slots
 ) -> PlainTextResponse:
-    """Only the prompt block, as text, ready to put in front of the model."""
+    """Only the prompt block, as text, ready to put in front of the model. Read-only unless
+    ``reinforce: true``, as ``/v1/recall``."""
     out = await slots.run(tenant, _recall, container, metrics, body, tenant)
     return PlainTextResponse(out["prompt"])
