@@ -220,7 +220,9 @@ function render() {
   const chart = svg("svg", {
     class: "chart timeline",
     viewBox: `0 0 ${WIDTH} ${height}`,
-    role: "img",
+    // A group, not an image: its marks take focus and act.
+    role: "group",
+    "aria-label": `Timeline of ${data.user_id}`,
     dataset: { zone: zone.mode, start: new Date(view.start).toISOString(), end: new Date(view.end).toISOString() },
   });
   chart.append(svg("title", { text: `Timeline of ${data.user_id}` }), arrowDefs(ARROW_ID));
