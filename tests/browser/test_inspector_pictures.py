@@ -1,7 +1,8 @@
 """The inspector's pictures in headless Chromium: the overview (counts, per day, importance,
-pipeline health with a dead letter replayed), a user's timeline (zoomed), a memory's page (its
-history chain as a graph, its score curve with reinforcements, its source turns) and a recall's
-explanation (paths, component bars, what was cut, the prompt block).
+pipeline health with a dead letter replayed), a user's timeline (a memory's label on hover, the
+edge to its successor; zoomed onto a session), a memory's page (its history chain as a graph, its
+score curve with reinforcements, its source turns) and a recall's explanation (paths, component
+bars, what was cut, the prompt block).
 
 Each view is also saved as a screenshot: into ``CUEMEM_SCREENSHOT_DIR`` when set (the docs'
 images are made with ``CUEMEM_SCREENSHOT_DIR=docs/images pytest tests/browser``), else into the
@@ -11,7 +12,7 @@ test's temporary directory.
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,9 @@ def _seed(env: ApiEnv) -> dict[str, Any]:
     old one superseded, the new one repeated and used), a fund asked about daily (episodes and
     the semantic memory they became), an archived fact, and one turn the pipeline gave up on."""
     c = env.container
-    day0 = (datetime.now(UTC) - timedelta(days=6)).replace(hour=9, minute=0, second=0, microsecond=0)
+    # The user writes from Beijing: their turns carry +08:00, and the timeline reads in it.
+    beijing = timezone(timedelta(hours=8))
+    day0 = (datetime.now(beijing) - timedelta(days=6)).replace(hour=9, minute=0, second=0, microsecond=0)
     at = [
         day0 + timedelta(days=d, minutes=m)
         for d, m in [(0, 0), (0, 1), (0, 5), (1, 0), (1, 2), (2, 0), (3, 0), (3, 1), (4, 0)]
@@ -79,6 +82,10 @@ def _seed(env: ApiEnv) -> dict[str, Any]:
         c, A, USER, "用户持续关注自己持有的基金表现", kind=MemoryType.SEMANTIC, n=20, at=at[5], importance=6.5
     )
     with c.uow() as uow:
+        replaced = uow.memories.get(A, USER, old.id)
+        assert replaced is not None
+        replaced.superseded_by, replaced.valid_to = new.id, at[6]
+        uow.memories.save(replaced)
         uow.history.add(
             HistoryEntry(
                 old.id, A, USER, "superseded", "coffee changed: 美式 -> 拿铁", "rules", at[6], new.id
@@ -125,6 +132,15 @@ def _seed(env: ApiEnv) -> dict[str, Any]:
     }
 
 
+def _turns_drawn(page: Any) -> int:
+    """Turns on the timeline: a dot each, or one mark with their count."""
+    dots = page.locator("svg.timeline circle.turn").count()
+    counts = page.locator("svg.timeline g.turn-cluster").evaluate_all(
+        "gs => gs.reduce((n, g) => n + Number(g.dataset.count), 0)"
+    )
+    return int(dots + counts)
+
+
 def _shot(page: Any, out: Path, name: str) -> None:
     page.screenshot(path=str(out / f"inspector-{name}.png"), full_page=True)
     assert (out / f"inspector-{name}.png").stat().st_size > 10_000
@@ -166,11 +182,13 @@ def test_the_inspectors_pictures(env, browser, tmp_path):
             (TaskName.EXTRACT.value, [s["lost"]])
         ]
 
-        # Timeline: every turn on its session's lane, the memories below, marked by status.
+        # Timeline: every turn on its session's lane (turns too close to tell apart as one mark
+        # with their count), the memories below, marked by status, the old coffee pointing at the
+        # new one; a memory's label on hover.
         page.click("#tab-timeline")
-        page.wait_for_selector("svg.timeline circle.turn")
-        assert page.locator("svg.timeline circle.turn").count() == s["turns"]
-        assert page.locator("svg.timeline circle.turn.role-other").count() == 2
+        page.wait_for_selector("svg.timeline path.mem")
+        assert _turns_drawn(page) == s["turns"]
+        assert page.locator("#timeline-list li.turn-row.role-assistant").count() == 2
         assert (
             page.locator(f"svg.timeline path.mem[data-id='{s['old'].id}']").get_attribute("data-status")
             == "superseded"
@@ -180,14 +198,25 @@ def test_the_inspectors_pictures(env, browser, tmp_path):
             == "archived"
         )
         assert page.locator("svg.timeline line.link").count() >= 6
+        successor = f"svg.timeline path.successor[data-from='{s['old'].id}'][data-to='{s['new'].id}']"
+        assert page.locator(successor).count() == 1
+        page.locator(f"svg.timeline path.mem[data-id='{s['old'].id}']").hover()
+        page.locator("#timeline-tip").wait_for(state="visible")
+        tip = page.locator("#timeline-tip").inner_text()
+        assert "superseded by: 我现在改喝拿铁了" in tip and "09:00 UTC+08:00" in tip, tip
         _shot(page, out, "timeline")
+        # A session zoomed onto: its turns apart, each memory labelled.
+        page.locator("svg.timeline text.session-link[data-session='day-0']").click()
+        assert page.locator("svg.timeline circle.turn[data-session='day-0']").count() == 3
+        assert "我喜欢喝美式" in page.locator("svg.timeline text.mem-label").all_text_contents()
         whole = page.locator(".timeline-range").inner_text()
-        page.click("#zoom-in")
-        page.click("#zoom-in")
-        assert page.locator(".timeline-range").inner_text() != whole
-        assert page.locator("svg.timeline circle.turn").count() < s["turns"]
         page.click("#zoom-all")
-        assert page.locator("svg.timeline circle.turn").count() == s["turns"]
+        assert page.locator(".timeline-range").inner_text() != whole
+        page.click("#zoom-in")
+        page.click("#zoom-in")
+        assert 0 < _turns_drawn(page) < s["turns"]
+        page.click("#zoom-all")
+        assert _turns_drawn(page) == s["turns"]
 
         # A memory's page, opened from the timeline: its chain, its score, its source turns.
         page.locator(f"svg.timeline path.mem[data-id='{s['new'].id}']").click()

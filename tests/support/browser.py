@@ -100,8 +100,9 @@ class Watched:
         assert others == [], f"console errors: {others}"
 
 
-def open_page(browser: Any, url: str) -> tuple[Any, Watched]:
-    context = browser.new_context(locale="en-US")
+def open_page(browser: Any, url: str, timezone_id: str | None = None) -> tuple[Any, Watched]:
+    """The inspector in a new context (``timezone_id``: the browser's zone, else the host's)."""
+    context = browser.new_context(locale="en-US", timezone_id=timezone_id)
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     watched = Watched()

@@ -33,6 +33,8 @@ ASSETS = {
             "overview.js",
             "recall.js",
             "timeline.js",
+            "timeline_marks.js",
+            "zones.js",
         )
     },
 }

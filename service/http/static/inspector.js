@@ -13,7 +13,7 @@ import { PAGE_SIZE, closeHistory, loadMemories } from "./memories.js";
 import { openMemoryPage } from "./memory_page.js";
 import { loadOverview } from "./overview.js";
 import { runRecall } from "./recall.js";
-import { loadTimeline, zoom, zoomAll } from "./timeline.js";
+import { loadTimeline, pan, rezone, zoom, zoomAll } from "./timeline.js";
 
 const USERS_PAGE = 100;
 const VIEWS = ["overview", "timeline", "memories", "memory", "recall"];
@@ -156,6 +156,9 @@ function start() {
   $("zoom-in").addEventListener("click", () => zoom(0.5));
   $("zoom-out").addEventListener("click", () => zoom(2));
   $("zoom-all").addEventListener("click", zoomAll);
+  $("pan-earlier").addEventListener("click", () => pan(-1));
+  $("pan-later").addEventListener("click", () => pan(1));
+  $("timeline-zone").addEventListener("change", rezone);
   $("overview-form").addEventListener("submit", (e) => {
     e.preventDefault();
     loadOverview();
