@@ -135,8 +135,10 @@ def test_inspector_flows_in_chromium(env, browser):
         assert "cue" in first.locator("dd.paths").inner_text()
         assert first.locator("dd.matched-cues li").count() >= 1
         assert first.locator("dd.scores li[data-key='cue_score']").count() == 1
+        assert first.locator("dd.scores li[data-key='relevance']").count() == 1
+        assert first.locator("dd.moved-by").inner_text() != "—"  # the features that moved it most
         stage = page.locator("#recall-result .stage-name").inner_text()
-        assert stage in ("deterministic", "vector")
+        assert stage == "ranked"
         page.locator("#recall-result details.trace summary").click()
         assert page.locator("#recall-result dd.trace-stage").inner_text() == stage
         assert page.locator("#recall-result dd.trace-candidates li").count() >= 1
