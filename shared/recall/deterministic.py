@@ -98,6 +98,7 @@ def cue_matches(uow: UnitOfWork, request: RecallRequest, cues: QueryCues) -> tup
     weights = {c: w * rarity(df.get(c, 0), total) for c, w in base.items()}
     present = fetched(base, df)
     pool = Pool()
+    pool.cue_df = dict(df)
     for memory in uow.memories.by_cues(
         request.tenant_id, request.user_id, present, request.statuses, request.candidates
     ):

@@ -76,6 +76,8 @@ FEATURES: tuple[str, ...] = (
     "query_tokens",
     "query_lines",  # several lines: the query is a dialogue so far
     "query_cues",
+    "query_cues_known",  # the share of the query's cue keys some memory of the user holds
+    "query_entities_known",  # the same for its entities (names, numbers, codes); 1 without any
     "query_time_range",
     "query_about_assistant",
 )
@@ -126,14 +128,18 @@ def _log1p(x: float) -> float:
 
 
 def query_shape(
-    request: RecallRequest, cues: QueryCues, windows: Sequence[object], about: bool
+    request: RecallRequest, cues: QueryCues, windows: Sequence[object], about: bool, df: dict[str, int]
 ) -> list[float]:
     query = request.query
     lines = [line for line in query.splitlines() if line.strip()]
+    keys = list(cues.keys())
+    named = [k for k in keys if k.startswith("e:")]
     return [
         _log1p(approx_token_count(query)),
         _log1p(len(lines) - 1),
-        float(len(cues.keys())),
+        float(len(keys)),
+        sum(1 for k in keys if df.get(k, 0) > 0) / len(keys) if keys else 1.0,
+        sum(1 for k in named if df.get(k, 0) > 0) / len(named) if named else 1.0,
         1.0 if windows else 0.0,
         1.0 if about else 0.0,
     ]
@@ -179,7 +185,7 @@ def candidate_features(
             if d is not None:
                 session_best[session] = max(session_best.get(session, d), d)
                 at_turn[(session, seq)] = max(at_turn.get((session, seq), d), d)
-    shape = query_shape(request, cues, windows, about_assistant)
+    shape = query_shape(request, cues, windows, about_assistant, pool.cue_df)
     now = request.now.timestamp()
     out: dict[str, list[float]] = {}
     for i, c in pool.items():

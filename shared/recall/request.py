@@ -98,7 +98,13 @@ class Candidate:
 
 class Pool(dict[str, Candidate]):
     """Every candidate of one recall by item id: a memory or a turn found by several paths is one
-    candidate, which each of them marks."""
+    candidate, which each of them marks. ``cue_df``: how many of the user's memories hold each
+    of the query's cue keys (stage 1 reads it; a query about what the user never mentioned
+    holds cues no memory has)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cue_df: dict[str, int] = {}
 
     def of_memory(self, memory: Memory) -> Candidate:
         cand = self.get(memory.id)
