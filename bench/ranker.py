@@ -9,8 +9,9 @@ asked of another user: nothing there is relevant), so it is calibrated for both.
 
 Choice: the regularisation ``C`` with the best mean dev score (any@5 + all@5 + all@10 over the
 dev sets' own questions, each set weighing the same). The floor (``min_relevance``): the highest
-threshold whose own-question any@5 drops by at most ``MAX_ANY5_DROP`` on the *training* split,
-where the no-answer share is also reported; the dev sets' curves are reported beside it.
+threshold whose own-question any@5 drops by at most ``MAX_ANY5_DROP`` on every dev set (on the
+training split when no dev set is given); the share of no-answer questions it leaves empty, and
+each set's whole curve, are reported beside it.
 
 The fitted model is written with its provenance: the command, the training file's hash and
 subset, the features, the choice and the dev numbers (offline: the candidates ranked by the model,
@@ -180,7 +181,15 @@ def train(
     best = max(candidates, key=lambda r: (r["score"], -r["C"]))
     model = best["model"]
     train_curve = no_answer_curve(model, train_lines)
-    floor = choose_floor(train_curve, max_drop)
+    dev_curves = {name: no_answer_curve(model, lines) for name, lines in sorted(dev.items())}
+    if dev_curves:
+        # The floor is a choice, made on the dev sets: the highest threshold that costs no dev
+        # set more than ``max_drop`` any@5 (the no-answer share it buys is reported beside it).
+        floor = min(choose_floor(curve, max_drop) for curve in dev_curves.values())
+        floor_rule = f"highest threshold whose any@5 drops by at most {max_drop} on every dev set"
+    else:
+        floor = choose_floor(train_curve, max_drop)
+        floor_rule = f"highest threshold whose training any@5 drops by at most {max_drop}"
     version = f"{VERSION_PREFIX}-{_digest(model)}"
     provenance = {
         "command": machine_info()["command"],
@@ -199,12 +208,11 @@ def train(
         "chosen_by": "best mean of any@5 + all@5 + all@10 over the dev sets' own questions (offline)",
         "C": best["C"],
         "tried": [{"C": r["C"], "score": r["score"], "dev": r["dev"]} for r in candidates],
-        "min_relevance_rule": f"highest threshold whose training any@5 drops by at most {max_drop}",
+        "min_relevance_rule": floor_rule,
         "dev_at_min_relevance": {name: evaluate(model, lines, floor) for name, lines in sorted(dev.items())},
         "no_answer_training": [p for p in train_curve if p["threshold"] == floor],
         "no_answer_dev": {
-            name: [p for p in no_answer_curve(model, lines) if p["threshold"] == floor]
-            for name, lines in sorted(dev.items())
+            name: [p for p in curve if p["threshold"] == floor] for name, curve in dev_curves.items()
         },
     }
     embedders = {str(h.get("embedding_model", "")) for h in headers}
@@ -224,10 +232,7 @@ def train(
         "dev_at_min_relevance": provenance["dev_at_min_relevance"],
         "no_answer_training": provenance["no_answer_training"],
         "no_answer_dev": provenance["no_answer_dev"],
-        "curves": {
-            "training": train_curve,
-            **{name: no_answer_curve(model, lines) for name, lines in sorted(dev.items())},
-        },
+        "curves": {"training": train_curve, **dev_curves},
     }
 
 

@@ -97,10 +97,11 @@ def test_ranker_features_and_train_ranker_end_to_end() -> None:
         assert training[0]["sha256"] == header["data_sha256"] and training[0]["samples"] == list(IDS)
         assert raw["provenance"]["command"].startswith("cuemem bench train-ranker")
         result = json.loads(report.read_text(encoding="utf-8"))
-        curve = result["curves"]["training"]
-        # The floor is the highest threshold of the training curve within the allowed any@5 drop.
+        # The floor is the highest threshold of the dev curve within the allowed any@5 drop.
+        curve = result["curves"]["tiny"]
         allowed = [p["threshold"] for p in curve if p["any@5_drop"] <= 0.01]
         assert model.min_relevance == max(allowed)
+        assert [p["threshold"] for p in result["no_answer_dev"]["tiny"]] == [model.min_relevance]
         assert result["dev_at_min_relevance"]["tiny"]["questions"] == len(own)
         # The comparison: LightGBM's two objectives measured on the same dev lines.
         assert {k: set(v) for k, v in result["lightgbm"].items()} == {
