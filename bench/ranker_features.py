@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import machine_info
-from bench.locomo_data import Conversation, load_locomo
+from bench.locomo_data import Conversation, fit_turns, load_locomo
 from bench.no_answer import choose
 
 FORMAT = "cuemem-ranker-features/1"
@@ -115,6 +115,7 @@ def dump_features(
 
     convs = choose(load_locomo(data_path), samples, None, questions)
     settings = Settings().model_copy(update={"data_dir": data_dir})
+    fit_turns(convs, settings.max_content_chars)  # as `bench locomo` does: a turn over the limit is cut to it
     counts = {"questions": 0, "candidates": 0, "relevant": 0}
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(out_path.name + ".tmp")

@@ -8,9 +8,12 @@ weight: which signal counts how much is the model's to say, fitted on the traini
 (``bench/ranker.py``).
 
 Scores that differ in scale from query to query (BM25, cue sums) enter relative to the best of
-the same query as well as raw; ranks enter as 1 / (1 + rank), 0 when the path did not find the
-item. The features are computed from the pool and the paths' lists only, in a fixed order, so the
-same state and query give the same rows.
+the same query (the cue sum raw as well: its scale is the lexicon's, not the query's); ranks
+enter as 1 / (1 + rank), 0 when the path did not find the item. Nothing enters that grows with
+the length of the query or the item (raw BM25, token counts): a model fitted on short questions
+extrapolated those to dialogue queries and lost its calibration there (docs/BENCHMARKS.md). The
+features are computed from the pool and the paths' lists only, in a fixed order, so the same
+state and query give the same rows.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from shared.cues import QueryCues
 from shared.recall.filler import is_filler_text
 from shared.recall.request import Candidate, Pool, RecallRequest
 from shared.recall.roles import is_assistant_question
-from shared.text import STOPWORDS, approx_token_count, tokens
+from shared.text import STOPWORDS, tokens
 
 DENSE_PATHS = ("vector", "turn_vector")
 KEYWORD_PATHS = ("keyword", "turn_keyword")
@@ -38,7 +41,6 @@ FEATURES: tuple[str, ...] = (
     "memory_vector",
     "turn_vector",
     # keyword search (BM25 over the user's points)
-    "keyword",  # log(1 + BM25)
     "keyword_rel",  # BM25 / the query's best
     "keyword_rank",
     # cue keys and the paths of stage 1
@@ -65,7 +67,6 @@ FEATURES: tuple[str, ...] = (
     "half_life_score",
     "importance",
     "age_days",  # log(1 + days between the item's time and now)
-    "tokens",  # log(1 + the item's tokens)
     # its context: the session and the neighbouring turns
     "session_best_dense",
     "session_candidates",
@@ -73,9 +74,6 @@ FEATURES: tuple[str, ...] = (
     # the query, and how peaked its results are (a question nothing answers finds a flat list)
     "dense_peak",  # the best dense cosine minus the fifth best
     "keyword_peak",  # the best BM25 over the fifth best (log)
-    "query_tokens",
-    "query_lines",  # several lines: the query is a dialogue so far
-    "query_cues",
     "query_cues_known",  # the share of the query's cue keys some memory of the user holds
     "query_entities_known",  # the same for its entities (names, numbers, codes); 1 without any
     "query_time_range",
@@ -127,17 +125,13 @@ def _log1p(x: float) -> float:
     return math.log1p(max(x, 0.0))
 
 
-def query_shape(
-    request: RecallRequest, cues: QueryCues, windows: Sequence[object], about: bool, df: dict[str, int]
-) -> list[float]:
-    query = request.query
-    lines = [line for line in query.splitlines() if line.strip()]
+def query_shape(cues: QueryCues, windows: Sequence[object], about: bool, df: dict[str, int]) -> list[float]:
+    """The query's own features. None grows with the query's length: a model fitted on short
+    questions would extrapolate a length to a dialogue of hundreds of tokens (measured: its
+    probabilities then fell for every candidate; docs/BENCHMARKS.md)."""
     keys = list(cues.keys())
     named = [k for k in keys if k.startswith("e:")]
     return [
-        _log1p(approx_token_count(query)),
-        _log1p(len(lines) - 1),
-        float(len(keys)),
         sum(1 for k in keys if df.get(k, 0) > 0) / len(keys) if keys else 1.0,
         sum(1 for k in named if df.get(k, 0) > 0) / len(named) if named else 1.0,
         1.0 if windows else 0.0,
@@ -185,7 +179,7 @@ def candidate_features(
             if d is not None:
                 session_best[session] = max(session_best.get(session, d), d)
                 at_turn[(session, seq)] = max(at_turn.get((session, seq), d), d)
-    shape = query_shape(request, cues, windows, about_assistant, pool.cue_df)
+    shape = query_shape(cues, windows, about_assistant, pool.cue_df)
     now = request.now.timestamp()
     out: dict[str, list[float]] = {}
     for i, c in pool.items():
@@ -205,7 +199,6 @@ def candidate_features(
             _rr(ranks["dense"].get(i)),
             c.scores.get("vector", 0.0),
             c.scores.get("turn_vector", 0.0),
-            _log1p(kw or 0.0),
             (kw or 0.0) / best_keyword if best_keyword > 0 else 0.0,
             _rr(ranks["keyword"].get(i)),
             c.cue_score,
@@ -230,7 +223,6 @@ def candidate_features(
             c.memory.score if c.memory is not None else 0.0,
             c.item.importance or 0.0,
             _log1p(age),
-            _log1p(approx_token_count(c.item.content)),
             max((session_best.get(s, 0.0) for s in sessions), default=0.0),
             float(max((session_count.get(s, 0) for s in sessions), default=0)),
             max(neighbours, default=0.0),

@@ -198,6 +198,25 @@ def test_a_model_calibrated_for_another_embedder_sets_no_default_floor() -> None
     assert any("calibrated for another/model" in n for n in out.trace["notes"]), out.trace["notes"]
 
 
+def test_a_dialogue_as_the_query_gets_no_default_floor() -> None:
+    h = TurnHarness()
+    h.say("I work as a nurse at the city hospital")
+    strict = _by_dense(min_relevance=0.999)
+    for query, floored in (
+        ("where do I work?", True),
+        ("user: hi\nassistant: hello\nuser: where do I work?", False),
+    ):
+        with h.store.uow() as uow:
+            request = RecallRequest("default", "u1", query, now=ASKED, k=5)
+            out = recall(
+                uow, request, embedder=h.embedder, index=h.index, working_memory=None, turn_index=h.turns,
+                relevance=strict,
+            )  # fmt: skip
+        assert (out.trace["floor"]["min_relevance"] == 0.999) is floored, query
+        assert bool(out.items) is not floored, query
+        assert any("calibrated on one-line questions" in n for n in out.trace["notes"]) is not floored
+
+
 def test_the_floor_never_cuts_an_exact_key() -> None:
     h = TurnHarness()
     h.say("My order ORD-7781-XK was shipped yesterday", "I prefer green tea in the morning")
