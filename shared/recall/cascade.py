@@ -49,6 +49,7 @@ class Gathered:
     cues: QueryCues
     windows: list[tuple[object, object]]
     about_assistant: bool
+    follow_up: bool = False  # the query names no subject of its own ("那我现在该怎么办？")
 
     def features(self, request: RecallRequest) -> dict[str, list[float]]:
         return candidate_features(
@@ -104,7 +105,7 @@ def gather(
         recent=recent_ranked,
         window=window_ranked,
     )
-    return Gathered(pool, lists, cues, list(times.windows), roles.asks_assistant(request.searched))
+    return Gathered(pool, lists, cues, list(times.windows), roles.asks_assistant(request.searched), follow_up)
 
 
 def rank(
@@ -120,6 +121,12 @@ def rank(
     ranked = sorted(
         (pool[i] for i in ids), key=lambda c: (-round(probabilities[c.item.id], 9), *c.tie(), c.item.id)
     )
+    if gathered.follow_up:
+        # A follow-up names nothing of its own: it is about what the user said last, so the
+        # newest memories come first (in the model's order). The training questions all name
+        # their subject: the model has no follow-up to learn this from.
+        recent = {c.item.id for c in gathered.lists.recent}
+        ranked = [c for c in ranked if c.item.id in recent] + [c for c in ranked if c.item.id not in recent]
     if not gathered.about_assistant:
         # An assistant's turn that only asks says nothing about the user (``roles``): it follows
         # every statement, whatever the model made of its words, which are the query's own. (The

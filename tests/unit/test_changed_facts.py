@@ -65,8 +65,11 @@ def test_recall_gives_the_newer_statement_first(older: str, newer: str, query: s
     h = Harness()
     h.say("我不吃香菜", older, "I drink green tea every morning", newer)
     current = ask(h, query)
-    assert current.items and current.items[0].content == newer, current.trace
-    assert older not in [i.content for i in current.items]
+    contents = [i.content for i in current.items]
+    # The current statement is recalled and the one it replaced is not (where it ranks among the
+    # unrelated statements is the model's to say; with this test's hashing embedder, meaning is noise).
+    assert newer in contents, current.trace
+    assert older not in contents
     # Asked for every past statement too, the older one comes back, after the newer one.
     statuses = RECALLABLE_STATUSES | {MemoryStatus.SUPERSEDED}
     history = [(i.content, i.status) for i in ask(h, query, statuses=statuses).items]
