@@ -226,7 +226,12 @@ def train(
     if len(embedders) != 1:
         raise ValueError(f"train: the training features come from several embedders: {sorted(embedders)}")
     shipped = dataclasses.replace(
-        model, min_relevance=floor, version=version, provenance=provenance, embedding_model=embedders.pop()
+        model,
+        min_relevance=floor,
+        version=version,
+        provenance=provenance,
+        embedding_model=embedders.pop(),
+        min_candidates=min(len(line["candidates"]) for line in train_lines if not line["foreign"]),
     )
     out_model.parent.mkdir(parents=True, exist_ok=True)
     out_model.write_text(json.dumps(shipped.to_json(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

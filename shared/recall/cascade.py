@@ -139,14 +139,20 @@ def rank(
 
 
 def default_floor(
-    model: RelevanceModel, embedder: Embedder | None, request: RecallRequest, notes: list[str]
+    model: RelevanceModel,
+    embedder: Embedder | None,
+    request: RecallRequest,
+    candidates: int,
+    notes: list[str],
 ) -> float:
     """The model's minimum relevance where its probabilities are calibrated: the configured
     embedder's cosines, and a query of one line, the shape it was fitted on (a question). A
     dialogue as the query (several lines) scores every candidate lower, the right one included
     (MADial: a floor that empties 60 % of LoCoMo's no-answer questions cost it 0.3 to 0.5 hit@5),
-    so it gets no floor but chit-chat, and a note says why; ``CUEMEM_RECALL_MIN_RELEVANCE`` sets one
-    for every query."""
+    so it gets no floor but chit-chat, and a note says why; so does a pool of fewer candidates than
+    any training question had (a store of a handful of memories, where the probabilities are off
+    the scale the floor was chosen on). ``CUEMEM_RECALL_MIN_RELEVANCE`` sets a floor for every
+    query."""
     used = embedder.model_name if embedder is not None else "no embedder"
     if used != model.embedding_model:
         notes.append(
@@ -156,6 +162,12 @@ def default_floor(
         return 0.0
     if len([line for line in request.searched.splitlines() if line.strip()]) > 1:
         notes.append("no relevance floor: the model is calibrated on one-line questions, not dialogues")
+        return 0.0
+    if candidates < model.min_candidates:
+        notes.append(
+            f"no relevance floor: {candidates} candidates, fewer than the {model.min_candidates} "
+            "the model was calibrated on at the least"
+        )
         return 0.0
     return model.min_relevance
 
@@ -188,9 +200,8 @@ def recall(
     )
     model = relevance or packaged_model()
     if request.min_relevance is None:
-        request = dataclasses.replace(
-            request, min_relevance=default_floor(model, embedder, request, trace.notes)
-        )
+        floor_here = default_floor(model, embedder, request, len(gathered.pool), trace.notes)
+        request = dataclasses.replace(request, min_relevance=floor_here)
         trace.request = request
     ranked, scored = rank(gathered, request, model, trace)
     ranked = fusion.reranked(request.searched, ranked, reranker, rerank_top_n, scored, trace)

@@ -49,6 +49,8 @@ FEATURES: tuple[str, ...] = (
     "cue_rank",
     "cues_matched",
     "entities_matched",  # numbers, codes, names of the query the item holds as cue keys
+    "tags_matched",  # lexicon tags of the query the item holds ("忌口" and "不吃香菜": diet)
+    "type_hinted",  # the query hints at the item's type ("忌口": a preference)
     "query_words",  # the share of the query's content words found in the item's text
     "link",
     "in_time_range",
@@ -206,6 +208,8 @@ def candidate_features(
             _rr(ranks["cue"].get(i)),
             float(sum(1 for m in c.matched if not m.startswith(("type:", "link:")))),
             float(sum(1 for m in c.matched if m.startswith("e:"))),
+            float(sum(1 for m in c.matched if m.startswith("t:"))),
+            1.0 if kind in cues.type_hints else 0.0,
             _covered(words, c.item.content),
             1.0 if "link" in c.paths else 0.0,
             1.0 if "time" in c.paths else 0.0,

@@ -6,7 +6,8 @@ on (it must equal :data:`shared.recall.features.FEATURES`, or loading fails), a 
 and a logistic layer whose output is the probability, the minimum probability recall returns
 (chosen with the no-answer protocol), the embedder it was fitted with (its probabilities are
 calibrated for that model's cosines: with another embedder recall ranks by it but sets no default
-floor), and where it came from (the training command, the data's
+floor), the fewest candidates a training question had (a smaller pool, a store of a handful of
+memories, gets no default floor either), and where it came from (the training command, the data's
 hash, the subset, the measurements it was chosen by). Loading reads no network; scoring is a few
 array operations, the same rows giving the same numbers.
 
@@ -45,6 +46,9 @@ class RelevanceModel:
     # The embedder whose cosines the model was fitted on: its probabilities (and so the default
     # floor) are calibrated for that model's scale only.
     embedding_model: str = ""
+    # The fewest candidates a training question had: below it (a store of a handful of memories)
+    # every probability is off the scale the floor was chosen on, so no default floor applies.
+    min_candidates: int = 0
     provenance: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -87,6 +91,7 @@ class RelevanceModel:
             "bias": self.bias,
             "min_relevance": self.min_relevance,
             "embedding_model": self.embedding_model,
+            "min_candidates": self.min_candidates,
             "provenance": self.provenance,
         }
 
@@ -102,6 +107,7 @@ class RelevanceModel:
                 min_relevance=float(raw["min_relevance"]),
                 version=str(raw.get("version", "unversioned")),
                 embedding_model=str(raw.get("embedding_model", "")),
+                min_candidates=int(raw.get("min_candidates", 0)),
                 provenance=dict(raw.get("provenance", {})),
             )
         except (KeyError, TypeError) as exc:
