@@ -198,6 +198,21 @@ def test_a_model_calibrated_for_another_embedder_sets_no_default_floor() -> None
     assert any("calibrated for another/model" in n for n in out.trace["notes"]), out.trace["notes"]
 
 
+def test_a_pool_smaller_than_the_models_training_pools_gets_no_default_floor() -> None:
+    h = TurnHarness()
+    h.say("I work as a nurse at the city hospital")
+    for fewest, floored in ((1, True), (1000, False)):
+        strict = dataclasses.replace(_by_dense(min_relevance=0.999), min_candidates=fewest)
+        with h.store.uow() as uow:
+            request = RecallRequest("default", "u1", "where do I work?", now=ASKED, k=5)
+            out = recall(
+                uow, request, embedder=h.embedder, index=h.index, working_memory=None, turn_index=h.turns,
+                relevance=strict,
+            )  # fmt: skip
+        assert (out.trace["floor"]["min_relevance"] == 0.999) is floored
+        assert any("fewer than the 1000" in n for n in out.trace["notes"]) is not floored, out.trace["notes"]
+
+
 def test_a_dialogue_as_the_query_gets_no_default_floor() -> None:
     h = TurnHarness()
     h.say("I work as a nurse at the city hospital")
