@@ -116,9 +116,8 @@ def test_keyword_path_searches_inside_the_index_with_idf():
         1,
     ):
         h.drain(turn(i, text))
-    out = ask(h, "anything about the lake?")  # one weak cue: stage 2 runs
-    top = out.items[0]
-    assert top.content == "Melanie: I love painting the sunrise over the lake"
+    out = ask(h, "anything about the lake?")
+    top = next(i for i in out.items if i.content == "Melanie: I love painting the sunrise over the lake")
     assert "keyword" in top.explanation["paths"] and top.explanation["keyword_score"] > 0
     assert out.trace["candidates"]["keyword"] >= 1
 
