@@ -124,6 +124,16 @@ def _by_dense(min_relevance: float = 0.5) -> RelevanceModel:
     )
 
 
+def _recall_by(h: TurnHarness, query: str, model: RelevanceModel):
+    """Recall with ``model`` as the relevance model, the floor left to its defaults."""
+    with h.store.uow() as uow:
+        request = RecallRequest("default", "u1", query, now=ASKED, k=5)
+        return recall(
+            uow, request, embedder=h.embedder, index=h.index, working_memory=None, turn_index=h.turns,
+            relevance=model,
+        )  # fmt: skip
+
+
 def _cand(key: str, scored: Scored, probability: float) -> Candidate:
     c = _turn_candidate(Role.USER, f"the {key} statement about gardening")
     c.item.id = key
@@ -167,12 +177,7 @@ def test_the_floor_cuts_what_is_under_the_minimum_relevance_and_shows_it_below_t
 def test_an_empty_answer_says_what_was_tried_and_the_best_relevance_seen() -> None:
     h = TurnHarness()
     h.say("I work as a nurse at the city hospital", "I prefer green tea in the morning")
-    with h.store.uow() as uow:
-        request = RecallRequest("default", "u1", "what is my blood type?", now=ASKED, k=5)
-        out = recall(
-            uow, request, embedder=h.embedder, index=h.index, working_memory=None, turn_index=h.turns,
-            relevance=_by_dense(min_relevance=0.999),
-        )  # fmt: skip
+    out = _recall_by(h, "what is my blood type?", _by_dense(min_relevance=0.999))
     assert out.items == [] and out.stage == "none"
     assert out.trace["floor"]["min_relevance"] == 0.999  # the model's default, as no setting overrides it
     best = out.trace["best_relevance"]
@@ -188,12 +193,7 @@ def test_a_model_calibrated_for_another_embedder_sets_no_default_floor() -> None
     h = TurnHarness()
     h.say("I work as a nurse at the city hospital")
     strict = dataclasses.replace(_by_dense(min_relevance=0.999), embedding_model="another/model")
-    with h.store.uow() as uow:
-        request = RecallRequest("default", "u1", "where do I work?", now=ASKED, k=5)
-        out = recall(
-            uow, request, embedder=h.embedder, index=h.index, working_memory=None, turn_index=h.turns,
-            relevance=strict,
-        )  # fmt: skip
+    out = _recall_by(h, "where do I work?", strict)
     assert out.items and out.trace["floor"]["min_relevance"] == 0.0
     assert any("calibrated for another/model" in n for n in out.trace["notes"]), out.trace["notes"]
 
@@ -203,12 +203,7 @@ def test_a_pool_smaller_than_the_models_training_pools_gets_no_default_floor() -
     h.say("I work as a nurse at the city hospital")
     for fewest, floored in ((1, True), (1000, False)):
         strict = dataclasses.replace(_by_dense(min_relevance=0.999), min_candidates=fewest)
-        with h.store.uow() as uow:
-            request = RecallRequest("default", "u1", "where do I work?", now=ASKED, k=5)
-            out = recall(
-                uow, request, embedder=h.embedder, index=h.index, working_memory=None, turn_index=h.turns,
-                relevance=strict,
-            )  # fmt: skip
+        out = _recall_by(h, "where do I work?", strict)
         assert (out.trace["floor"]["min_relevance"] == 0.999) is floored
         assert any("fewer than the 1000" in n for n in out.trace["notes"]) is not floored, out.trace["notes"]
 
@@ -221,12 +216,7 @@ def test_a_dialogue_as_the_query_gets_no_default_floor() -> None:
         ("where do I work?", True),
         ("user: hi\nassistant: hello\nuser: where do I work?", False),
     ):
-        with h.store.uow() as uow:
-            request = RecallRequest("default", "u1", query, now=ASKED, k=5)
-            out = recall(
-                uow, request, embedder=h.embedder, index=h.index, working_memory=None, turn_index=h.turns,
-                relevance=strict,
-            )  # fmt: skip
+        out = _recall_by(h, query, strict)
         assert (out.trace["floor"]["min_relevance"] == 0.999) is floored, query
         assert bool(out.items) is not floored, query
         assert any("calibrated on one-line questions" in n for n in out.trace["notes"]) is not floored
