@@ -384,7 +384,7 @@ def test_read_your_writes_before_any_worker_runs(it_settings):
             index=None,
             working_memory=c.working_memory,
         )
-    assert result.stage == "deterministic"
+    assert result.stage == "ranked"
     assert [i.content for i in result.items] == ["生产环境部署端口是8443"]
     assert result.items[0].type == "working" and result.items[0].explanation["paths"] == ["working"]
     # No worker ran: nothing is in Postgres yet.

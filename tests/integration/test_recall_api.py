@@ -46,16 +46,16 @@ def test_recall_for_and_memory_tools_end_to_end(e5_settings, start_workers):
 
         # English query: English labels, even over Chinese memories.
         en = recall_for(c, "ra", "what tea do I prefer", k=3)
-        assert en["stage"] == "deterministic"
+        assert en["stage"] == "ranked"
         assert en["items"][0]["content"] == "I prefer green tea over coffee"
         # Groups come in their fixed order (profile first), so the preferences block need not lead.
         preferences = "[Long-term memory - preferences]\n- I prefer green tea over coffee (2026-11-01)"
         assert preferences in en["prompt"]
         assert "[长期记忆" not in en["prompt"]
 
-        # Vector stage, several types: groups in their fixed order, profile before preferences.
+        # Several types: groups in their fixed order, profile before preferences.
         mixed = recall_for(c, "ra", "tell me about the user", k=5)
-        assert mixed["stage"] == "vector" and len(mixed["items"]) >= 3
+        assert mixed["stage"] == "ranked" and len(mixed["items"]) >= 3
         labels = [line for line in mixed["prompt"].splitlines() if line.startswith("[")]
         order = [
             "[Long-term memory - profile]",
