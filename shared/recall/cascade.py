@@ -34,7 +34,6 @@ from shared.recall.features import Lists, candidate_features
 from shared.recall.relevance import RelevanceModel, packaged_model
 from shared.recall.request import Candidate, Pool, RecallRequest, RecallResult
 from shared.recall.rerank import DEFAULT_TOP_N
-from shared.recall.roles import is_assistant_question
 from shared.recall.search import CONVERSATION_LOG, MEMORIES, SearchQuery, embed_query, search
 from shared.recall.sparse import sparse_query
 from shared.storage import UnitOfWork
@@ -117,11 +116,12 @@ def rank(
     rows = gathered.features(request)
     ids = sorted(rows)
     probabilities = dict(zip(ids, model.probabilities([rows[i] for i in ids]), strict=True))
+    scored = Scored(model, rows, probabilities)
     pool = gathered.pool
     ranked = sorted(
         (pool[i] for i in ids), key=lambda c: (-round(probabilities[c.item.id], 9), *c.tie(), c.item.id)
     )
-    if gathered.windows and len([line for line in request.searched.splitlines() if line.strip()]) == 1:
+    if gathered.windows and not request.is_dialogue:
         # A question that names a time range ("上周我去哪儿了") asks for what lies in it: that
         # comes first, in the model's order. Not for a dialogue, where "今天" is chatter, not a
         # filter: there this cost MADial R@1 0.29 -> 0.19 offline (docs/BENCHMARKS.md).
@@ -136,11 +136,10 @@ def rank(
         # An assistant's turn that only asks says nothing about the user (``roles``): it follows
         # every statement, whatever the model made of its words, which are the query's own. (The
         # training data has no assistant turns to learn this from.)
-        ranked = [c for c in ranked if not is_assistant_question(c)] + [
-            c for c in ranked if is_assistant_question(c)
-        ]
+        asks = [c for c in ranked if scored.asks(c.item.id)]  # read once, by the features
+        ranked = [c for c in ranked if not scored.asks(c.item.id)] + asks
     trace.took("rank_ms", t)
-    return ranked, Scored(model, rows, probabilities)
+    return ranked, scored
 
 
 def default_floor(
@@ -165,7 +164,7 @@ def default_floor(
             f"{model.embedding_model or 'no embedder'}, not {used} (CUEMEM_RECALL_MIN_RELEVANCE sets one)"
         )
         return 0.0
-    if len([line for line in request.searched.splitlines() if line.strip()]) > 1:
+    if request.is_dialogue:
         notes.append("no relevance floor: the model is calibrated on one-line questions, not dialogues")
         return 0.0
     if candidates < model.min_candidates:

@@ -91,6 +91,11 @@ class Scored:
     rerank: dict[str, float] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
 
+    def asks(self, item_id: str) -> bool:
+        """Whether the item is an assistant's turn that only asks (its feature, read once)."""
+        row = self.rows.get(item_id)
+        return row is not None and row[self.model.features.index("assistant_question")] > 0
+
     def explained(self, c: Candidate) -> dict[str, Any]:
         out = {
             **explain(c),

@@ -31,7 +31,6 @@ from shared.recall.explain import Scored, Trace
 from shared.recall.filler import is_filler_text
 from shared.recall.fusion import select
 from shared.recall.request import Candidate, RecallRequest
-from shared.recall.roles import is_assistant_question
 
 # How many of the candidates left out, best first, the explanation shows below the cut.
 BELOW_SHOWN = 5
@@ -72,7 +71,7 @@ def fill(
     if not about_assistant:
         answers = {t for c in ranked if c.item.id not in reasons for t in _turns(c)}  # the turns kept
         for c in ranked:
-            if c.item.id not in reasons and is_assistant_question(c) and _turns(c, 1) & answers:
+            if c.item.id not in reasons and scored.asks(c.item.id) and _turns(c, 1) & answers:
                 reasons[c.item.id] = "question_answered"
     would = select(ranked, request.k)
     trace.cut.update(Counter(reasons[c.item.id] for c in would if c.item.id in reasons))

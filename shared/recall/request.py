@@ -40,6 +40,11 @@ class RecallRequest:
     query_lines: int = 0
 
     @property
+    def is_dialogue(self) -> bool:
+        """The searched text holds several lines: a dialogue so far, not one question."""
+        return sum(1 for line in self.searched.splitlines() if line.strip()) > 1
+
+    @property
     def searched(self) -> str:
         """The text the paths search for: the query, or the last ``query_lines`` lines of it."""
         if self.query_lines <= 0:
