@@ -15,6 +15,7 @@ from workers.bootstrap import Container, build_container
 from workers.lexicon import apply_lexicon
 from workers.runtime.embedded import embedded_services
 from workers.runtime.processes import WorkerProcess, running_workers
+from workers.runtime.serving import serving
 
 
 @dataclass
@@ -31,9 +32,17 @@ class Runtime:
 
 
 @contextmanager
-def open_runtime(settings: Settings, *, start_workers: bool = False, beat: bool = False) -> Iterator[Runtime]:
+def open_runtime(
+    settings: Settings, *, start_workers: bool = False, beat: bool = False, command: str = "cuemem"
+) -> Iterator[Runtime]:
+    """The command's runtime. ``start_workers`` on the embedded broker makes this process the one
+    that serves the data dir (``command`` names it to another one): it takes the data-dir lock
+    before anything starts (``DataDirServed`` when another process holds it)."""
     apply_lexicon(settings)  # a bad lexicon file fails before any service starts
     with ExitStack() as stack:
+        serves = start_workers and not settings.broker_url
+        if serves:
+            stack.enter_context(serving(settings.resolved_data_dir, command))
         resolved = stack.enter_context(embedded_services(settings))
         workers: list[WorkerProcess] = []
         if start_workers:
