@@ -61,6 +61,7 @@ class MemoryRecord(TypedDict):
 class MemoryPage(TypedDict):
     items: list[MemoryRecord]
     total: int
+    user_offset_s: NotRequired[int | None]  # the user's zone (seconds east of UTC), to show times in
 
 
 class Deleted(TypedDict):

@@ -115,6 +115,10 @@ class MemoryOut(BaseModel):
 class MemoryPage(BaseModel):
     items: list[MemoryOut]
     total: int
+    user_offset_s: int | None = Field(
+        description="the user's zone, to show the items' UTC times in: the UTC offset, in seconds, "
+        "of their latest turn of role user; null when they have none"
+    )
 
 
 class UserOut(BaseModel):
