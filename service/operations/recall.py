@@ -90,7 +90,8 @@ def recall_for(
     :func:`shared.recall.prompt.fit_budget` (contents in rank order, skipping what does not fit) and the
     prompt block gets the same budget (its headers and dates count too, so it may hold fewer
     items); without, the items are the top ``k`` and the block has the default budget
-    (:data:`shared.recall.prompt.DEFAULT_PROMPT_BUDGET`). The block's language follows the query.
+    (:data:`shared.recall.prompt.DEFAULT_PROMPT_BUDGET`). The block's language follows the query;
+    its dates are in the user's zone (``EventRepository.user_offset``).
 
     Raises ``ValueError`` for an empty query, a ``k`` under 1 or an id outside the safe alphabet, and
     :class:`shared.ports.EmbeddingModelMismatch` when the stored vectors are of another model.
@@ -145,6 +146,8 @@ def recall_for(
         )
         if current is not None:
             _trace_answer(uow, current, request, result)
+        # The prompt block dates each memory by the user's clock, not UTC's (shared.zones).
+        user_offset = uow.events.user_offset(tenant_id, user_id)
     budget_trace: dict[str, int] | None = None
     if budget_tokens is not None:
         kept = fit_budget(result.items, budget_tokens)
@@ -163,6 +166,7 @@ def recall_for(
         items,
         query=query,
         budget_tokens=DEFAULT_PROMPT_BUDGET if budget_tokens is None else budget_tokens,
+        offset_s=user_offset,
     )
     return out
 
