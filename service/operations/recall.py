@@ -78,7 +78,10 @@ def recall_for(
     tenant_id: str | None = None,
 ) -> dict[str, Any]:
     """Recall for one user of ``tenant_id`` (default: the container's tenant, ``CUEMEM_TENANT_ID``);
-    the public result plus ``"prompt"``. The HTTP API passes the tenant of the request's key.
+    the public result plus ``"prompt"`` and ``"user_offset_s"`` (the user's zone, seconds east of
+    UTC: ``EventRepository.user_offset``, None when the user has no turn of role user; the zone the
+    block's dates are in, for a caller that builds its own block from the items with
+    :func:`shared.recall.prompt.prompt_block`). The HTTP API passes the tenant of the request's key.
 
     ``include_archived`` adds archived memories to what may be returned; ``include_history`` adds
     every past statement (superseded, archived, expired), each item marked by its ``status``.
@@ -162,6 +165,7 @@ def recall_for(
     trace["embedding_model"] = container.embedder.model_name
     if budget_trace is not None:
         trace["budget"] = budget_trace
+    out["user_offset_s"] = user_offset
     out["prompt"] = prompt_block(
         items,
         query=query,
