@@ -155,7 +155,7 @@ def run_locomo(
     records: list[_Record] = []
     diagnostics: dict[str, Any] = {}
     baseline_ms: dict[str, list[float]] = {"index": [], "query": []}
-    with open_runtime(settings, start_workers=not settings.broker_url) as rt:
+    with open_runtime(settings, start_workers=not settings.broker_url, command="cuemem bench locomo") as rt:
         say(f"locomo: {len(convs)} conversation(s), data dir {rt.settings.resolved_data_dir}")
         # 1. Ingest, one conversation at a time so that each gets its own timing.
         ingest["conversations"] = ingest_conversations(rt, convs, progress)

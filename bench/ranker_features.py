@@ -119,7 +119,9 @@ def dump_features(
     counts = {"questions": 0, "candidates": 0, "relevant": 0}
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(out_path.name + ".tmp")
-    with open_runtime(settings, start_workers=not settings.broker_url) as rt:
+    with open_runtime(
+        settings, start_workers=not settings.broker_url, command="cuemem bench ranker-features"
+    ) as rt:
         ingest_conversations(rt, convs, progress)
         rt.stop_workers()  # frees the embedded index for this process's searches
         with tmp.open("w", encoding="utf-8") as fh:

@@ -56,7 +56,7 @@ def dead_letters_replay(
         raise CliError("ID: give dead letter ids or --all (not both)")
     settings = settings_for(data_dir)
     embedded_broker = not settings.broker_url
-    with open_runtime(settings, start_workers=embedded_broker) as rt:
+    with open_runtime(settings, start_workers=embedded_broker, command="cuemem dead-letters replay") as rt:
         try:
             done = replay(rt.container, None if replay_all else ids)
         except UnknownDeadLetter as exc:

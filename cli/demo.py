@@ -54,7 +54,7 @@ def run_demo(
     echo: Callable[[str], None],
 ) -> None:
     turns = demo_turns()
-    with open_runtime(settings, start_workers=not settings.broker_url) as rt:
+    with open_runtime(settings, start_workers=not settings.broker_url, command="cuemem demo") as rt:
         echo(f"cuemem demo — data dir {rt.settings.resolved_data_dir}")
         echo(f"publishing {len(turns)} turns of user {DEMO_USER!r} (Chinese and English)…")
         with Publisher.from_settings(rt.settings) as publisher:

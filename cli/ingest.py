@@ -78,7 +78,7 @@ def ingest(
             typer.echo(message, err=True)
         typer.echo(json.dumps({"published": 0, "invalid": len(invalid)}))
         raise typer.Exit(1 if invalid else 0)
-    with open_runtime(settings, start_workers=embedded_broker) as rt:
+    with open_runtime(settings, start_workers=embedded_broker, command="cuemem ingest") as rt:
         # From the first publish: on the embedded default the workers start on the turns at once.
         before, started = work_seconds(rt.settings), time.perf_counter()
         with Publisher.from_settings(rt.settings) as publisher:

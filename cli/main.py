@@ -18,6 +18,7 @@ from cli.keys import keys_app
 from service.operations.waiting import WaitTimedOut
 from shared.lexicon import LexiconError
 from shared.ports import EmbeddingModelMismatch
+from workers.runtime.serving import DataDirServed
 
 app = typer.Typer(
     help="cuemem: long-term memory for LLM agents. Without CUEMEM_* service URLs every command runs on "
@@ -55,8 +56,9 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-# A user's mistake or a refusal the user can act on: printed as one line, exit code 2.
-USER_ERRORS = (CliError, EmbeddingModelMismatch, LexiconError, WaitTimedOut)
+# A user's mistake or a refusal the user can act on (a data dir another process serves, for every
+# command that starts workers on the embedded default): printed as one line, exit code 2.
+USER_ERRORS = (CliError, DataDirServed, EmbeddingModelMismatch, LexiconError, WaitTimedOut)
 
 
 def main() -> None:

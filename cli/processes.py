@@ -52,7 +52,9 @@ def worker(
             stack.enter_context(serving(settings.resolved_data_dir, "cuemem worker"))
         except DataDirServed as exc:
             raise CliError(str(exc)) from None
-        rt = stack.enter_context(open_runtime(settings, start_workers=True, beat=True))
+        rt = stack.enter_context(
+            open_runtime(settings, start_workers=True, beat=True, command="cuemem worker")
+        )
         typer.echo(
             f"embedded workers and beat running (data dir {rt.settings.resolved_data_dir}); "
             "Ctrl-C stops them",

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 import typer
 
 from cli.common import CliError, DataDir, check_user, echo_json, parse_now, settings_for, setup_logging
 from service.operations.operator_recall import operator_recall
-from shared.events import event_ref
-from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES, Memory
-from shared.storage import UnitOfWork
+from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES
+from shared.zones import local_time, zone_name
 from workers.runtime.local import open_runtime
 
 RECALL_FORMATS = ("items", "prompt")
@@ -111,26 +109,17 @@ def memories(
     statuses = RECALLABLE_STATUSES | HISTORICAL_STATUSES if include_all else RECALLABLE_STATUSES
     with open_runtime(settings_for(data_dir)) as rt, rt.container.uow() as uow:
         rows = uow.memories.for_user(rt.settings.tenant_id, user, statuses)
-        due = {m.id: _due_where_told(uow, rt.settings.tenant_id, m, m.due_at) for m in rows if m.due_at}
+        offset = uow.events.user_offset(rt.settings.tenant_id, user)
     data = [m.to_public() for m in rows]
     if as_json:
         echo_json(data)
         return
     for m in data:
-        when = f"  (due {due[m['id']]})" if m["id"] in due else ""
+        when = f"  (due {local_time(m['due_at'], offset)} {zone_name(offset)})" if m.get("due_at") else ""
         typer.echo(
             f"{m['id']}  {m['status']:<10} {m['type']:<10} imp={m['importance']:<4} x{m['access_count']}  "
             f"{m['content']}{when}"
         )
-
-
-def _due_where_told(uow: UnitOfWork, tenant_id: str, memory: Memory, due: datetime) -> str:
-    """A task's due time in the zone its user wrote in: the offset of the turn it was told in
-    (``events.at_offset_s``); as stored (UTC) when that turn is gone or predates the offset."""
-    told = None
-    if memory.sources:
-        told = uow.events.get(event_ref(tenant_id, str(memory.sources[0]["event_id"])))
-    return (due if told is None else due.astimezone(told.event.at.tzinfo)).isoformat(timespec="minutes")
 
 
 def timeline(
@@ -165,17 +154,21 @@ def history(
     check_user(user)
     with open_runtime(settings_for(data_dir)) as rt, rt.container.uow() as uow:
         chain = history_chain(uow, rt.settings.tenant_id, user, memory_id)
+        offset = uow.events.user_offset(rt.settings.tenant_id, user)
     if not chain["found"]:
         raise CliError(f"MEMORY_ID: no memory {memory_id!r} for user {user!r}")
     if as_json:
         echo_json(chain)
         return
+    typer.echo(f"(times in {zone_name(offset)}, the user's zone)")
     for m in chain["memories"]:
-        until = f" until {m['valid_to']}" if m["valid_to"] else ""
-        typer.echo(
-            f"{m['id']}  {m['status']:<10} {m['type']:<10} from {m['valid_from']}{until}  {m['content']}"
-        )
+        until = f" until {local_time(m['valid_to'], offset)}" if m["valid_to"] else ""
+        since = local_time(m["valid_from"], offset)
+        typer.echo(f"{m['id']}  {m['status']:<10} {m['type']:<10} from {since}{until}  {m['content']}")
     typer.echo("")
     for h in chain["history"]:
         related = f" -> {h['related_id']}" if h["related_id"] else ""
-        typer.echo(f"{h['at']}  {h['memory_id'][:8]} {h['action']}{related}  [{h['judge']}] {h['reason']}")
+        typer.echo(
+            f"{local_time(h['at'], offset)}  {h['memory_id'][:8]} {h['action']}{related}  [{h['judge']}] "
+            f"{h['reason']}"
+        )

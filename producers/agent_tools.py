@@ -13,6 +13,9 @@
     # for each tool call in the reply:
     reply = tools.handle(call.function.name, call.function.arguments)   # JSON text for the tool message
 
+With ``format: "prompt"`` the block is :func:`shared.recall.prompt.prompt_block` over the recall's
+items, dated in the user's zone the recall result gives (``user_offset_s``), as the API's own block.
+
 ``search_memory`` is read-only: a search changes no memory. A backend built with
 ``reinforce=True`` (``ApiBackend(client, reinforce=True)``, ``LibraryBackend(..., reinforce=True)``)
 counts the memories each search returns as used, for an agent that puts what it finds to use.
@@ -222,6 +225,13 @@ def _session(tool: str, data: Mapping[str, Any], default: str) -> str:
     return session
 
 
+def _user_offset(result: Mapping[str, Any]) -> int | None:
+    """The user's zone a recall result carries (``user_offset_s``, seconds east of UTC), which the
+    prompt block dates its items in; None (dates as the items' UTC instants) when it has none."""
+    offset = result.get("user_offset_s")
+    return offset if isinstance(offset, int) else None
+
+
 class MemoryTools:
     """Handles ``search_memory`` and ``remember`` calls for one user in one conversation.
 
@@ -293,9 +303,13 @@ class MemoryTools:
         result = self.backend.search(self.user_id, query, k, session)
         items = list(result.get("items") or [])[:k]
         if fmt == "prompt":
-            return _dumps(
-                {"prompt": prompt_block(items, query=query, budget_tokens=self.prompt_budget_tokens)}
+            block = prompt_block(
+                items,
+                query=query,
+                budget_tokens=self.prompt_budget_tokens,
+                offset_s=_user_offset(result),
             )
+            return _dumps({"prompt": block})
         return _dumps({"items": items})
 
     def _remember(self, data: Mapping[str, Any]) -> str:

@@ -95,6 +95,10 @@ class EventRepository(Protocol):
     ) -> list[StoredEvent]:
         """The user's latest turns (by event time, then seq), newest first."""
 
+    def user_offset(self, tenant_id: str, user_id: str) -> int | None:
+        """The user's zone: the UTC offset, in seconds, their latest turn of role ``user`` was
+        sent with (by event time, then seq); None when they have none (``shared.zones``)."""
+
     def stages(self, refs: Sequence[str]) -> dict[str, str]:
         """The stage of each of the events these pipeline keys name (keyed as given)."""
 

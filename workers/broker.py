@@ -7,6 +7,8 @@ because the producer's Publisher needs it too, and producers may import only ``s
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis
 
 from producers.broker import open_redis, redis_py_url
@@ -60,3 +62,25 @@ class RedisClients:
         for client in self._clients.values():
             client.close()
         self._clients.clear()
+
+
+def restore_unacked(broker_url: str, transport_options: dict[str, object]) -> int:
+    """Hand every delivered, unacknowledged message back to its queue now; returns how many.
+
+    kombu gives a message back only once it has been unacked for the visibility timeout (an hour
+    in production, so that a long task is never run twice): after a crash, what a dead worker held
+    waits that long. Call this only when no consumer of the broker can be alive (the embedded
+    default proves it with the data-dir lock, ``workers/runtime/serving.py``): a live worker's
+    message would run twice. kombu's own restore does the work, per delivery tag, so the keys, the
+    routing and the priority lists are kombu's (``QoS.restore_by_tag``: the message goes back on
+    the list it came from, marked redelivered, and leaves ``unacked`` and ``unacked_index`` in one
+    transaction)."""
+    from kombu import Connection
+
+    with Connection(broker_url, transport_options=transport_options) as conn:
+        channel: Any = conn.default_channel
+        with channel.conn_or_acquire() as client:
+            tags = client.hkeys(channel.unacked_key)
+            for tag in tags:
+                channel.qos.restore_by_tag(tag, client=client)
+    return len(tags)

@@ -36,7 +36,10 @@ class RecallResult(TypedDict):
     stage: str  # "deterministic" | "vector" | "none"
     items: list[RecallItem]
     trace: dict[str, Any]
-    prompt: str
+    prompt: str  # the items as a prompt block, dated in the user's zone
+    # The user's zone (seconds east of UTC; None: no turn of role user), the prompt block's, to
+    # date the items in (shared.recall.prompt.prompt_block(items, offset_s=...)).
+    user_offset_s: NotRequired[int | None]
 
 
 class MemoryRecord(TypedDict):
@@ -61,6 +64,7 @@ class MemoryRecord(TypedDict):
 class MemoryPage(TypedDict):
     items: list[MemoryRecord]
     total: int
+    user_offset_s: NotRequired[int | None]  # the user's zone (seconds east of UTC), to show times in
 
 
 class Deleted(TypedDict):

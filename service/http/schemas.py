@@ -81,6 +81,22 @@ class RecallIn(Strict):
     )
 
 
+class RecallOut(BaseModel):
+    """A recall, as `cuemem recall --json` shows it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    stage: str
+    items: list[dict[str, Any]] = Field(description="the recalled items, best first; times are UTC instants")
+    trace: dict[str, Any]
+    prompt: str = Field(description="the items as a prompt block, dated in the user's zone")
+    user_offset_s: int | None = Field(
+        description="the user's zone, the one the prompt block's dates are in (a client building its "
+        "own block from the items dates them in it): the UTC offset, in seconds, of their latest "
+        "turn of role user; null when they have none"
+    )
+
+
 class MemoryOut(BaseModel):
     """A memory as `cuemem memories --json` shows it."""
 
@@ -115,6 +131,10 @@ class MemoryOut(BaseModel):
 class MemoryPage(BaseModel):
     items: list[MemoryOut]
     total: int
+    user_offset_s: int | None = Field(
+        description="the user's zone, to show the items' UTC times in: the UTC offset, in seconds, "
+        "of their latest turn of role user; null when they have none"
+    )
 
 
 class UserOut(BaseModel):

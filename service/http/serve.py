@@ -126,7 +126,9 @@ def serve(
         check_port(host, port)
         # On the embedded default nothing else consumes the queues: run the workers (and beat, for
         # the periodic sweeps) for as long as the server runs, as `cuemem worker` does.
-        rt = stack.enter_context(open_runtime(settings, start_workers=embedded, beat=embedded))
+        rt = stack.enter_context(
+            open_runtime(settings, start_workers=embedded, beat=embedded, command="cuemem serve")
+        )
         _announce_and_serve(
             rt, settings, host, port, auth=auth, echo=echo, log_json=log_json, workers=workers
         )

@@ -88,7 +88,9 @@ def serve_library(settings: Settings, user_id: str, session_id: str, *, reinforc
     start_workers = not settings.broker_url
     with ExitStack() as stack:
         with stdout_to_stderr():
-            rt = stack.enter_context(open_runtime(settings, start_workers=start_workers))
+            rt = stack.enter_context(
+                open_runtime(settings, start_workers=start_workers, command="cuemem mcp")
+            )
             publisher = stack.enter_context(Publisher.from_settings(rt.settings))
             container = curation_api.api_container(rt.settings)
             stack.callback(container.close)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from service.operations.index_followups import Outcome, delete_points, sync_index
 from shared.api_keys import ApiKey, issue_key, key_prefix, matches
@@ -99,6 +99,15 @@ def tenant_of_key(container: Container, key: str) -> str | None:
 # --- memories ---------------------------------------------------------------------------------
 
 
+class MemoryListing(NamedTuple):
+    """A page of a user's memories, their count, and the user's zone to read their times in
+    (``EventRepository.user_offset``: seconds east of UTC, None when the user has no turn)."""
+
+    items: list[Memory]
+    total: int
+    user_offset_s: int | None
+
+
 def list_memories(
     container: Container,
     tenant_id: str,
@@ -107,9 +116,10 @@ def list_memories(
     memory_type: MemoryType | None,
     limit: int,
     offset: int,
-) -> tuple[list[Memory], int]:
+) -> MemoryListing:
     with container.uow() as uow:
-        return uow.curation.page(tenant_id, user_id, statuses, memory_type, limit, offset)
+        items, total = uow.curation.page(tenant_id, user_id, statuses, memory_type, limit, offset)
+        return MemoryListing(items, total, uow.events.user_offset(tenant_id, user_id))
 
 
 def list_users(container: Container, tenant_id: str, limit: int, offset: int) -> dict[str, Any]:

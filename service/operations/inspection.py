@@ -92,7 +92,8 @@ def memory_page(
     container: Container, tenant_id: str, user_id: str, memory_id: str, points: int = 120
 ) -> dict[str, Any]:
     """One memory with its history chain, its score from creation to now with its
-    reinforcements, and the turns it was made from."""
+    reinforcements, the turns it was made from, and the user's zone to show its times in
+    (``user_offset_s``, as the memory list gives it)."""
     now = container.clock()
     with container.uow() as uow:
         chain = history_chain(uow, tenant_id, user_id, memory_id)
@@ -102,6 +103,7 @@ def memory_page(
         own_history = uow.history.for_memories(tenant_id, user_id, [memory.id])
         event_ids = [s["event_id"] for s in memory.sources if isinstance(s.get("event_id"), str)]
         sources = uow.events.of_user(tenant_id, user_id, event_ids)
+        user_offset = uow.events.user_offset(tenant_id, user_id)
     curve = score_curve(memory, own_history, now, container.lifecycle.decay, points)
     curve["archive_threshold"] = container.lifecycle.archive_threshold
     by_id = {s.event.event_id: s for s in sources}
@@ -112,6 +114,7 @@ def memory_page(
         "score": curve,
         "source_turns": turns,
         "missing_sources": [e for e in event_ids if e not in by_id],
+        "user_offset_s": user_offset,
     }
 
 

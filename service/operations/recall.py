@@ -78,7 +78,10 @@ def recall_for(
     tenant_id: str | None = None,
 ) -> dict[str, Any]:
     """Recall for one user of ``tenant_id`` (default: the container's tenant, ``CUEMEM_TENANT_ID``);
-    the public result plus ``"prompt"``. The HTTP API passes the tenant of the request's key.
+    the public result plus ``"prompt"`` and ``"user_offset_s"`` (the user's zone, seconds east of
+    UTC: ``EventRepository.user_offset``, None when the user has no turn of role user; the zone the
+    block's dates are in, for a caller that builds its own block from the items with
+    :func:`shared.recall.prompt.prompt_block`). The HTTP API passes the tenant of the request's key.
 
     ``include_archived`` adds archived memories to what may be returned; ``include_history`` adds
     every past statement (superseded, archived, expired), each item marked by its ``status``.
@@ -90,7 +93,8 @@ def recall_for(
     :func:`shared.recall.prompt.fit_budget` (contents in rank order, skipping what does not fit) and the
     prompt block gets the same budget (its headers and dates count too, so it may hold fewer
     items); without, the items are the top ``k`` and the block has the default budget
-    (:data:`shared.recall.prompt.DEFAULT_PROMPT_BUDGET`). The block's language follows the query.
+    (:data:`shared.recall.prompt.DEFAULT_PROMPT_BUDGET`). The block's language follows the query;
+    its dates are in the user's zone (``EventRepository.user_offset``).
 
     Raises ``ValueError`` for an empty query, a ``k`` under 1 or an id outside the safe alphabet, and
     :class:`shared.ports.EmbeddingModelMismatch` when the stored vectors are of another model.
@@ -145,6 +149,8 @@ def recall_for(
         )
         if current is not None:
             _trace_answer(uow, current, request, result)
+        # The prompt block dates each memory by the user's clock, not UTC's (shared.zones).
+        user_offset = uow.events.user_offset(tenant_id, user_id)
     budget_trace: dict[str, int] | None = None
     if budget_tokens is not None:
         kept = fit_budget(result.items, budget_tokens)
@@ -159,10 +165,12 @@ def recall_for(
     trace["embedding_model"] = container.embedder.model_name
     if budget_trace is not None:
         trace["budget"] = budget_trace
+    out["user_offset_s"] = user_offset
     out["prompt"] = prompt_block(
         items,
         query=query,
         budget_tokens=DEFAULT_PROMPT_BUDGET if budget_tokens is None else budget_tokens,
+        offset_s=user_offset,
     )
     return out
 

@@ -10,17 +10,23 @@ lower-ranked ones behind it, and a kept item never displaces a better-ranked one
 
 Items may be :class:`shared.recall.request.RecallItem` objects or their public dicts (``to_public()``
 or the JSON of ``cuemem recall --json``): only ``content``, ``type`` and ``created_at`` are read.
+
+An item's date is the day it was told as the user reads it: in the user's zone (``offset_s``, the
+UTC offset of their latest turn, ``EventRepository.user_offset``, which the caller reads and
+passes in; see ``shared.zones``). A memory told at 01:30 in Beijing is stored at 17:30 UTC the day
+before; its line says the Beijing day.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Any, Literal, TypeVar
 
 from shared.recall.request import RecallItem
 from shared.text import approx_token_count, detect_language
+from shared.zones import user_zone
 
 Language = Literal["zh", "en"]
 PromptItem = RecallItem | Mapping[str, Any]
@@ -123,23 +129,29 @@ def label(type_: str, language: Language) -> str:
     return LABELS[language].get(type_) or _OTHER_LABEL[language].format(type=type_ or "other")
 
 
-def _date(created_at: Any) -> str | None:
-    """The calendar date of an ISO 8601 time, as written (its own offset); None when unreadable."""
+def _date(created_at: Any, zone: tzinfo | None) -> str | None:
+    """The calendar date of an ISO 8601 time in ``zone`` (None: as written, in its own offset; a
+    time without an offset is read as written too); None when unreadable."""
     if isinstance(created_at, datetime):
-        return created_at.date().isoformat()
-    if not isinstance(created_at, str) or not created_at:
+        when = created_at
+    elif isinstance(created_at, str) and created_at:
+        try:
+            when = datetime.fromisoformat(created_at)
+        except ValueError:
+            return None
+    else:
         return None
-    try:
-        return datetime.fromisoformat(created_at).date().isoformat()
-    except ValueError:
-        return None
+    if zone is not None and when.tzinfo is not None:
+        when = when.astimezone(zone)
+    return when.date().isoformat()
 
 
-def item_line(item: PromptItem) -> str:
-    """``- content (YYYY-MM-DD)``; the content on one line (runs of whitespace, newlines included,
-    become one space, so a memory cannot open a header line of its own)."""
+def item_line(item: PromptItem, offset_s: int | None = None) -> str:
+    """``- content (YYYY-MM-DD)``, the date in the user's zone (``offset_s``: seconds east of UTC;
+    None: as the item's ``created_at`` is written); the content on one line (runs of whitespace,
+    newlines included, become one space, so a memory cannot open a header line of its own)."""
     text = _WHITESPACE_RE.sub(" ", _content(item)).strip()
-    day = _date(_get(item, "created_at"))
+    day = _date(_get(item, "created_at"), None if offset_s is None else user_zone(offset_s))
     return f"- {text} ({day})" if day else f"- {text}"
 
 
@@ -156,14 +168,16 @@ def prompt_block(
     language: Language | None = None,
     budget_tokens: int = DEFAULT_PROMPT_BUDGET,
     query: str | None = None,
+    offset_s: int | None = None,
 ) -> str:
     """Memories as a prompt block: grouped by type under labels in the user's language.
 
     ``language`` None follows :func:`choose_language` (the query when given, else the items).
     Groups come in :data:`TYPE_ORDER`; inside a group items keep their rank order. Each item is
-    one line ``- content (YYYY-MM-DD)`` (the date of its ``created_at``); groups are separated by
-    a blank line. The budget follows the module's rule, walking items by rank: an item costs the
-    tokens of its line, plus its group's header line when it is the group's first kept item.
+    one line ``- content (YYYY-MM-DD)`` (the date of its ``created_at`` in the user's zone,
+    ``offset_s``, see :func:`item_line`); groups are separated by a blank line. The budget
+    follows the module's rule, walking items by rank: an item costs the tokens of its line, plus
+    its group's header line when it is the group's first kept item.
     ``approx_token_count`` of the whole block therefore never exceeds ``budget_tokens``. No
     items for a ``query`` (a recall that found nothing relevant): :data:`NOTHING_REMEMBERED` in the
     query's language, when it fits; no items otherwise, or none fitting: "".
@@ -182,7 +196,7 @@ def prompt_block(
         if not _content(item).strip():
             continue
         type_ = _type(item)
-        line = item_line(item)
+        line = item_line(item, offset_s)
         cost = approx_token_count(line)
         if type_ not in groups:
             cost += approx_token_count(label(type_, lang))

@@ -253,7 +253,7 @@ PARAPHRASES = [
 
 def test_recall_json_shape_and_deterministic_port(ingested: Ingested) -> None:
     out = ingested.recall(ALICE, PORT_QUERY)
-    assert set(out) == {"stage", "items", "trace", "prompt"}
+    assert set(out) == {"stage", "items", "trace", "prompt", "user_offset_s"}
     assert isinstance(out["trace"], dict)
     assert out["items"], out
     for item in out["items"]:

@@ -110,12 +110,17 @@ def test_times_are_resolved_in_the_zone_of_the_turn(ingest: Ingest, it_settings:
         told = uow.events.get(event_ref(TENANT, hospital.sources[0]["event_id"]))
     assert told is not None and told.event.at.isoformat() == monday_evening.isoformat()
 
-    # The CLI lists a task's due time in the zone the user wrote in.
+    # The CLI lists a task's due time in the user's zone: the offset of their latest turn.
     listed = cuemem_in_process(it_settings, "memories", "--user", zh)
     assert listed.returncode == 0, listed
-    assert "下周三下午三点要去医院复查  (due 2026-10-14T15:00+08:00)" in listed.stdout, listed.stdout
+    assert "下周三下午三点要去医院复查  (due 2026-10-14 15:00 UTC+08:00)" in listed.stdout, listed.stdout
     listed = cuemem_in_process(it_settings, "memories", "--user", en)
-    assert "(due 2026-10-16T15:00-05:00)" in listed.stdout, listed.stdout
+    assert "(due 2026-10-16 15:00 UTC-05:00)" in listed.stdout, listed.stdout
+    # So does a memory's history (its validity and each change).
+    shown = cuemem_in_process(it_settings, "history", hospital.id, "--user", zh)
+    assert shown.returncode == 0, shown
+    assert "(times in UTC+08:00, the user's zone)" in shown.stdout, shown.stdout
+    assert f"from {monday_evening:%Y-%m-%d %H:%M}" in shown.stdout, shown.stdout
 
 
 def test_an_instruction_to_remember_is_never_a_memory_of_its_own(ingest: Ingest) -> None:

@@ -439,7 +439,7 @@ def test_a_key_never_reaches_another_tenants_users(env):
 
     # Same user ids, guessed memory ids: every read and write is scoped to B and finds nothing.
     for user, memory in (("u1", secret.id), ("alice", other.id), ("u2", secret.id)):
-        assert _memories(env, B, user, status="all") == {"items": [], "total": 0}
+        assert _memories(env, B, user, status="all") == {"items": [], "total": 0, "user_offset_s": None}
         base = f"/v1/users/{user}/memories/{memory}"
         for method, url, kw in (
             ("GET", base, {}),
@@ -462,7 +462,10 @@ def test_a_key_never_reaches_another_tenants_users(env):
     # Look-alike and injection user ids: refused as input or scoped to nothing.
     for user in ["U1", "u1 ", "u1.", "u1:x", "u1@a", *INJECTIONS]:
         r = c.get(f"/v1/users/{user}/memories", params={"status": "all"}, headers=hb)
-        assert r.status_code in (404, 422) or r.json() == {"items": [], "total": 0}, (user, r.text)
+        assert r.status_code in (404, 422) or r.json() == {"items": [], "total": 0, "user_offset_s": None}, (
+            user,
+            r.text,
+        )
         r = c.get(f"/v1/users/{user}/memories/{secret.id}", headers=hb)
         assert r.status_code in (404, 422), (user, r.text)
         r = c.post("/v1/recall", json={"user_id": user, "query": "密码"}, headers=hb)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
 
 import httpx
 import pytest
@@ -19,6 +20,7 @@ from producers.agent_tools import MemoryTools
 from producers.backends import ApiBackend
 from producers.client import AsyncCuememClient, CuememAPIError, CuememClient
 from producers.publisher import Published
+from shared.events import Role, TurnPublished
 from shared.models import MemoryType
 from tests.support.api import ApiEnv, api_settings, running_api, seed_memory
 
@@ -126,6 +128,42 @@ def test_agent_tools_over_the_real_api(env: ApiEnv) -> None:
     assert remembered["seq"] == 1
     found = json.loads(tools.handle("search_memory", {"query": "我对什么过敏"}))
     assert any("花生" in i["content"] for i in found["items"])  # read-your-writes through the API
+
+
+def test_recall_gives_the_users_zone_and_agent_tools_date_their_block_in_it(env: ApiEnv) -> None:
+    # The same memory, told near midnight: by u1 at 01:30 in Beijing (17:30 UTC the day before),
+    # by u10 at 22:30 in New York (03:30 UTC the day after). u-none has no turn: UTC.
+    told = {
+        "u1": datetime(2026, 10, 5, 17, 30, tzinfo=UTC),
+        "u10": datetime(2026, 10, 6, 3, 30, tzinfo=UTC),
+        "u-none": datetime(2026, 10, 6, 3, 30, tzinfo=UTC),
+    }
+    zones = {"u1": timezone(timedelta(hours=8)), "u10": timezone(timedelta(hours=-5))}
+    with env.container.uow() as uow:
+        for user, zone in zones.items():
+            turn = TurnPublished(
+                f"ev-{user}", A, user, "s1", 1, Role.USER, "早上好", told[user].astimezone(zone), {}
+            )
+            assert uow.events.insert_if_absent(turn, "done")
+        uow.commit()
+    for n, (user, at) in enumerate(told.items()):
+        seed_memory(env.container, A, user, "我不吃香菜", n=n, at=at)
+
+    cm = client_for(env)
+    expected = {
+        "u1": ("2026-10-06", 8 * 3600),
+        "u10": ("2026-10-05", -5 * 3600),
+        "u-none": ("2026-10-06", None),
+    }
+    for user, (day, offset) in expected.items():
+        out = cm.recall(user, "香菜")
+        assert out["user_offset_s"] == offset, user
+        assert [i["created_at"] for i in out["items"]] == [told[user].isoformat()], user  # UTC
+        assert out["prompt"] == f"[长期记忆 - 用户偏好]\n- 我不吃香菜 ({day})", user
+        # The agent tools build their block from the items the API gives, in the same zone.
+        tools = MemoryTools.over(ApiBackend(cm), user, "chat-1")
+        block = json.loads(tools.handle("search_memory", {"query": "香菜", "format": "prompt"}))
+        assert block == {"prompt": out["prompt"]}, user
 
 
 def test_async_client_against_the_real_app(env: ApiEnv) -> None:

@@ -5,7 +5,7 @@ dead letters and their replay; each scoped to the key's tenant."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import timedelta, timezone
 
 import pytest
 
@@ -26,12 +26,19 @@ def env(it_settings) -> Iterator[ApiEnv]:
 
 
 def _turn(
-    env: ApiEnv, tenant: str, user: str, n: int, content: str, *, session: str = "s1", role: str = "user"
+    env: ApiEnv,
+    tenant: str,
+    user: str,
+    n: int,
+    content: str,
+    *,
+    session: str = "s1",
+    role: str = "user",
+    zone: timezone | None = None,
 ) -> str:
     event_id = f"ev-{tenant}-{user}-{n}"  # the event seed_memory(..., n=n) cites
-    turn = TurnPublished(
-        event_id, tenant, user, session, n + 1, Role(role), content, AT + timedelta(minutes=n), {}
-    )
+    at = (AT + timedelta(minutes=n)).astimezone(zone)
+    turn = TurnPublished(event_id, tenant, user, session, n + 1, Role(role), content, at, {})
     with env.container.uow() as uow:
         assert uow.events.insert_if_absent(turn, "done")
         uow.commit()
@@ -156,6 +163,28 @@ def test_memory_page_draws_the_chain_the_score_and_the_source_turns(env):
     assert env.client.get(f"/v1/users/u-other/memories/{new.id}/page", headers=env.auth(A)).status_code == 404
     r = env.client.get(f"/v1/users/{USER}/memories/{new.id}/page", params={"points": 1}, headers=env.auth(A))
     assert r.status_code == 422 and "points" in fields_of(r)
+
+
+def test_the_memory_list_and_page_give_the_users_zone_beside_utc_instants(env):
+    beijing, new_york = timezone(timedelta(hours=8)), timezone(timedelta(hours=-5))
+    _turn(env, A, "u1", 0, "下周三下午三点要去医院复查", zone=beijing)
+    _turn(env, A, "u10", 0, "dentist on Friday at 9am", zone=new_york)
+    _turn(env, A, "u10", 1, "noted", role="assistant", zone=beijing)  # not the user's clock
+    _turn(env, B, "u1", 0, "tenant B's u1 writes from New York", zone=new_york)
+    memories = {u: seed_memory(env.container, A, u, f"{u} 的记忆", n=0) for u in ("u1", "u10", "u-none")}
+
+    zones = {}
+    for user, memory in memories.items():
+        listed = env.client.get(f"/v1/users/{user}/memories", headers=env.auth(A))
+        page = env.client.get(f"/v1/users/{user}/memories/{memory.id}/page", headers=env.auth(A))
+        assert listed.status_code == page.status_code == 200, (listed.text, page.text)
+        assert listed.json()["user_offset_s"] == page.json()["user_offset_s"]
+        zones[user] = listed.json()["user_offset_s"]
+        # The instants themselves stay in UTC.
+        assert listed.json()["items"][0]["created_at"] == AT.isoformat()
+    assert zones == {"u1": 8 * 3600, "u10": -5 * 3600, "u-none": None}
+    r = env.client.get("/v1/users/u1/memories", headers=env.auth(B))
+    assert r.json()["user_offset_s"] == -5 * 3600 and r.json()["items"] == []
 
 
 def test_overview_counts_one_tenant_or_one_user(env):

@@ -77,6 +77,11 @@ class FakeEventRepository(FakeRepository):
         rows.sort(key=lambda r: (r["event"].at, r["event"].seq), reverse=True)
         return [_stored(r) for r in rows[:limit]]
 
+    def user_offset(self, tenant_id: str, user_id: str) -> int | None:
+        turns = [t.event for t in self.recent(tenant_id, user_id, len(self.s.events))]
+        offsets = (t.at.utcoffset() for t in turns if t.role.value == "user")
+        return next((int(o.total_seconds()) for o in offsets if o is not None), None)
+
     def stages(self, refs: Sequence[str]) -> dict[str, str]:
         return {i: self.s.events[i]["stage"] for i in refs if i in self.s.events}
 

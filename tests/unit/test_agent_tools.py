@@ -157,6 +157,29 @@ def test_search_memory_as_prompt_block() -> None:
     assert nothing == {"prompt": "[Long-term memory] Nothing relevant is remembered."}
 
 
+def test_search_memory_dates_the_prompt_block_in_the_zone_the_recall_gives() -> None:
+    # 17:30 UTC on Oct 5 is 01:30 on Oct 6 in Beijing; 03:30 UTC on Oct 6 is 22:30 on Oct 5 in New York.
+    told = {"u1": "2026-10-05T17:30:00+00:00", "u10": "2026-10-06T03:30:00+00:00"}
+    offsets = {"u1": 8 * 3600, "u10": -5 * 3600}
+
+    def recall_of(user: str, offset: Any) -> Any:
+        def recall(query: str, k: int, session_id: str | None) -> dict[str, Any]:
+            item = {"content": "我不吃香菜", "type": "preference", "created_at": told[user]}
+            return {"items": [item], "user_offset_s": offset}
+
+        return recall
+
+    def block(user: str, offset: Any) -> str:
+        t = MemoryTools(recall_of(user, offset), FakePublisher(), user, "chat-7")
+        return str(json.loads(t.handle("search_memory", {"query": "香菜", "format": "prompt"}))["prompt"])
+
+    assert block("u1", offsets["u1"]).endswith("- 我不吃香菜 (2026-10-06)")
+    assert block("u10", offsets["u10"]).endswith("- 我不吃香菜 (2026-10-05)")
+    # No zone (a user without turns, an older server), or not a number of seconds: UTC.
+    assert block("u1", None).endswith("(2026-10-05)") and block("u10", None).endswith("(2026-10-06)")
+    assert block("u1", "28800").endswith("(2026-10-05)")
+
+
 def test_search_memory_keeps_at_most_k_items_whatever_recall_returns() -> None:
     def generous(query: str, k: int, session_id: str | None) -> dict[str, Any]:
         return {"items": ITEMS * 5}

@@ -224,3 +224,17 @@ def test_every_type_has_a_label_in_both_languages_and_unknown_types_come_last() 
         "[Long-term memory - profile]\n- a nurse (2026-11-01)\n\n"
         "[Long-term memory - custom]\n- odd one (2026-11-01)"
     )
+
+
+def test_dates_are_the_days_of_the_users_zone() -> None:
+    # Told at 01:30 in Beijing (17:30 UTC the day before) and at 21:00 in New York (02:00 UTC
+    # the day after): each line says the day the user lived it.
+    beijing = item("我不吃香菜", "preference", "2026-10-05T17:30:00+00:00")
+    new_york = recall_item("I walk the dog every evening", "preference", "2026-10-06T02:00:00+00:00")
+    assert item_line(beijing, 8 * 3600) == "- 我不吃香菜 (2026-10-06)"
+    assert item_line(new_york, -5 * 3600) == "- I walk the dog every evening (2026-10-05)"
+    assert prompt_block([beijing], offset_s=8 * 3600) == "[长期记忆 - 用户偏好]\n- 我不吃香菜 (2026-10-06)"
+    # A user at UTC, or none known: the day as written (UTC from the store); no offset in the
+    # text: as written.
+    assert item_line(beijing, 0) == item_line(beijing) == "- 我不吃香菜 (2026-10-05)"
+    assert item_line(item("x", "fact", "2026-10-05T23:30:00"), 8 * 3600) == "- x (2026-10-05)"

@@ -2,7 +2,7 @@
 isolation. Extraction is the real rule-based one; the embedder is deterministic hashing."""
 
 import dataclasses
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 
@@ -193,6 +193,29 @@ def test_recall_reads_as_many_working_turns_as_the_settings_keep():
     )
     recall_for(c, "u1", "我平时喝什么", now=NOW + timedelta(days=1))
     assert working.limits == [7]
+
+
+def test_the_prompt_block_dates_memories_by_the_users_clock():
+    from service.operations.recall import recall_for
+    from shared.settings import Settings
+    from workers.bootstrap import build_container
+
+    # u1 writes from Beijing at 01:30 on Oct 6 (Oct 5 in UTC); u10 from New York at 21:00 on
+    # Oct 5 (Oct 6 in UTC). Each block says the day the user said it.
+    h = Harness()
+    for user, at in (("u1", "2026-10-06T01:30:00+08:00"), ("u10", "2026-10-05T21:00:00-05:00")):
+        h.drain({**turn(1, "我不吃香菜", user=user, session=f"s-{user}"), "at": at})
+    for m in h.state.memories.values():  # as Postgres hands a timestamptz back: in UTC
+        m.created_at = m.created_at.astimezone(UTC)
+        m.valid_from = m.valid_from and m.valid_from.astimezone(UTC)
+    assert {m.created_at.date().isoformat() for m in h.state.memories.values()} == {
+        "2026-10-05",
+        "2026-10-06",
+    }
+    c = build_container(Settings(index_turns=False), uow=h.store.uow, embedder=h.embedder, index=h.index)
+    blocks = {u: recall_for(c, u, "我不吃什么", now=NOW)["prompt"] for u in ("u1", "u10")}
+    assert "- 我不吃香菜 (2026-10-06)" in blocks["u1"] and "(2026-10-05)" not in blocks["u1"]
+    assert "- 我不吃香菜 (2026-10-05)" in blocks["u10"] and "(2026-10-06)" not in blocks["u10"]
 
 
 def test_without_working_memory_the_event_log_gives_as_many_recent_turns_as_asked():

@@ -125,6 +125,16 @@ class SqlEventRepository(SessionRepository):
             query = query.where(EventRow.session_id == session_id)
         return self._read(query.order_by(EventRow.at.desc(), EventRow.seq.desc()).limit(limit))
 
+    def user_offset(self, tenant_id: str, user_id: str) -> int | None:
+        query = (
+            select(EventRow.at_offset_s)
+            .where(*EventRow.owned_by(tenant_id, user_id), EventRow.role == "user")
+            .where(EventRow.at_offset_s.is_not(None))
+            .order_by(EventRow.at.desc(), EventRow.seq.desc())
+            .limit(1)
+        )
+        return self.session.execute(query).scalar_one_or_none()
+
     def stages(self, refs: Sequence[str]) -> dict[str, str]:
         if not refs:
             return {}

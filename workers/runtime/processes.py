@@ -23,6 +23,7 @@ from pathlib import Path
 from shared.queues import INDEX_OWNER_QUEUES, PIPELINE_QUEUES
 from shared.settings import Settings
 from workers.runtime.embedded import settings_env
+from workers.runtime.serving import held_fd
 
 log = logging.getLogger(__name__)
 
@@ -94,9 +95,20 @@ def start_worker(
     if beat:
         # The embedded default has no separate beat: the one pipeline worker embeds it.
         cmd += ["-B", "-s", str(settings.resolved_data_dir / "celerybeat-schedule")]
+    # A worker of a served data dir holds its lock too, for as long as it lives: the lock then
+    # proves that no worker of the dir is alive, even after this process was SIGKILLed
+    # (workers/runtime/serving.py).
+    lock = held_fd(settings.resolved_data_dir)
     with open(log_path, "ab") as out:
         # A new session so that kill() can take the whole process group (pool children included).
-        process = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            cmd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=() if lock is None else (lock,),
+        )
     log.info("started worker %s (pid %d) on %s, log %s", name, process.pid, ",".join(queues), log_path)
     return WorkerProcess(name, process, log_path)
 

@@ -70,11 +70,16 @@ def list_memories(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> dict[str, Any]:
-    """A user's memories, newest first. Forgotten ones only when asked for by status."""
+    """A user's memories, newest first. Forgotten ones only when asked for by status. Times are
+    UTC instants; `user_offset_s` is the user's zone to show them in."""
     statuses = curation.parse_statuses(status)
     kind = curation.parse_type(memory_type)
-    items, total = api.list_memories(container, tenant, user_id, statuses, kind, limit, offset)
-    return {"items": [m.to_public() for m in items], "total": total}
+    page = api.list_memories(container, tenant, user_id, statuses, kind, limit, offset)
+    return {
+        "items": [m.to_public() for m in page.items],
+        "total": page.total,
+        "user_offset_s": page.user_offset_s,
+    }
 
 
 @router.get(BASE + "/{memory_id}", response_model=MemoryOut, tags=["memories"])

@@ -15,7 +15,7 @@ from service.http.deps import AppContainer, Metrics, Tenant
 from service.http.embedding_slots import Slots
 from service.http.metrics import ApiMetrics
 from service.http.rate_limits import RECALL, limited
-from service.http.schemas import RecallIn
+from service.http.schemas import RecallIn, RecallOut
 from service.operations.recall import recall_for
 from shared.lifecycle import curation
 from workers.bootstrap import Container
@@ -45,12 +45,13 @@ def _recall(container: Container, metrics: ApiMetrics, body: RecallIn, tenant: s
     return out
 
 
-@router.post("/v1/recall", tags=["recall"], dependencies=[limited(RECALL)])
+@router.post("/v1/recall", response_model=RecallOut, tags=["recall"], dependencies=[limited(RECALL)])
 async def recall(
     body: RecallIn, tenant: Tenant, container: AppContainer, metrics: Metrics, slots: Slots
 ) -> dict[str, Any]:
-    """Recall for one user: ``{stage, items, trace, prompt}``, as `cuemem recall --json`. Read-only:
-    with ``reinforce: true`` the memories returned count as used (``trace.recall_id``)."""
+    """Recall for one user: ``{stage, items, trace, prompt, user_offset_s}``, as `cuemem recall
+    --json`; the prompt block's dates are in the user's zone, ``user_offset_s``. Read-only: with
+    ``reinforce: true`` the memories returned count as used (``trace.recall_id``)."""
     return await slots.run(tenant, _recall, container, metrics, body, tenant)
 
 

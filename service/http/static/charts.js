@@ -5,6 +5,7 @@
 // textContent / text nodes / numeric SVG attributes, never parsed as HTML (see dom.js).
 
 import { el, num, svg } from "./dom.js";
+import { stamp } from "./zones.js";
 
 const DAY_MS = 86_400_000;
 
@@ -79,23 +80,23 @@ export function timeScale(start, end, x0, x1) {
 }
 
 // Tick labels for a time axis: about ``count`` moments, as dates (or date and hour when the span
-// is under three days).
-export function timeTicks(start, end, count = 6) {
+// is under three days), in ``zone`` (zones.js) when given, else in UTC.
+export function timeTicks(start, end, count = 6, zone = null) {
   const span = Math.max(1, end - start);
   // Hours shown when the ticks are less than two days apart, so that no two ticks read alike.
   const short = span / count < 2 * DAY_MS;
   const out = [];
   for (let i = 0; i <= count; i += 1) {
     const t = start + (span * i) / count;
-    const iso = new Date(t).toISOString();
-    out.push({ t, label: short ? `${iso.slice(5, 10)} ${iso.slice(11, 16)}` : iso.slice(0, 10) });
+    const text = zone ? stamp(t, zone) : new Date(t).toISOString().slice(0, 16).replace("T", " ");
+    out.push({ t, label: short ? text.slice(5, 16) : text.slice(0, 10) });
   }
   return out;
 }
 
 // A line over time: points [{t, v}] (t in ms), markers [{t, v, label, cls}] drawn as dots on it,
-// and optional horizontal ``guides`` [{v, label}].
-export function lineChart(points, { markers = [], guides = [], width = 720, height = 220, cls = "" } = {}) {
+// and optional horizontal ``guides`` [{v, label}]; the time axis in ``zone`` (zones.js), else UTC.
+export function lineChart(points, { markers = [], guides = [], width = 720, height = 220, cls = "", zone = null } = {}) {
   const pad = { left: 40, right: 10, top: 10, bottom: 26 };
   const chart = svg("svg", { class: `chart line ${cls}`, viewBox: `0 0 ${width} ${height}`, role: "img" });
   if (!points.length) return chart;
@@ -110,7 +111,7 @@ export function lineChart(points, { markers = [], guides = [], width = 720, heig
   for (const v of [0, top / 2, top / 1.08]) {
     chart.append(svg("text", { class: "tick", x: pad.left - 4, y: y(v) + 4, "text-anchor": "end", text: num(v, 2) }));
   }
-  for (const tick of timeTicks(start, end, 5)) {
+  for (const tick of timeTicks(start, end, 5, zone)) {
     chart.append(svg("text", { class: "tick", x: x(tick.t), y: height - 8, "text-anchor": "middle", text: tick.label }));
   }
   for (const g of guides) {

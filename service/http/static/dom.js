@@ -7,6 +7,8 @@
 // is shown only when it is an http(s) URL). The Content-Security-Policy admits only these scripts
 // and the stylesheet.
 
+import { stampIso } from "./zones.js";
+
 export const API = new URL("../v1/", document.baseURI); // the page lives at <root>/inspector/
 export const KEY_STORE = "cuemem.inspector.key";
 export const USER_STORE = "cuemem.inspector.user";
@@ -48,8 +50,11 @@ export function append(node, children) {
   return node;
 }
 
-export function when(iso) {
+// An ISO time from the API as a person reads it: in ``zone`` (zones.js; the user's, userZone) and
+// named, "2026-10-14 15:00 UTC+08:00"; without a zone (a tenant's views), as sent, in UTC.
+export function when(iso, zone) {
   if (!iso) return "—";
+  if (zone) return `${stampIso(iso, zone)} ${zone.label}`;
   return String(iso).replace("T", " ").replace(/\.\d+/, "");
 }
 

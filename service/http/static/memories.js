@@ -9,12 +9,15 @@
 // and the stylesheet.
 
 import { $, ApiError, api, append, clearError, el, fieldRow, memoryPath, notify, num, request, seg, showError, state, when } from "./dom.js";
+import { userZone } from "./zones.js";
 
 export const PAGE_SIZE = 50;
 const CURRENT = "pending,active,superseded,archived,expired"; // everything but forgotten
 const EDITABLE = new Set(["active", "archived", "superseded", "expired"]);
 const INVALIDATABLE = new Set(["active", "archived"]);
 const RESTORABLE = new Set(["archived", "superseded", "expired", "forgotten"]);
+// The listed user's zone (the API's user_offset_s): every time of the cards and the history.
+let zone = userZone(null);
 
 // --- memories ----------------------------------------------------------------------------------
 
@@ -39,17 +42,20 @@ export async function loadMemories() {
       return loadMemories();
     }
     state.total = page.total;
+    zone = userZone(page.user_offset_s);
     list.replaceChildren(...page.items.map(memoryCard));
     const first = page.items.length ? state.offset + 1 : 0;
     $("memory-count").textContent = page.total
       ? `${first}–${state.offset + page.items.length} of ${page.total} memories`
       : "No memories match these filters.";
+    $("memory-zone").textContent = `Times in ${zone.label}, the user's zone (the offset of their latest turn).`;
     $("prev-page").disabled = state.offset === 0;
     $("next-page").disabled = state.offset + page.items.length >= page.total;
   } catch (err) {
     if (ticket !== state.listing) return;
     list.replaceChildren();
     $("memory-count").textContent = "";
+    $("memory-zone").textContent = "";
     showError(err);
   } finally {
     if (ticket === state.listing) list.setAttribute("aria-busy", "false");
@@ -60,7 +66,7 @@ function sourceItem(source) {
   const parts = [];
   if (source.session_id) parts.push(`session ${source.session_id}`);
   if (source.seq !== undefined && source.seq !== null) parts.push(`#${source.seq}`);
-  if (source.at) parts.push(`at ${when(source.at)}`);
+  if (source.at) parts.push(`at ${when(source.at, zone)}`);
   return el(
     "li",
     {},
@@ -93,16 +99,16 @@ function memoryCard(m) {
     el(
       "dl",
       { class: "facts" },
-      fieldRow("valid from", when(m.valid_from), "valid-from"),
-      fieldRow("valid to", when(m.valid_to), "valid-to"),
-      fieldRow("created", when(m.created_at)),
-      fieldRow("updated", when(m.updated_at)),
+      fieldRow("valid from", when(m.valid_from, zone), "valid-from"),
+      fieldRow("valid to", when(m.valid_to, zone), "valid-to"),
+      fieldRow("created", when(m.created_at, zone), "created"),
+      fieldRow("updated", when(m.updated_at, zone)),
       m.tags.length ? fieldRow("tags", m.tags.join(", ")) : null,
       m.entities.length ? fieldRow("entities", m.entities.join(", ")) : null,
       m.slot ? fieldRow("slot", m.slot) : null,
       m.status_reason ? fieldRow("status reason", m.status_reason, "status-reason") : null,
       m.superseded_by ? fieldRow("superseded by", m.superseded_by, "mono") : null,
-      m.due_at ? fieldRow("due", when(m.due_at)) : null,
+      m.due_at ? fieldRow("due", when(m.due_at, zone), "due") : null,
       fieldRow("id", m.id, "mono"),
     ),
     el(
@@ -251,8 +257,8 @@ export async function openHistory(id, { reveal = false } = {}) {
             el("td", { class: "mono", text: m.id }),
             el("td", { class: "content", text: m.content }),
             el("td", { text: m.status }),
-            el("td", { text: when(m.valid_from) }),
-            el("td", { text: when(m.valid_to) }),
+            el("td", { text: when(m.valid_from, zone) }),
+            el("td", { text: when(m.valid_to, zone) }),
             el("td", { class: "mono", text: m.superseded_by || "—" }),
           ),
         ),
@@ -270,7 +276,7 @@ export async function openHistory(id, { reveal = false } = {}) {
           el(
             "tr",
             { dataset: { action: h.action } },
-            el("td", { text: when(h.at) }),
+            el("td", { class: "at", text: when(h.at, zone) }),
             el("td", { class: "mono", text: h.memory_id }),
             el("td", { class: "action", text: h.action }),
             el("td", { class: "mono", text: h.related_id || "—" }),

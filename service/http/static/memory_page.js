@@ -8,6 +8,7 @@
 import { $, api, clearError, el, fieldRow, memoryPath, num, showError, state, svg, when } from "./dom.js";
 import { arrowDefs, lineChart, shorten } from "./charts.js";
 import { memoryBadges } from "./memories.js";
+import { userZone } from "./zones.js";
 
 // History actions drawn as edges, from the older memory to the newer one. Their mirror entries
 // (supersedes, merged, consolidated) name the same link from the other side.
@@ -26,16 +27,19 @@ export async function openMemoryPage(id) {
   try {
     const page = await api("GET", memoryPath(id, "/page"));
     if (state.pageOf !== id) return;
+    // Every time of the page in the user's zone (the offset of their latest turn), named.
+    const zone = userZone(page.user_offset_s);
     out.replaceChildren(
-      summary(page.memory),
+      summary(page.memory, zone),
+      el("p", { class: "hint page-zone", text: `Times in ${zone.label}, the user's zone (the offset of their latest turn).` }),
       el("h3", { text: "History chain" }),
-      chainGraph(page.chain, id),
+      chainGraph(page.chain, id, zone),
       el("h3", { text: "Score over time" }),
-      scoreChart(page.score),
+      scoreChart(page.score, zone),
       el("h3", { text: `Source turns (${page.source_turns.length})` }),
-      sourceTurns(page),
+      sourceTurns(page, zone),
       el("h3", { text: "What happened" }),
-      historyTable(page.chain.history),
+      historyTable(page.chain.history, zone),
     );
   } catch (err) {
     out.replaceChildren();
@@ -43,7 +47,7 @@ export async function openMemoryPage(id) {
   }
 }
 
-function summary(m) {
+function summary(m, zone) {
   return el(
     "div",
     { class: `memory-summary status-${m.status}`, dataset: { id: m.id, status: m.status } },
@@ -52,8 +56,9 @@ function summary(m) {
     el(
       "dl",
       { class: "facts" },
-      fieldRow("valid from", when(m.valid_from)),
-      fieldRow("valid to", when(m.valid_to)),
+      fieldRow("valid from", when(m.valid_from, zone), "valid-from"),
+      fieldRow("valid to", when(m.valid_to, zone), "valid-to"),
+      m.due_at ? fieldRow("due", when(m.due_at, zone), "due") : null,
       m.status_reason ? fieldRow("status reason", m.status_reason) : null,
       fieldRow("id", m.id, "mono"),
     ),
@@ -95,7 +100,7 @@ function layers(chain, edges) {
   return columns.filter(Boolean);
 }
 
-function chainGraph(chain, focus) {
+function chainGraph(chain, focus, zone) {
   const edges = edgesOf(chain);
   const columns = layers(chain, edges);
   const tallest = Math.max(...columns.map((c) => c.length));
@@ -133,14 +138,14 @@ function chainGraph(chain, focus) {
         svg("rect", { x, y, width: NODE_W, height: NODE_H, rx: 5 }),
         svg("text", { class: "node-status", x: x + 6, y: y + 14, text: `${m.type} · ${m.status}` }),
         svg("text", { class: "node-content", x: x + 6, y: y + 32, text: shorten(m.content, 24) }),
-        svg("title", { text: `${m.content}\n${m.status} · valid ${when(m.valid_from)} – ${when(m.valid_to)}` }),
+        svg("title", { text: `${m.content}\n${m.status} · valid ${when(m.valid_from, zone)} – ${when(m.valid_to, zone)}` }),
       ),
     );
   }
   return el("div", { class: "graph-wrap" }, graph, el("p", { class: "hint", text: `${chain.memories.length} memories, ${edges.length} links; click a memory to open its page.` }));
 }
 
-function scoreChart(score) {
+function scoreChart(score, zone) {
   const points = score.points.map((p) => ({ t: Date.parse(p.at), v: p.score }));
   const valueAt = (t) => {
     let v = points.length ? points[0].v : 0;
@@ -149,13 +154,13 @@ function scoreChart(score) {
   };
   const markers = score.reinforcements.map((r) => {
     const t = Date.parse(r.at);
-    return { t, v: valueAt(t), cls: `reinforcement ${r.source}`, label: `${when(r.at)}: +${r.uses} use${r.uses > 1 ? "s" : ""} (${r.source === "repeat" ? `repeated by ${r.event_id || "a turn"}` : "recalled"})` };
+    return { t, v: valueAt(t), cls: `reinforcement ${r.source}`, label: `${when(r.at, zone)}: +${r.uses} use${r.uses > 1 ? "s" : ""} (${r.source === "repeat" ? `repeated by ${r.event_id || "a turn"}` : "recalled"})` };
   });
   const guides = score.archive_threshold > 0 ? [{ v: score.archive_threshold, label: `archive under ${num(score.archive_threshold)}` }] : [];
   return el(
     "div",
     { class: "score-wrap" },
-    lineChart(points, { markers, guides, cls: "score-curve" }),
+    lineChart(points, { markers, guides, cls: "score-curve", zone }),
     el(
       "p",
       { class: "hint" },
@@ -165,7 +170,7 @@ function scoreChart(score) {
   );
 }
 
-function sourceTurns(page) {
+function sourceTurns(page, zone) {
   if (!page.source_turns.length && !page.missing_sources.length) return el("p", { class: "hint", text: "No source turns (made by consolidation or the API)." });
   return el(
     "ol",
@@ -174,7 +179,7 @@ function sourceTurns(page) {
       el(
         "li",
         { dataset: { eventId: t.event_id } },
-        el("span", { class: "hint", text: `${t.session_id} #${t.seq} ${when(t.at)} ${t.role} ` }),
+        el("span", { class: "hint turn-at", text: `${t.session_id} #${t.seq} ${when(t.at, zone)} ${t.role} ` }),
         el("span", { class: "content", text: t.content }),
       ),
     ),
@@ -182,7 +187,7 @@ function sourceTurns(page) {
   );
 }
 
-function historyTable(history) {
+function historyTable(history, zone) {
   return el(
     "table",
     { class: "entries" },
@@ -194,7 +199,7 @@ function historyTable(history) {
         el(
           "tr",
           { dataset: { action: h.action } },
-          el("td", { text: when(h.at) }),
+          el("td", { class: "at", text: when(h.at, zone) }),
           el("td", { class: "mono", text: shorten(h.memory_id, 13) }),
           el("td", { class: "action", text: h.action }),
           el("td", { class: "mono", text: h.related_id ? shorten(h.related_id, 13) : "—" }),

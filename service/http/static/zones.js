@@ -63,6 +63,12 @@ export function offsetZone(seconds) {
   return fixed(seconds, "offset", seconds === 0 ? "UTC" : `UTC${offsetText(seconds)}`);
 }
 
+// The zone a user's memory times are read in (the memory list, a memory's page): the API's
+// ``user_offset_s``, the offset of their latest turn of role user; UTC when they have none.
+export function userZone(seconds) {
+  return offsetZone(Number.isFinite(seconds) ? seconds : 0);
+}
+
 // The zone a picture is drawn in: ``mode`` is "user" (the user's zone, else this browser's),
 // "browser" or "utc".
 export function chooseZone(mode, turns) {
