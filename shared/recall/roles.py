@@ -32,10 +32,15 @@ def asks_assistant(query: str) -> bool:
     return _ABOUT_ASSISTANT.search(query) is not None
 
 
-def is_assistant_question(c: Candidate) -> bool:
-    """A raw turn of the assistant that only asks: once its questions are taken out, nothing or
+def only_asks(role: str, content: str) -> bool:
+    """A turn of the assistant that only asks: once its questions are taken out, nothing or
     chit-chat is left ("好呀，你有什么忌口吗？")."""
-    if c.item.role != Role.ASSISTANT.value:
+    if role != Role.ASSISTANT.value:
         return False
-    statement = statement_text(c.item.content)
+    statement = statement_text(content)
     return not statement.strip() or is_chit_chat(statement)
+
+
+def is_assistant_question(c: Candidate) -> bool:
+    """A raw turn of the assistant that only asks (:func:`only_asks`)."""
+    return only_asks(c.item.role or "", c.item.content)

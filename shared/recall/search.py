@@ -23,6 +23,7 @@ from shared.ports import BatchSearch, Embedder, IndexHit, IndexUnavailable, Sear
 from shared.queues import IndexKind
 from shared.recall.explain import Trace
 from shared.recall.request import EVERY_STATUS, Candidate, Pool, RecallRequest
+from shared.recall.roles import only_asks
 from shared.storage import UnitOfWork
 from shared.text import STOPWORDS, tokens
 
@@ -254,7 +255,7 @@ def _turns_found(uow: UnitOfWork, request: RecallRequest, hits: Hits, pool: Pool
             # From 0 up: a negative similarity to a turn counts as none, while a memory's own keeps
             # its sign (fusion's merged lists order by both, as they always have).
             score = max(hit.score, 0.0)
-            window = stored[event_id].window if event_id in lending else ()
+            window = stored[event_id].window if event_id in lending and lends(turns[event_id]) else ()
             for distance, held in enumerate([event_id, *reversed(window)]):
                 if held in turns and (held not in best or (score, -distance) > best[held]):
                     best[held] = (score, -distance)
@@ -270,6 +271,14 @@ def _turns_found(uow: UnitOfWork, request: RecallRequest, hits: Hits, pool: Pool
                     seen.add(cand.item.id)
                     out[path].append((cand, best[event_id][0]))
     return out
+
+
+def lends(turn: TurnPublished) -> bool:
+    """Whether a turn's window hit stands for the turns before it. An assistant's turn that only
+    asks ("好呀，你有什么忌口吗？") scores on the words of the user's later question, not on what the
+    turns before it say: lent, that score put the greeting before it above the user's answer
+    (``roles``; the answer's own window holds the question and scores on its own)."""
+    return not only_asks(turn.role.value, turn.content)
 
 
 def _citing(

@@ -191,10 +191,9 @@ def test_demo_runs_stops_everything_and_is_idempotent(tmp_path: Path) -> None:
     assert [q for q, _ in recall_lines] == DEMO_QUERIES, first
     assert "Traceback" not in first.stderr
     answers = demo_answers(first.stdout)
-    # The user's answer is in the first two, and no recall of the demo is padded with chit-chat (the
-    # relevance floor). (First, it is not: the learned ranking puts the turn before it level with it,
-    # its context window holding the answer; issue 30's note says why and what would fix it.)
-    assert "我不吃香菜，也不太能吃辣" in answers["我有什么忌口？"][:2], answers
+    # The user's answer comes first (the assistant's question before it lends its score to no turn,
+    # ``shared.recall.search.lends``), and no recall of the demo is padded with chit-chat.
+    assert answers["我有什么忌口？"][0] == "我不吃香菜，也不太能吃辣", answers
     assert all(not FILLER_RE.fullmatch(item) for items in answers.values() for item in items), answers
 
     # CUEMEM_DATA_DIR works like --data-dir

@@ -281,3 +281,17 @@ def test_a_named_range_is_ranked_by_meaning_not_by_which_turns_are_newest():
     assert "Hangzhou" in top.content, [i.content for i in out.items]
     assert "time" in top.explanation["paths"]
     assert out.trace["candidates"]["time"] > WINDOW_CANDIDATES  # the range was read past its newest 20
+
+
+def test_an_assistants_question_lends_its_score_to_no_turn_before_it():
+    """ "好呀，你有什么忌口吗？" scores on the words of the user's later "我有什么忌口？": its window
+    holding the greeting before it must not rank the greeting level with the user's answer."""
+    h = TurnHarness()
+    greeting = "晚上好！想请你帮我想想今晚吃什么。"
+    question, answer = "好呀，你有什么忌口吗？", "我不吃香菜，也不太能吃辣。"
+    said = [("user", greeting), ("assistant", question), ("user", answer)]
+    for seq, (role, content) in enumerate(said, 1):
+        h.drain({**turn(seq, content), "role": role})
+    out = ask(h, "我有什么忌口？")
+    # (Lent the question's score, the greeting came first: seen failing that way.)
+    assert out.items[0].content.startswith("我不吃香菜"), [i.content for i in out.items]
