@@ -29,6 +29,7 @@ from shared.ingest.extraction_rules import (
     CHANGE_TYPE_WEIGHT,
     COPULA_RE,
     ENTITY_WEIGHTS,
+    PLAN_RE,
     RULES,
     TYPE_ORDER,
     interest_topic,
@@ -51,6 +52,8 @@ __all__ = [
     "is_chit_chat",
     "is_instruction",
     "is_negated",
+    "is_plan",
+    "plan_slot",
     "question_text",
     "slot_for",
     "statement_text",
@@ -319,6 +322,12 @@ def _draft(text: str, role: Role, importance: float, type_: MemoryType, at: date
     extra = (("change",) if change else ()) + (("question",) if question else ())
     tags = tuple(dict.fromkeys(cues.lexicon_tags(content) + extra))
     found = cues.entities(content)[:MAX_DRAFT_ENTITIES]
+    slot = None if question else cues.slot_for(content, type_, tags, found)
+    if role is Role.USER and slot is not None and is_plan(content, at):
+        # A plan for a slot ("我们计划明年春天搬到苏州") is a task of its own slot, not the slot's
+        # new value: the present value stays current (see :func:`plan_slot`).
+        type_, slot, change = MemoryType.TASK, plan_slot(slot), False
+        tags = tuple(t for t in dict.fromkeys((*tags, PLAN_TAG)) if t != "change")
     time_refs, due_at = timing(content, type_, at)
     return MemoryDraft(
         type=type_,
@@ -327,12 +336,35 @@ def _draft(text: str, role: Role, importance: float, type_: MemoryType, at: date
         tags=tags,
         entities=found,
         cues=cues.cues_for_memory(content, tags, found),
-        slot=None if question else cues.slot_for(content, type_, tags, found),
+        slot=slot,
         negated=is_negated(content),
         change=change,
         time_refs=time_refs,
         due_at=due_at,
     )
+
+
+PLAN_TAG = "plan"
+PLAN_PREFIX = "plan:"
+
+
+def is_plan(content: str, at: datetime) -> bool:
+    """Whether ``content`` is about the future ("我下个月要搬到深圳了", "we're going to move to
+    Denver", "我打算明年换工作") and names no time that is already over."""
+    # Both the plan words of the rules ("要" but not "主要"/"需要") and a future tense.
+    if PLAN_RE.search(content) is None or timeexpr.tense(content) != "future":
+        return False
+    refs = timeexpr.resolve(content, at)
+    return not refs or timeexpr.earliest_future(refs, at) is not None
+
+
+def plan_slot(slot: str) -> str:
+    """The slot of a plan for ``slot``: "plan:profile:home". Plans of one slot compete with each
+    other (the newer plan replaces the older); a plan never competes with the slot's present value,
+    which stays current. A later statement of the slot itself ("我们搬到苏州了") says the plan
+    happened and supersedes it (``shared.ingest.conflicts``); a plan nobody confirms is a task and
+    expires when its time is over (the TTL sweep)."""
+    return slot if slot.startswith(PLAN_PREFIX) else PLAN_PREFIX + slot
 
 
 def timing(

@@ -121,12 +121,21 @@ _PROFILE = _any(
     r"\bI (?:mainly|mostly|primarily) (?:use|code in|write|work (?:in|with)|program in|speak)\b",
     r"我(?:是|当)(?:一名|一个|个)?[^，,。]{0,6}" + _JOBS_ZH,
     r"\bmy name is\b|\bI'm called\b|\bcall me\b|\bI(?:'m| am) \d{1,3}(?: years old)?\b|\bmy birthday\b",
-    r"\bI (?:live|lived|grew up|was born|moved|relocated) (?:in|to|at)\b",
+    # An adverb between "I" and the verb ("I now live in", "I currently work at") says the same.
+    r"\bI (?:now |currently |still |actually )?(?:live|lived|grew up|was born|moved|relocated)"
+    r" (?:in|to|at)\b",
     r"\bI(?:'m| am) (?:from|based in)\b",
     r"\bmy (?:hometown|home town|address)\b|\bI (?:speak|studied|graduated|majored)\b",
-    r"\bI(?:'m| am)? (?:work|worked|working) (?:as|at|for|in|on)\b(?! (?:it|that|this|them)\b)",
+    r"\bI(?:'m| am)? (?:now |currently |still )?(?:work|worked|working) (?:as|at|for|in|on)\b"
+    r"(?! (?:it|that|this|them)\b)",
     r"\bmy (?:job|role|title|employer)\b",
     rf"\bI(?:'m| am) an? (?:\w+ )?{_JOBS}\b",
+    # A trade named by its form ("a pharmacist in Leeds", "a vet at", "an electrician for"): a noun of
+    # a trade's suffix, or any noun followed by where it is done. What the job is, is left to the
+    # slot's meaning (``shared.ingest.slot_meaning``), so no list of trades has to be complete.
+    r"\bI(?:'m| am) (?:now )?an? (?:\w+ )?\w+(?:ist|ian|ner|ker|ter|ger|ver|ser|tor|sor)\b"
+    r"(?= (?:in|at|for|with)\b)",
+    r"\bI(?:'m| am) (?:now )?an? \w+(?: \w+)? (?:at|for) (?:an? |the )?(?-i:[A-Z])\w*",  # a name
     # Changes of home, job, number and partner, stated without the words of the first statement
     # ("跳槽到腾讯了" after "我在阿里上班"): profile facts, so that their slot can replace the old one.
     r"搬家|搬去|搬回|跳槽|入职|离职|辞职|换了?(?:工作|公司)|加入了?[^，,。]{1,12}(?:公司|团队|集团)",
@@ -134,7 +143,7 @@ _PROFILE = _any(
     r"分手|离婚|结婚了|订婚|单身|脱单|在谈恋爱|(?:交|谈)了(?:一?个)?(?:男|女)朋友",
     r"\bI (?:left|quit)\b[^.!?]{1,40}\bnow (?:I(?:'m| am) )?(?:at|with|working (?:at|for))\b",
     r"\bI(?:'m| am) now (?:at|with|working (?:at|for))\b",
-    r"\b(?:left|quit) my job\b|\bmy new (?:job|employer)\b",
+    r"\b(?:left|quit) my job\b|\b(?:my|the|a) new (?:job|employer|workplace|position|role)\b",
     r"\bI (?:started|got) a new job\b|\bI(?:'ve| have)? started (?:working )?at\b|\bI got hired (?:at|by)\b",
     r"\bmy (?:new |current )?(?:phone|cell|mobile) number\b|\bmy new number\b",
     r"\b(?:I|we) (?:broke up|split up|got married|got engaged|got divorced)\b",
