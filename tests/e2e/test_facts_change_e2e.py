@@ -13,6 +13,8 @@ a statement is read in its space) and the embedded index; recall is ``recall_for
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
@@ -24,6 +26,7 @@ from producers.publisher import Publisher
 from service.operations.recall import recall_for
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.settings import Settings
+from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
 from tests.support.services import wait_processed
 from workers.bootstrap import Container, build_container
 
@@ -204,3 +207,65 @@ def test_near_repeats_merge_into_one_statement_that_cites_every_source(ingest: I
             e.event.content for e in uow.events.of_user(TENANT, user, [s["event_id"] for s in diet.sources])
         }
     assert told == set(said)
+
+
+_TURN_BLOCK = re.compile(r'<data name="turn">(".*?")</data>')
+
+
+def _echoing_llm(request: RecordedRequest) -> StubResponse:
+    """A model that scores every turn 9, proposes the turn itself as a profile fact, and answers a
+    judging request with no JSON (so that the rules judge)."""
+    system, user = (m["content"] for m in request.json["messages"][:2])
+    if '"importance"' in system and '"memories"' not in system:
+        answer: dict[str, Any] = {"importance": 9.0, "reasons": ["stub"]}
+    elif '"memories"' in system:
+        said = json.loads(_TURN_BLOCK.search(user).group(1))  # type: ignore[union-attr]
+        answer = {"memories": [{"type": "profile", "content": said, "importance": 9.0, "tags": []}]}
+    else:
+        return StubResponse(json_body=chat_completion_body("no verdict here"))
+    return StubResponse(json_body=chat_completion_body(json.dumps(answer, ensure_ascii=False)))
+
+
+def test_on_the_llm_path_a_change_supersedes_and_a_plan_stays_a_plan(
+    it_settings: Settings, start_workers: Callable[..., list[Any]]
+) -> None:
+    en, zh = "llm-u1", "llm-u10"
+    march = datetime(2026, 3, 8, 20, 0, tzinfo=CST)
+    with StubServer(default=_echoing_llm) as stub:
+        settings = it_settings.model_copy(
+            update={
+                "llm_base_url": stub.base_url,
+                "llm_timeout_s": 60.0,
+                "llm_max_attempts": 1,
+                "llm_cooldown_s": 0.0,
+            }
+        )
+        c = build_container(settings)
+        try:
+            with Publisher.from_settings(settings) as pub:
+                sent = [
+                    (en, "I live in Boston", march),
+                    (en, "I now live in Seattle", march + timedelta(days=90)),
+                    (zh, "我住在杭州西湖区", march),
+                    (zh, "我们计划明年春天搬到苏州", march + timedelta(days=90)),
+                ]
+                ids = [
+                    pub.publish(
+                        user_id=u, session_id="s1", role="user", content=t, at=at.isoformat()
+                    ).event_id
+                    for u, t, at in sent
+                ]
+            wait_processed(c, ids, start_workers(settings))
+            everything = _memories(c, en, ALL)
+            seattle, boston = _one(everything, "Seattle"), _one(everything, "Boston")
+            assert seattle.status is MemoryStatus.ACTIVE and seattle.slot == "profile:home"
+            assert boston.status is MemoryStatus.SUPERSEDED and boston.superseded_by == seattle.id
+            home, plan = _one(_memories(c, zh, ALL), "杭州"), _one(_memories(c, zh, ALL), "苏州")
+            assert home.status is MemoryStatus.ACTIVE
+            assert (plan.status, plan.type, plan.slot) == (
+                MemoryStatus.ACTIVE,
+                MemoryType.TASK,
+                "plan:profile:home",
+            )
+        finally:
+            c.close()
