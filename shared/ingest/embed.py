@@ -10,7 +10,7 @@ from shared.events import Role, TurnPublished
 from shared.indexing.turn_windows import window_text
 from shared.ingest.common import load_event, next_step
 from shared.ingest.extraction import is_plan, plan_slot
-from shared.ingest.slot_meaning import prototypes, slot_by_meaning
+from shared.ingest.slot_meaning import gives_a_value, prototypes, slot_by_meaning
 from shared.links import about_someone_else
 from shared.models import EventStage, Memory, MemoryStatus, MemoryType, is_redacted
 from shared.ports import Embedder, EmbeddingModelMismatch
@@ -103,8 +103,9 @@ def _wants_meaning(event: TurnPublished, memory: Memory) -> bool:
 
 def meaning_slot(content: str, vector: list[float], embedder: Embedder, at: datetime) -> str | None:
     """The slot a statement's meaning gives it (``shared.ingest.slot_meaning``), as a plan's slot
-    when it speaks of the future; None when no slot stands out or it is about someone else."""
-    if about_someone_else(content, partner_is_self=True):
+    when it speaks of the future; None when its words give no value (:func:`gives_a_value`), when
+    no slot stands out, or when it is about someone else."""
+    if not gives_a_value(content) or about_someone_else(content, partner_is_self=True):
         return None
     slot = slot_by_meaning(vector, prototypes(embedder))
     if slot is None:

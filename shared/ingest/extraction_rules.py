@@ -136,9 +136,13 @@ _PROFILE = _any(
     r"\bI(?:'m| am) (?:now )?an? (?:\w+ )?\w+(?:ist|ian|ner|ker|ter|ger|ver|ser|tor|sor)\b"
     r"(?= (?:in|at|for|with)\b)",
     r"\bI(?:'m| am) (?:now )?an? \w+(?: \w+)? (?:at|for) (?:an? |the )?(?-i:[A-Z])\w*",  # a name
+    r"\bI(?:'m| am) (?:now )?an? \w+(?: \w+)? (?:at|for) (?:an?|the|my) \w+",  # "a barista at a café"
     # Changes of home, job, number and partner, stated without the words of the first statement
     # ("跳槽到腾讯了" after "我在阿里上班"): profile facts, so that their slot can replace the old one.
     r"搬家|搬去|搬回|跳槽|入职|离职|辞职|换了?(?:工作|公司)|加入了?[^，,。]{1,12}(?:公司|团队|集团)",
+    # A role by its classifier ("我现在是一名兽医"), a new workplace or home in other words ("换到了一家
+    # 律所", "新单位在南山", "在深圳安家了"): which slot, the meaning says (``slot_meaning``).
+    r"我(?:现在|目前|已经|也)?是一[名位]|(?:换|转|调|跳)到了?一家|新(?:公司|单位|东家|住处|房子)|安家|落户|领证",
     r"我的?(?:新)?(?:手机号码?|电话号码)|换了?(?:手机号码?|电话号码|号码|号)|新号码",
     r"分手|离婚|结婚了|订婚|单身|脱单|在谈恋爱|(?:交|谈)了(?:一?个)?(?:男|女)朋友",
     r"\bI (?:left|quit)\b[^.!?]{1,40}\bnow (?:I(?:'m| am) )?(?:at|with|working (?:at|for))\b",

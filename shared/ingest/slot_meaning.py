@@ -20,6 +20,16 @@ languages, in the embedding model's space: the model, not a list, carries the ma
   rules decided that the turn states something about the user; the meaning only says which
   attribute. A preference ("I love my job") never gets a profile slot this way, so it cannot
   replace one.
+- **Only when the words say a value is given** (:func:`gives_a_value`): the speaker names their
+  own value ("I'm a pharmacist in Leeds", "我是一名兽医") or says a value is new or changed
+  ("First week at the new place", "我换到了一家律所"). The profile type alone is no such claim:
+  the rules also give it to memories of family, ongoing activities and "remember that ...", and
+  those sit as close to a slot's prototypes as a real value does ("I've been playing new games to
+  relax after work" is near "job", "a pendant that reminds me of my mother" near "relationship").
+  A wrong slot supersedes the true value, so the gate is the words', not a tighter margin: on
+  1,500 LoCoMo turns (``python -m bench.slot_precision``, seeds 1-3) the meaning alone gave 9-12
+  drafts a slot, about one in ten right; behind the gate it gives none, and on the labelled
+  statements of ``tests/contract/test_slot_meaning_precision.py`` every slot it gives is right.
 
 Pure: the embedder is the caller's (the embed stage, which embeds the drafts anyway).
 """
@@ -27,9 +37,11 @@ Pure: the embedder is the caller's (the embed stage, which embeds the drafts any
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from shared.ingest.extraction_rules import is_change
 from shared.ports import Embedder
 
 NOTHING = ""  # the class of statements about no slot in particular
@@ -48,6 +60,8 @@ PROTOTYPES: Mapping[str, tuple[str, ...]] = {
         "我是医院的护士",
         "我换了新工作",
         "我入职了新公司",
+        "我是一名工程师",
+        "我在一家餐厅工作",
     ),
     "profile:home": (
         "I live in this city",
@@ -58,6 +72,7 @@ PROTOTYPES: Mapping[str, tuple[str, ...]] = {
         "我搬家了",
         "我家在这个城市",
         "我们搬进了新房子",
+        "我定居在这座城市",
     ),
     "profile:relationship": (
         "I'm married to my wife",
@@ -93,6 +108,29 @@ PROTOTYPES: Mapping[str, tuple[str, ...]] = {
         "晚饭很好吃",
     ),
 }
+# What makes a statement give a value at all (see :func:`gives_a_value`). The speaker's own value,
+# named: a role and where ("I'm a pharmacist in Leeds", "I'm a barista at a café"), "I work for a
+# small contractor", "我是一名药剂师", "我在一家律所上班". Not a liking or a belief ("I'm a huge fan
+# of", "I'm a big believer in hard work": "in" takes a named place only).
+_OWN_VALUE = re.compile(
+    r"\bI(?:'m| am) (?:now |currently |still |also )?an? \w+(?: \w+)?"
+    r" (?:(?:at|for|with) (?:an? |the |my )?\w|in (?-i:[A-Z]))"
+    r"|\b(?:I|we) (?:now |currently |still )?(?:live|work|study|teach)\b (?:in|at|for|as|with)\b"
+    r"|\bI(?:'m| am) (?:now |currently )?(?:married|engaged|single|divorced|based in|from)\b"
+    r"|(?:^|[，,。.!！\s])(?:我|我们)(?:现在|目前|已经|也)?(?:是一[名位个]|在[^，,。]{1,15}(?:工作|上班|住|读书|上学|当|做)|住)",
+    re.IGNORECASE,
+)
+# A value said to be new: "the new place", "first week at", "just started", "we're now",
+# "换了", "新公司", "搬进", "入职", "现在". A change of habit (:func:`is_change`) counts too.
+_NEW_VALUE = re.compile(
+    r"\b(?:my|our|the) new\b|\bfirst (?:day|week|month|shift)\b"
+    r"|\b(?:just |recently |finally )?(?:started|joined|moved|relocated|transferred|settled|got hired)"
+    r"\b(?! (?:playing|watching|reading|thinking|feeling|learning)\b)"
+    r"|\b(?:I|we)(?:'m|'re| am| are)? now\b|\bnow,? (?:I|we)\b|\bthese days,? (?:I|we)\b"
+    r"|换了|换到|转到|新(?:的)?(?:公司|单位|工作|岗位|家|房子|城市|学校|地方)|搬(?:到|进|去|回|家)|入职|加入"
+    r"|安家|落户|领证|现在|目前|刚(?:刚)?(?:到|开始)",
+    re.IGNORECASE,
+)
 MARGIN = 0.02  # how much closer than "nothing in particular" a slot's prototypes must be
 SEPARATION = 0.01  # ... and than the next slot's
 NEAREST = 2  # a class's closeness: the mean of its NEAREST closest prototypes
@@ -140,6 +178,16 @@ def closeness(vector: Sequence[float], known: Prototypes) -> dict[str, float]:
         top = sims[:NEAREST]
         out[slot] = sum(top) / len(top) if top else 0.0
     return out
+
+
+def gives_a_value(text: str) -> bool:
+    """Whether ``text``'s words say it gives an attribute a value, so that the meaning may say
+    which: the speaker names their own value ("I'm a pharmacist in Leeds", "我是一名兽医"), or says
+    a value is new or changed ("First week at the new place", "我换到了一家律所"). A memory ("Reminds
+    me of my mom", "last month I visited my mom's house"), an ongoing activity ("I'm working on an
+    online platform", "I've been playing new games after work") or a mention of family ("My
+    partner") gives none, however close its meaning is to a slot's prototypes."""
+    return bool(_OWN_VALUE.search(text) or _NEW_VALUE.search(text) or is_change(text))
 
 
 def slot_by_meaning(vector: Sequence[float] | None, known: Prototypes) -> str | None:

@@ -9,9 +9,10 @@ from typing import Any
 from shared.events import Role, TurnPublished
 from shared.ingest import slot_meaning
 from shared.ingest.conflicts import Relation, judge_by_rules, merge_text
+from shared.ingest.embed import meaning_slot
 from shared.ingest.extraction import extract, is_plan
 from shared.ingest.llm_paths import extract_with_llm
-from shared.ingest.slot_meaning import NOTHING, Prototypes, slot_by_meaning
+from shared.ingest.slot_meaning import NOTHING, Prototypes, gives_a_value, slot_by_meaning
 from shared.llm import ExtractionAnswer, ImportanceAnswer
 from shared.models import MemoryStatus, MemoryType
 from tests.support.pipeline import Harness
@@ -171,6 +172,41 @@ def test_prototypes_are_embedded_once_per_model() -> None:
     assert first is again and embedder.calls == 1
     assert set(first.vectors) == set(slot_meaning.PROTOTYPES)
     assert slot_by_meaning(embedder._one("Got hired as a nurse"), first) == "profile:job"
+
+
+def test_the_meaning_chooses_a_slot_only_for_a_statement_whose_words_give_a_value() -> None:
+    embedder = _WordEmbedder()  # its "meaning": job for any work word, home for any home word
+    said = "I'm a nurse at the county hospital"
+    assert meaning_slot(said, embedder._one(said), embedder, AT) == "profile:job"
+    for memory in (
+        "I've been playing new games, a great way to relax after work",  # close to job, no value
+        "I have a photo of my dad on my desk at work",
+        "Last month I visited my mom's home",
+        "我妈妈家的院子很漂亮",
+    ):
+        assert meaning_slot(memory, embedder._one(memory), embedder, AT) is None, memory
+    for value in (
+        "I'm a pharmacist in Leeds",
+        "I'm an electrician for a small contractor",
+        "First week at the new place",
+        "We're settled in Portland now",
+        "我现在是一名兽医",
+        "我换到了一家律所",
+        "我们搬进了新房子",
+        "I no longer work at the bank",  # a change
+    ):
+        assert gives_a_value(value), value
+    for memory in (
+        "I'm a big believer in hard work",  # "in" a named place only
+        "I'm a huge fan of jazz",
+        "Reminds me of when I used to play games with my husband",
+        "I'm also working on an online platform",
+        "I've been thinking about my mom",
+        "My partner",
+        "我想起了我妈妈",
+        "我老公很会做饭",
+    ):
+        assert not gives_a_value(memory), memory
 
 
 # -- the LLM path: slots from the rules, plans as plans ---------------------------------------------
