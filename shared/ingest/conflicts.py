@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 
-from shared.ingest.extraction import PLAN_PREFIX, clause_spans, is_change, is_negated, plan_slot
+from shared.ingest.extraction import clause_spans, is_change, is_negated
+from shared.ingest.plans import PLAN_PREFIX, plan_slot
 from shared.models import Memory, MemoryStatus, MemoryType, memory_id
 from shared.storage import HistoryEntry
 from shared.text import keywords, word_set

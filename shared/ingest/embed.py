@@ -9,7 +9,7 @@ from datetime import datetime
 from shared.events import Role, TurnPublished
 from shared.indexing.turn_windows import window_text
 from shared.ingest.common import load_event, next_step
-from shared.ingest.extraction import is_plan, plan_slot
+from shared.ingest.plans import as_said
 from shared.ingest.slot_meaning import gives_a_value, prototypes, slot_by_meaning
 from shared.links import about_someone_else
 from shared.models import EventStage, Memory, MemoryStatus, MemoryType, is_redacted
@@ -103,14 +103,15 @@ def _wants_meaning(event: TurnPublished, memory: Memory) -> bool:
 
 def meaning_slot(content: str, vector: list[float], embedder: Embedder, at: datetime) -> str | None:
     """The slot a statement's meaning gives it (``shared.ingest.slot_meaning``), as a plan's slot
-    when it speaks of the future; None when its words give no value (:func:`gives_a_value`), when
-    no slot stands out, or when it is about someone else."""
+    when the clauses that give the value speak of the future (``shared.ingest.plans``); None when
+    its words give no value (:func:`gives_a_value`), when no slot stands out, or when it is about
+    someone else or only sought."""
     if not gives_a_value(content) or about_someone_else(content, partner_is_self=True):
         return None
     slot = slot_by_meaning(vector, prototypes(embedder))
     if slot is None:
         return None
-    return plan_slot(slot) if is_plan(content, at) else slot
+    return as_said(content, slot, at, gives_a_value)
 
 
 def turn_window(uow: UnitOfWork, event: TurnPublished, window: int) -> tuple[str, list[str]]:

@@ -29,7 +29,6 @@ from shared.ingest.extraction_rules import (
     CHANGE_TYPE_WEIGHT,
     COPULA_RE,
     ENTITY_WEIGHTS,
-    PLAN_RE,
     RULES,
     TYPE_ORDER,
     interest_topic,
@@ -38,6 +37,7 @@ from shared.ingest.extraction_rules import (
     is_negated,
     without_instruction,
 )
+from shared.ingest.plans import PLAN_PREFIX, PLAN_TAG, as_said, is_plan, plan_slot, word_carrier
 from shared.models import Extraction, MemoryDraft, MemoryType
 from shared.text import word_set
 
@@ -323,11 +323,14 @@ def _draft(text: str, role: Role, importance: float, type_: MemoryType, at: date
     tags = tuple(dict.fromkeys(cues.lexicon_tags(content) + extra))
     found = cues.entities(content)[:MAX_DRAFT_ENTITIES]
     slot = None if question else cues.slot_for(content, type_, tags, found)
-    if role is Role.USER and slot is not None and is_plan(content, at):
-        # A plan for a slot ("我们计划明年春天搬到苏州") is a task of its own slot, not the slot's
-        # new value: the present value stays current (see :func:`plan_slot`).
-        type_, slot, change = MemoryType.TASK, plan_slot(slot), False
-        tags = tuple(t for t in dict.fromkeys((*tags, PLAN_TAG)) if t != "change")
+    if role is Role.USER and slot is not None:
+        # Read from the clauses that carry the value (``shared.ingest.plans``): a plan for a slot
+        # ("我们计划明年春天搬到苏州") is a task of its own slot, not the slot's new value, so the
+        # present value stays current; a condition, a search or someone else's value is no value.
+        slot = as_said(content, slot, at, word_carrier(slot, type_))
+        if slot is not None and slot.startswith(PLAN_PREFIX):
+            type_, change = MemoryType.TASK, False
+            tags = tuple(t for t in dict.fromkeys((*tags, PLAN_TAG)) if t != "change")
     time_refs, due_at = timing(content, type_, at)
     return MemoryDraft(
         type=type_,
@@ -342,29 +345,6 @@ def _draft(text: str, role: Role, importance: float, type_: MemoryType, at: date
         time_refs=time_refs,
         due_at=due_at,
     )
-
-
-PLAN_TAG = "plan"
-PLAN_PREFIX = "plan:"
-
-
-def is_plan(content: str, at: datetime) -> bool:
-    """Whether ``content`` is about the future ("我下个月要搬到深圳了", "we're going to move to
-    Denver", "我打算明年换工作") and names no time that is already over."""
-    # Both the plan words of the rules ("要" but not "主要"/"需要") and a future tense.
-    if PLAN_RE.search(content) is None or timeexpr.tense(content) != "future":
-        return False
-    refs = timeexpr.resolve(content, at)
-    return not refs or timeexpr.earliest_future(refs, at) is not None
-
-
-def plan_slot(slot: str) -> str:
-    """The slot of a plan for ``slot``: "plan:profile:home". Plans of one slot compete with each
-    other (the newer plan replaces the older); a plan never competes with the slot's present value,
-    which stays current. A later statement of the slot itself ("我们搬到苏州了") says the plan
-    happened and supersedes it (``shared.ingest.conflicts``); a plan nobody confirms is a task and
-    expires when its time is over (the TTL sweep)."""
-    return slot if slot.startswith(PLAN_PREFIX) else PLAN_PREFIX + slot
 
 
 def timing(

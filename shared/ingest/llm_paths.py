@@ -15,15 +15,8 @@ from shared import cues
 from shared.events import Role, TurnPublished
 from shared.ingest.answers import answer_context
 from shared.ingest.conflicts import Judge, Relation, Verdict, judge_by_rules
-from shared.ingest.extraction import (
-    PLAN_TAG,
-    extract,
-    is_instruction,
-    is_plan,
-    plan_slot,
-    timing,
-    without_instruction,
-)
+from shared.ingest.extraction import extract, is_instruction, timing, without_instruction
+from shared.ingest.plans import PLAN_PREFIX, PLAN_TAG, as_said, word_carrier
 from shared.lifecycle.consolidation import Group
 from shared.llm import (
     INSTRUCTIONS,
@@ -92,9 +85,11 @@ def extract_with_llm(
         # the statement's meaning in the embed stage); a plan for a slot is a task of the plan's
         # slot, as on the rules path, so that it never replaces the slot's present value.
         slot = cues.slot_for(content, memory_type, tags, entities)
-        if event.role is Role.USER and slot is not None and is_plan(content, event.at):
-            memory_type, slot = MemoryType.TASK, plan_slot(slot)
-            tags = tuple(dict.fromkeys((*tags, PLAN_TAG)))
+        if event.role is Role.USER and slot is not None:
+            slot = as_said(content, slot, event.at, word_carrier(slot, memory_type))
+            if slot is not None and slot.startswith(PLAN_PREFIX):
+                memory_type = MemoryType.TASK
+                tags = tuple(dict.fromkeys((*tags, PLAN_TAG)))
         # Times as the rules resolve them, in the zone of the turn's own offset; a task whose words
         # the model rewrote without its time falls due when the turn's own words say.
         time_refs, due_at = timing(content, memory_type, event.at, said=event.content)

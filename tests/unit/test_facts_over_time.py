@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pytest
+
 from shared.events import Role, TurnPublished
 from shared.ingest import slot_meaning
 from shared.ingest.conflicts import Relation, judge_by_rules, merge_text
@@ -49,6 +51,96 @@ def test_the_present_and_the_past_are_no_plans() -> None:
     assert _draft("我主要用 Python").slot == "profile:primary_language"  # "主要" is no "要"
     assert not is_plan("我上个月搬到深圳了", AT)
     assert not is_plan("我去年要搬到深圳", AT)  # a time already over
+
+
+# Turns of LoCoMo (public benchmark text) and of our own, labelled: the plan words must govern the
+# clause that carries the slot's value, never an "I'll" elsewhere in the turn.
+MUST_BE_PLANS = {
+    "我们计划明年春天搬到苏州": "plan:profile:home",
+    "我打算下个月辞职，搬回老家": "plan:profile:home",  # the second clause goes on the plan's
+    "我下个月就要去新公司上班了": "plan:profile:job",
+    "I'm going to start a new job at Google in May": "plan:profile:job",
+    "I will start my new job at the clinic next Monday": "plan:profile:job",
+}
+MUST_NOT_BE_PLANS = {  # turn: its slot (None: no value of the speaker's)
+    "Sure! I'm lactose intolerant, so I'll just need the dairy-free recipe! ": "preference:diet",
+    "I wish I wasn't allergic! I would get two turtles today if I could! I found out recently I'm"
+    " allergic to cockroaches as well, so who knows if I'll ever get a pet.": "preference:diet",
+    "Thanks! It's been tough going since I lost my job, but I'm sure investing my time in my business"
+    " will pay off eventually. I really appreciate your help.": "profile:job",
+    "Good idea, Nate! I'll think about it and maybe get pets of my own soon if I can find any I'm not"
+    " allergic to. Have you been up to anything recently?": None,  # only a condition
+    "Searching for the perfect dance studio's a tough job, Jon. Hang in there and you'll find it soon!": None,
+    "I'm lactose intolerant so I'll just need the dairy-free recipe": "preference:diet",
+    "I'm vegetarian so I'll bring my own lunch tomorrow": "preference:diet",
+    "我是素食者，所以明天会自己带饭": "preference:diet",
+    "我住在杭州，明年要搬到苏州": "profile:home",  # the newer statement of the present home
+    "If I get a new job, I'll move to Denver": None,
+    "如果我换了新工作，就搬到深圳": None,
+}
+
+
+@pytest.mark.parametrize("text", list(MUST_BE_PLANS))
+def test_a_plan_is_read_from_the_clause_that_carries_the_value(text: str) -> None:
+    plan = _draft(text)
+    assert (plan.type, plan.slot) == (MemoryType.TASK, MUST_BE_PLANS[text])
+
+
+@pytest.mark.parametrize("text", list(MUST_NOT_BE_PLANS))
+def test_a_future_word_in_another_clause_makes_no_plan(text: str) -> None:
+    drafts = extract(_turn(text)).drafts
+    slot = MUST_NOT_BE_PLANS[text]
+    assert [d.slot for d in drafts if d.slot] == ([slot] if slot else [])
+    assert all(d.type is not MemoryType.TASK for d in drafts)
+
+
+def test_a_plan_in_a_later_clause_is_no_plan_of_the_value_before_it() -> None:
+    yoga = extract(_turn(
+        "I've been into yoga and meditation lately. It helps me recharge. Doing different poses relieves"
+        " tension and calms my mind. I've already shared my newfound love for yoga with my partner, and"
+        " we're planning to go on a meditation retreat together to enhance our practice together."
+    )).drafts  # fmt: skip
+    assert [d.slot for d in yoga if d.slot] == ["preference:hobby:yoga"]
+
+
+# A new job or home is a change only when it is the speaker's own and obtained.
+MUST_CHANGE_JOB = (
+    "I started a new job at Google",
+    "I got a new job at the clinic",
+    "Loving my new job at the vet clinic",
+    "I am loving the new job!",
+    "我换了新工作",
+    "我在新公司的第一周",
+)
+MUST_NOT_CHANGE_JOB = (
+    "Congrats on the new job! So I got these new collars and tags for my dogs - so cute!",
+    "It's been a bit of a rough patch lately. The company downsized, and I was part of that. I'm"
+    " currently on the hunt for a new job, which hasn't been easy, but I'm keeping my spirits up and"
+    " staying hopeful.",
+    "Way to go, John! Congrats on achieving that major career milestone.",
+    "Congrats on your new job!",
+    "Good luck with the new job!",
+    "I'm looking for a new job",
+    "I want a new job",
+    "If I get a new job, I'll move to Denver",
+    "恭喜你换了新工作",
+    "我在找新工作",
+    "我想换工作",
+)
+
+
+@pytest.mark.parametrize("text", MUST_CHANGE_JOB)
+def test_the_speakers_own_new_job_is_a_change_of_job(text: str) -> None:
+    assert [d.slot for d in extract(_turn(text)).drafts] == ["profile:job"]
+
+
+@pytest.mark.parametrize("text", MUST_NOT_CHANGE_JOB)
+def test_a_new_job_sought_congratulated_or_conditional_is_no_change(text: str) -> None:
+    assert not [d for d in extract(_turn(text)).drafts if d.slot and "job" in d.slot]
+
+
+def test_first_week_at_the_new_place_is_a_profile_fact() -> None:
+    assert _draft("First week at the new place!").type is MemoryType.PROFILE  # its slot: by meaning
 
 
 def _said(h: Harness, *texts: str, user: str = "u1") -> None:
