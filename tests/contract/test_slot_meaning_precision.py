@@ -117,3 +117,22 @@ def test_values_in_both_languages_get_their_slot_by_meaning(e5: Embedder) -> Non
     by_meaning = {text for text, slots in found.items() if slots}
     # Some of each language, not necessarily all: where the meaning is unsure it gives none.
     assert any(t.isascii() for t in by_meaning) and any(not t.isascii() for t in by_meaning), found
+
+
+def test_the_precision_script_runs_end_to_end_on_a_tiny_file(tmp_path, capsys) -> None:
+    """``python -m bench.slot_precision`` (the measurement the docs cite) on two turns: one the
+    gate stops, one whose meaning gives the job slot."""
+    import json
+
+    from bench import slot_precision
+
+    path = tmp_path / "locomo.json"
+    turns = [
+        {"dia_id": "D1:1", "text": "I'm a pharmacist in Leeds."},
+        {"dia_id": "D1:2", "text": "Stay motivated and remember that anything is possible with hard work"},
+    ]
+    path.write_text(json.dumps([{"sample_id": "c", "conversation": {"session_1": turns}}]), encoding="utf-8")
+    slot_precision.main([str(path), "--turns", "2"])
+    out = capsys.readouterr().out
+    assert "of 2 turns" in out
+    assert "with the gate, slots by meaning: 1" in out and f"== {JOB}\n   I'm a pharmacist in Leeds" in out
