@@ -14,9 +14,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 
-from shared.ingest.extraction import is_change, is_negated
+from shared.ingest.extraction import clause_spans, is_change, is_negated
+from shared.ingest.plans import PLAN_PREFIX, plan_slot
 from shared.models import Memory, MemoryStatus, MemoryType, memory_id
 from shared.storage import HistoryEntry
+from shared.text import keywords, word_set
 
 SIMILAR = 0.80  # cosine above which two memories of one user are worth judging
 NEAR_DUPLICATE = 0.98
@@ -87,6 +89,10 @@ def source_order(source: Mapping[str, object]) -> tuple[str, str, int]:
 
 def judge_by_rules(older: Memory, newer: Memory) -> Verdict:
     """Decide how two active memories of one user relate, from slots, polarity and change words."""
+    if older.slot and newer.slot and older.slot == plan_slot(newer.slot) != newer.slot:
+        # "我们搬到苏州了" after "我们计划明年春天搬到苏州": the plan happened; the statement is the
+        # slot's value now and the plan is history. (A plan after the value never competes with it.)
+        return Verdict(Relation.SUPERSEDE, f"the plan for {newer.slot} happened")
     if not compatible(older.type, newer.type):
         return Verdict(Relation.UNRELATED, f"types {older.type} and {newer.type} do not compete")
     similarity = cosine(older.embedding, newer.embedding)
@@ -129,13 +135,45 @@ def judge_by_rules(older: Memory, newer: Memory) -> Verdict:
 
 
 def _value_keyed(slot: str) -> bool:
-    return slot.count(":") >= 2
+    return slot.removeprefix(PLAN_PREFIX).count(":") >= 2
+
+
+def same_attribute(a: str | None, b: str | None) -> bool:
+    """Whether two slots are about one attribute: equal, or one is the plan for the other."""
+    return bool(a and b) and (a == b or a == plan_slot(b or "") or b == plan_slot(a or ""))
+
+
+# Words that restate rather than state: "Still vegetarian of course", "Reminder: I'm vegetarian".
+_RESTATING = word_set("""
+    still again reminder remind remember course always really also too just anyway
+    还是 依然 仍然 一直 还 也 记住 提醒 当然
+""")
+_ENDS = "。.;；,，!！ "
 
 
 def merge_text(a: str, b: str) -> str:
+    """One statement from two that complement each other, never a list of near-repeats.
+
+    When one says all the other does (its content words hold the other's), it is the clearest
+    and stands alone. Otherwise ``a`` is kept whole and only the clauses of ``b`` that add a
+    content word are added ("I'm vegetarian, I don't eat meat or fish" + "Reminder: I'm
+    vegetarian, please never suggest meat recipes" → "…; please never suggest meat recipes"). The
+    merged memory cites every source, so nothing said is lost from the history."""
+    a, b = a.rstrip(_ENDS), b.rstrip(_ENDS)
+    said_a, said_b = set(keywords(a)) - _RESTATING, set(keywords(b)) - _RESTATING
+    if said_a >= said_b:
+        return a[:300]
+    if said_b > said_a:
+        return b[:300]
+    seen, added = set(said_a), []
+    for start, end in clause_spans(b):
+        clause = b[start:end].strip(_ENDS + ":：")
+        new = set(keywords(clause)) - _RESTATING - seen
+        if clause and new:
+            added.append(clause)
+            seen |= new
     cjk = any("\u4e00" <= ch <= "\u9fff" for ch in a + b)
-    joined = ("；" if cjk else "; ").join([a.rstrip("。.;； "), b.rstrip("。.;； ")])
-    return joined[:300]
+    return ("；" if cjk else "; ").join([a, *added])[:300]
 
 
 _DECISIVENESS = {Strategy.SUPERSEDE: 2, Strategy.INVALIDATE_OLDER: 1, Strategy.KEEP_BOTH: 0}

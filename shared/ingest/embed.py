@@ -4,11 +4,15 @@ context window, ``shared/indexing/turn_windows.py``) embedded in one model call.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
-from shared.events import TurnPublished
+from shared.events import Role, TurnPublished
 from shared.indexing.turn_windows import window_text
 from shared.ingest.common import load_event, next_step
-from shared.models import EventStage, Memory, MemoryStatus, is_redacted
+from shared.ingest.plans import as_said
+from shared.ingest.slot_meaning import gives_a_value, prototypes, slot_by_meaning
+from shared.links import about_someone_else
+from shared.models import EventStage, Memory, MemoryStatus, MemoryType, is_redacted
 from shared.ports import Embedder, EmbeddingModelMismatch
 from shared.storage import FollowUp, UnitOfWork
 
@@ -77,12 +81,37 @@ def embed_events(
         for memory in drafts:
             memory.embedding = vectors[memory.content]
             memory.embedding_model = embedder.model_name
+            if _wants_meaning(event, memory):
+                memory.slot = meaning_slot(memory.content, memory.embedding, embedder, event.at)
             uow.memories.save(memory)
         if turn_text is not None:
             uow.events.set_turn_vector(event.ref, vectors[turn_text], embedder.model_name, context)
         stages[event.ref] = EventStage.EMBEDDED if drafts else EventStage.PERSISTED
         uow.events.set_stage(event.ref, stages[event.ref].value)
     return stages
+
+
+def _wants_meaning(event: TurnPublished, memory: Memory) -> bool:
+    """A profile fact or fact of the user's own turn that the slot words left without a slot."""
+    return (
+        memory.slot is None
+        and event.role is Role.USER
+        and memory.type in (MemoryType.PROFILE, MemoryType.FACT)
+        and "question" not in memory.tags
+    )
+
+
+def meaning_slot(content: str, vector: list[float], embedder: Embedder, at: datetime) -> str | None:
+    """The slot a statement's meaning gives it (``shared.ingest.slot_meaning``), as a plan's slot
+    when the clauses that give the value speak of the future (``shared.ingest.plans``); None when
+    its words give no value (:func:`gives_a_value`), when no slot stands out, or when it is about
+    someone else or only sought."""
+    if not gives_a_value(content) or about_someone_else(content, partner_is_self=True):
+        return None
+    slot = slot_by_meaning(vector, prototypes(embedder))
+    if slot is None:
+        return None
+    return as_said(content, slot, at, gives_a_value)
 
 
 def turn_window(uow: UnitOfWork, event: TurnPublished, window: int) -> tuple[str, list[str]]:

@@ -37,6 +37,7 @@ from shared.ingest.extraction_rules import (
     is_negated,
     without_instruction,
 )
+from shared.ingest.plans import PLAN_PREFIX, PLAN_TAG, as_said, is_plan, plan_slot, word_carrier
 from shared.models import Extraction, MemoryDraft, MemoryType
 from shared.text import word_set
 
@@ -51,6 +52,8 @@ __all__ = [
     "is_chit_chat",
     "is_instruction",
     "is_negated",
+    "is_plan",
+    "plan_slot",
     "question_text",
     "slot_for",
     "statement_text",
@@ -319,6 +322,15 @@ def _draft(text: str, role: Role, importance: float, type_: MemoryType, at: date
     extra = (("change",) if change else ()) + (("question",) if question else ())
     tags = tuple(dict.fromkeys(cues.lexicon_tags(content) + extra))
     found = cues.entities(content)[:MAX_DRAFT_ENTITIES]
+    slot = None if question else cues.slot_for(content, type_, tags, found)
+    if role is Role.USER and slot is not None:
+        # Read from the clauses that carry the value (``shared.ingest.plans``): a plan for a slot
+        # ("我们计划明年春天搬到苏州") is a task of its own slot, not the slot's new value, so the
+        # present value stays current; a condition, a search or someone else's value is no value.
+        slot = as_said(content, slot, at, word_carrier(slot, type_))
+        if slot is not None and slot.startswith(PLAN_PREFIX):
+            type_, change = MemoryType.TASK, False
+            tags = tuple(t for t in dict.fromkeys((*tags, PLAN_TAG)) if t != "change")
     time_refs, due_at = timing(content, type_, at)
     return MemoryDraft(
         type=type_,
@@ -327,7 +339,7 @@ def _draft(text: str, role: Role, importance: float, type_: MemoryType, at: date
         tags=tags,
         entities=found,
         cues=cues.cues_for_memory(content, tags, found),
-        slot=None if question else cues.slot_for(content, type_, tags, found),
+        slot=slot,
         negated=is_negated(content),
         change=change,
         time_refs=time_refs,

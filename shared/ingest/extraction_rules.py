@@ -111,9 +111,30 @@ _PREFERENCE = _any(
     r"\bmy fav(?:ou)?rite\b|\b(?:allergic|allergy|vegetarian|vegan|lactose|gluten)\b",
     r"\bI'm a (?:huge |big )?fan of\b",
 )
+# A new job or home is a change only when it is the speaker's own and obtained ("my new job", "I am
+# loving the new job", "我换了新工作"): not when the clause before it congratulates someone else,
+# seeks or wishes for one, or sets a condition ("congrats on the new job", "on the hunt for a new
+# job", "if I get a new job", "恭喜你换了新工作", "我在找新工作", "想换工作").
+_NOT_OWN_EN = (
+    r"congrat\w*|luck|proud|you|your|you're|he|she|they|his|her|their|look\w*|hunt\w*|search\w*"
+    r"|seek\w*|want\w*|wish\w*|hop(?:e|es|ing)|need\w*|apply\w*|applied|interview\w*|find|finding"
+    r"|if|unless|whether"
+)
+_NOT_OWN_ZH = r"找|寻|想|希望|盼|如果|要是|假如|万一|恭喜|祝贺|你|他|她"
+
+
+def _own_en(what: str) -> str:
+    """``what`` with no word of :data:`_NOT_OWN_EN` before it in its clause."""
+    return rf"(?:^|(?<=[.!?,;:]))(?:(?!\b(?:{_NOT_OWN_EN})\b)[^.!?,;:\n])*?{what}"
+
+
+def _own_zh(what: str) -> str:
+    return rf"(?:^|(?<=[，,。.!！?？;；:：]))(?:(?!{_NOT_OWN_ZH})[^，,。.!！?？;；:：\n])*?(?:{what})"
+
+
 _PROFILE = _any(
     r"我叫|我的名字|我(?:今年)?\d{1,3}岁|我今年|我的生日|我住|住在|家住|我家在|我(?:的)?老家|我来自|搬到|毕业于",
-    r"我在[^，,。]{1,15}(?:工作|上班|实习|读书|上学|任职)|我(?:的)?(?:工作|职业)是",
+    r"我在(?!找|寻|考虑|想)[^，,。]{1,15}(?:工作|上班|实习|读书|上学|任职)|我(?:的)?(?:工作|职业)是",
     _ZS + r"(?:在[^，,。]{1,20})?(?:做|当|担任)(?:一名|一个|个|了)?[^，,。]{0,8}?" + _JOBS_ZH,
     r"我的?(?:主要|主力|首选)(?:编程|开发)?语言|我的?母语|我(?:主要|平时主要|日常)(?:用|写|说)",
     r"\bmy (?:primary|main|native|first|preferred|go-to|daily|default|usual)"
@@ -121,21 +142,42 @@ _PROFILE = _any(
     r"\bI (?:mainly|mostly|primarily) (?:use|code in|write|work (?:in|with)|program in|speak)\b",
     r"我(?:是|当)(?:一名|一个|个)?[^，,。]{0,6}" + _JOBS_ZH,
     r"\bmy name is\b|\bI'm called\b|\bcall me\b|\bI(?:'m| am) \d{1,3}(?: years old)?\b|\bmy birthday\b",
-    r"\bI (?:live|lived|grew up|was born|moved|relocated) (?:in|to|at)\b",
+    # An adverb between "I" and the verb ("I now live in", "I currently work at") says the same.
+    r"\bI (?:now |currently |still |actually )?(?:live|lived|grew up|was born|moved|relocated)"
+    r" (?:in|to|at)\b",
     r"\bI(?:'m| am) (?:from|based in)\b",
     r"\bmy (?:hometown|home town|address)\b|\bI (?:speak|studied|graduated|majored)\b",
-    r"\bI(?:'m| am)? (?:work|worked|working) (?:as|at|for|in|on)\b(?! (?:it|that|this|them)\b)",
+    r"\bI(?:'m| am)? (?:now |currently |still )?(?:work|worked|working) (?:as|at|for|in|on)\b"
+    r"(?! (?:it|that|this|them)\b)",
     r"\bmy (?:job|role|title|employer)\b",
     rf"\bI(?:'m| am) an? (?:\w+ )?{_JOBS}\b",
+    # A trade named by its form ("a pharmacist in Leeds", "a vet at", "an electrician for"): a noun of
+    # a trade's suffix, or any noun followed by where it is done. What the job is, is left to the
+    # slot's meaning (``shared.ingest.slot_meaning``), so no list of trades has to be complete.
+    r"\bI(?:'m| am) (?:now )?an? (?:\w+ )?\w+(?:ist|ian|ner|ker|ter|ger|ver|ser|tor|sor)\b"
+    r"(?= (?:in|at|for|with)\b)",
+    r"\bI(?:'m| am) (?:now )?an? \w+(?: \w+)? (?:at|for) (?:an? |the )?(?-i:[A-Z])\w*",  # a name
+    r"\bI(?:'m| am) (?:now )?an? \w+(?: \w+)? (?:at|for) (?:an?|the|my) \w+",  # "a barista at a café"
     # Changes of home, job, number and partner, stated without the words of the first statement
     # ("跳槽到腾讯了" after "我在阿里上班"): profile facts, so that their slot can replace the old one.
-    r"搬家|搬去|搬回|跳槽|入职|离职|辞职|换了?(?:工作|公司)|加入了?[^，,。]{1,12}(?:公司|团队|集团)",
+    _own_zh(r"搬家|搬去|搬回|跳槽|入职|离职|辞职|换了?新?(?:工作|公司)|新工作")
+    + r"|加入了?[^，,。]{1,12}(?:公司|团队|集团)",
+    # A role by its classifier ("我现在是一名兽医"), a new workplace or home in other words ("换到了一家
+    # 律所", "新单位在南山", "在深圳安家了"): which slot, the meaning says (``slot_meaning``).
+    r"我(?:现在|目前|已经|也)?是一[名位]|安家|落户|领证|"
+    + _own_zh(r"(?:换|转|调|跳)到了?一家|新(?:公司|单位|东家|住处|房子)"),
     r"我的?(?:新)?(?:手机号码?|电话号码)|换了?(?:手机号码?|电话号码|号码|号)|新号码",
     r"分手|离婚|结婚了|订婚|单身|脱单|在谈恋爱|(?:交|谈)了(?:一?个)?(?:男|女)朋友",
     r"\bI (?:left|quit)\b[^.!?]{1,40}\bnow (?:I(?:'m| am) )?(?:at|with|working (?:at|for))\b",
     r"\bI(?:'m| am) now (?:at|with|working (?:at|for))\b",
-    r"\b(?:left|quit) my job\b|\bmy new (?:job|employer)\b",
-    r"\bI (?:started|got) a new job\b|\bI(?:'ve| have)? started (?:working )?at\b|\bI got hired (?:at|by)\b",
+    r"\b(?:left|quit) my job\b",
+    _own_en(
+        r"\b(?:(?:my|our) new (?:job|employer|workplace|position|role|place|apartment|house|home|office)"
+        r"|(?:the|this|a) new (?:job|employer|workplace|position|role))\b"
+    ),
+    _own_en(r"\bfirst (?:day|week|month|shift) (?:at|in|of) (?:the|my|our) new \w+"),
+    r"\bI(?:'ve| have)? (?:just |finally |recently )?(?:started|got|landed|found|accepted|began) (?:a|my) new"
+    r" (?:job|position|role)\b|\bI(?:'ve| have)? started (?:working )?at\b|\bI got hired (?:at|by)\b",
     r"\bmy (?:new |current )?(?:phone|cell|mobile) number\b|\bmy new number\b",
     r"\b(?:I|we) (?:broke up|split up|got married|got engaged|got divorced)\b",
     r"\bI(?:'m| am) (?:now )?(?:single|married|engaged|divorced|dating)\b",

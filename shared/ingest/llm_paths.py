@@ -16,6 +16,7 @@ from shared.events import Role, TurnPublished
 from shared.ingest.answers import answer_context
 from shared.ingest.conflicts import Judge, Relation, Verdict, judge_by_rules
 from shared.ingest.extraction import extract, is_instruction, timing, without_instruction
+from shared.ingest.plans import PLAN_PREFIX, PLAN_TAG, as_said, word_carrier
 from shared.lifecycle.consolidation import Group
 from shared.llm import (
     INSTRUCTIONS,
@@ -80,6 +81,15 @@ def extract_with_llm(
         entities = tuple(dict.fromkeys([*cues.entities(content), *(e.lower() for e in proposed.entities)]))
         tags = tuple(dict.fromkeys([*cues.lexicon_tags(content), *(t.lower() for t in proposed.tags)]))
         memory_type = MemoryType(proposed.type)
+        # The slot comes from the rules, as the cue keys do (and, when the words name none, from
+        # the statement's meaning in the embed stage); a plan for a slot is a task of the plan's
+        # slot, as on the rules path, so that it never replaces the slot's present value.
+        slot = cues.slot_for(content, memory_type, tags, entities)
+        if event.role is Role.USER and slot is not None:
+            slot = as_said(content, slot, event.at, word_carrier(slot, memory_type))
+            if slot is not None and slot.startswith(PLAN_PREFIX):
+                memory_type = MemoryType.TASK
+                tags = tuple(dict.fromkeys((*tags, PLAN_TAG)))
         # Times as the rules resolve them, in the zone of the turn's own offset; a task whose words
         # the model rewrote without its time falls due when the turn's own words say.
         time_refs, due_at = timing(content, memory_type, event.at, said=event.content)
@@ -91,6 +101,7 @@ def extract_with_llm(
                 tags=tags,
                 entities=entities,
                 cues=cues.cues_for_memory(content, tags, entities),
+                slot=slot,
                 time_refs=time_refs,
                 due_at=due_at,
             )

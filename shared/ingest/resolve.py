@@ -8,7 +8,7 @@ from datetime import datetime
 
 from shared.events import TurnPublished
 from shared.ingest.common import CONFLICT_CANDIDATES, load_event
-from shared.ingest.conflicts import SIMILAR, Judge, Strategy, apply, cosine, order_key
+from shared.ingest.conflicts import SIMILAR, Judge, Strategy, apply, cosine, order_key, same_attribute
 from shared.models import EventStage, MemoryStatus, MemoryType
 from shared.ports import Embedder
 from shared.queues import TaskName
@@ -71,7 +71,8 @@ def judge_new_memories(
                 break
             if latest.status is not MemoryStatus.ACTIVE:
                 continue
-            if latest.slot != current.slot and cosine(latest.embedding, current.embedding) < SIMILAR:
+            related = latest.slot == current.slot or same_attribute(latest.slot, current.slot)
+            if not related and cosine(latest.embedding, current.embedding) < SIMILAR:
                 continue
             older, newer = sorted([latest, current], key=order_key)
             if (older.id, newer.id) in judged:

@@ -9,6 +9,7 @@ import pytest
 
 from shared.indexing.collections import TURNS
 from shared.indexing.reindex import rebuild_collection, rebuild_indexes
+from shared.ingest.slot_meaning import prototypes
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES, MemoryStatus, turn_point_id
 from shared.queues import TaskName
 from shared.recall.cascade import recall
@@ -28,6 +29,9 @@ def test_a_turn_that_made_no_memory_is_embedded_indexed_and_done():
 
 def test_a_memorable_turn_gets_a_memory_and_a_turn_point_sharing_one_embedding_call():
     h = TurnHarness()
+    # The slot prototypes are embedded once per model and process, whichever turn needs them first
+    # (``shared.ingest.slot_meaning``): counted here, they would be that one-off, not this turn's.
+    prototypes(h.embedder)
     calls: list[int] = []
     embed = h.embedder.embed_passages
     h.embedder.embed_passages = lambda texts: calls.append(len(texts)) or embed(texts)  # type: ignore[method-assign]
