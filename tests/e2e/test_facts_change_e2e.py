@@ -27,7 +27,7 @@ from service.operations.recall import recall_for
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.settings import Settings
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
-from tests.support.services import wait_processed
+from tests.support.services import publish_processed, wait_processed
 from workers.bootstrap import Container, build_container
 
 CST = timezone(timedelta(hours=8))
@@ -57,20 +57,10 @@ def ingest(it_settings: Settings, start_workers: Callable[..., list[Any]]) -> It
     containers: list[Container] = []
 
     def run(user_id: str, turns: list[Turn]) -> Container:
-        container = build_container(it_settings)
+        container, _ = publish_processed(
+            it_settings, start_workers, [(t.user_id or user_id, t.content, t.at) for t in turns]
+        )
         containers.append(container)
-        with Publisher.from_settings(it_settings) as pub:
-            ids = [
-                pub.publish(
-                    user_id=t.user_id or user_id,
-                    session_id="s1",
-                    role="user",
-                    content=t.content,
-                    at=t.at.isoformat(),
-                ).event_id
-                for t in turns
-            ]
-        wait_processed(container, ids, start_workers())
         return container
 
     yield run

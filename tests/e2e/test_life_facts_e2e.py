@@ -21,12 +21,11 @@ from typing import Any
 
 import pytest
 
-from producers.publisher import Publisher
 from shared.events import event_ref
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.settings import Settings
-from tests.support.services import cuemem_in_process, wait_processed
-from workers.bootstrap import Container, build_container
+from tests.support.services import cuemem_in_process, publish_processed
+from workers.bootstrap import Container
 
 CST = timezone(timedelta(hours=8))
 EST = timezone(timedelta(hours=-5))
@@ -49,16 +48,10 @@ def ingest(it_settings: Settings, start_workers: Callable[..., list[Any]]) -> It
     containers: list[Container] = []
 
     def run(turns: list[Turn]) -> Container:
-        container = build_container(it_settings)
+        container, _ = publish_processed(
+            it_settings, start_workers, [(t.user_id, t.content, t.at) for t in turns]
+        )
         containers.append(container)
-        with Publisher.from_settings(it_settings) as pub:
-            ids = [
-                pub.publish(
-                    user_id=t.user_id, session_id="s1", role="user", content=t.content, at=t.at.isoformat()
-                ).event_id
-                for t in turns
-            ]
-        wait_processed(container, ids, start_workers())
         return container
 
     yield run

@@ -18,13 +18,12 @@ from typing import Any
 
 import pytest
 
-from producers.publisher import Publisher
 from service.operations.recall import recall_for
 from shared.events import Role, TurnPublished
 from shared.ingest.extraction import extract
 from shared.settings import Settings
-from tests.support.services import wait_processed
-from workers.bootstrap import Container, build_container
+from tests.support.services import publish_processed
+from workers.bootstrap import Container
 
 NOW = datetime(2026, 11, 16, 10, 0, tzinfo=UTC)  # a Monday: "last week" is 2026-11-09 .. 2026-11-15
 LANGS = ("zh", "en")
@@ -59,16 +58,10 @@ def ingest(it_settings: Settings, start_workers: Callable[..., list[Any]]) -> It
     containers: list[Container] = []
 
     def run(user_id: str, turns: list[Turn]) -> World:
-        container = build_container(it_settings)
+        container, ids = publish_processed(
+            it_settings, start_workers, [(user_id, t.content, t.at) for t in turns]
+        )
         containers.append(container)
-        with Publisher.from_settings(it_settings) as pub:
-            ids = [
-                pub.publish(
-                    user_id=user_id, session_id="s1", role="user", content=t.content, at=t.at.isoformat()
-                ).event_id
-                for t in turns
-            ]
-        wait_processed(container, ids, start_workers())
         return World(container, user_id, ids)
 
     yield run

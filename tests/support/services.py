@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 
 from sqlalchemy import text
@@ -28,6 +29,28 @@ def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 
             return True
         time.sleep(interval)
     return predicate()
+
+
+def publish_processed(
+    settings: Settings,
+    start_workers: Callable[[], list[WorkerProcess]],
+    turns: Sequence[tuple[str, str, datetime]],
+) -> tuple[Container, list[str]]:
+    """Publish ``(user id, content, at)`` turns as one session each user's, in order, and wait
+    until real workers processed them; a new container and the event ids (the caller closes it)."""
+    from producers.publisher import Publisher
+    from workers.bootstrap import build_container
+
+    container = build_container(settings)
+    with Publisher.from_settings(settings) as pub:
+        ids = [
+            pub.publish(
+                user_id=user, session_id="s1", role="user", content=content, at=at.isoformat()
+            ).event_id
+            for user, content, at in turns
+        ]
+    wait_processed(container, ids, start_workers())
+    return container, ids
 
 
 def wait_processed(
