@@ -145,6 +145,12 @@ _PROFILE = _any(
     # An adverb between "I" and the verb ("I now live in", "I currently work at") says the same.
     r"\bI (?:now |currently |still |actually )?(?:live|lived|grew up|was born|moved|relocated)"
     r" (?:in|to|at)\b",
+    # A move or a new employer still to come, named ("I'm going to move to Suzhou", "I will start at
+    # Google in May"): a profile statement whose mood (``shared.ingest.plans``) makes it a plan.
+    r"\b(?:I|we)(?:'m|'re| am| are|'ll| will)? (?:going to |planning to |about to |gonna )?(?:be )?"
+    r"(?:move|moving|relocate|relocating) (?:back )?to (?-i:[A-Z])",
+    r"\bI(?:'m| am|'ll| will)? (?:going to |about to |gonna )?(?:be )?(?:start|starting)"
+    r" (?:work |working |my new job |a new job |the new job )?at (?-i:[A-Z])",
     r"\bI(?:'m| am) (?:from|based in)\b",
     r"\bmy (?:hometown|home town|address)\b|\bI (?:speak|studied|graduated|majored)\b",
     r"\bI(?:'m| am)? (?:now |currently |still )?(?:work|worked|working) (?:as|at|for|in|on)\b"

@@ -11,12 +11,14 @@ elsewhere in the turn:
   words, :func:`shared.cues.slot_for` of the piece; for a slot by meaning, the words that say a
   value is given). When no piece alone carries it, every piece does.
 - **A piece's mood**: a *plan* when the piece itself has a plan word (要/打算/计划/准备/will/going
-  to…, :data:`PLAN_RE`) and a future tense, or opens with "when/once/after" (一旦, 等我) and
-  speaks of the future ("when we move to Denver next year"); *no value* when it is a condition
-  ("if I get a new job", 如果, 要是), a search or a wish for the value ("looking for a new job",
-  "on the hunt for", 在找, 想换) or someone else's ("congrats on the new job", "your new job",
-  恭喜); the *present* otherwise. A piece without a subject of its own ("…, move to Suzhou and open
-  a café", "…，搬到上海") goes on the clause before it and takes its mood.
+  to…, :data:`PLAN_RE`) or a present progressive ("we're moving") and a future tense, or opens
+  with "when/once/after" (一旦, 等我) and speaks of the future ("when we move to Denver next
+  year"), or is a move or a start in the progressive with no time past ("I'm moving to Munich
+  soon"); *no value* when it is a condition ("if I get a new job", 如果, 要是), a search or a wish
+  for the value ("looking for a new job", "on the hunt for", 在找, 想换) or someone else's
+  ("congrats on the new job", "your new job", 恭喜); the *present* otherwise. A piece without a
+  subject of its own ("…, move to Suzhou and open a café", "…，搬到上海") goes on the clause
+  before it and takes its mood.
 - **The statement's mood**: a plan when every value piece is a plan or no value and one is a
   plan, no value when every one is no value, else the present. A present statement of the value
   is never a plan because of another clause; a plan said next to the present value ("我住在杭州，
@@ -83,6 +85,16 @@ _NOT_OWN_RE = re.compile(
     r"|在?找|寻找|想(?:换|找|搬|去)|希望|恭喜|祝贺|你的|你(?:也)?(?:换|搬|入职|跳槽)",
     _I,
 )
+# The present progressive of a future time ("we're moving to Denver next year", "I'm starting at
+# Stripe next month") says a plan as plainly as "will" does; of a move or a start it does with no
+# time named, or only "soon" ("I'm moving to Berkeley soon"): the move has not happened yet.
+_PROGRESSIVE_RE = re.compile(r"\b(?:I|we)(?:['’]m|['’]re| am| are) (?:\w+ )?\w+ing\b", _I)
+_COMING_RE = re.compile(
+    r"\b(?:I|we)(?:['’]m|['’]re| am| are) (?:\w+ )?"
+    r"(?:(?:moving|relocating)(?: back)? to|starting (?:at|a new|my new|the new))\b"
+    r"(?!.*\b(?:ago|last|yesterday)\b)",
+    _I,
+)
 _SUBJECT_RE = re.compile(rf"\b{_SUBJECT_EN}\b|[我咱你他她它]", _I)
 
 
@@ -99,8 +111,12 @@ def _own_mood(piece: str) -> Mood | None:
     """The mood ``piece`` states by its own words; None when it has none of its own."""
     if _CONDITION_RE.search(piece) or _NOT_OWN_RE.search(piece):
         return Mood.NONE
-    future = timeexpr.tense(piece) == "future"
-    if future and (PLAN_RE.search(piece) or _TIME_CLAUSE_RE.search(piece)):
+    tense = timeexpr.tense(piece)
+    if tense == "future" and (
+        PLAN_RE.search(piece) or _TIME_CLAUSE_RE.search(piece) or _PROGRESSIVE_RE.search(piece)
+    ):
+        return Mood.PLAN
+    if tense is None and _COMING_RE.search(piece):
         return Mood.PLAN
     return None
 

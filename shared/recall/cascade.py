@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from shared.cues import QueryCues, query_cues
 from shared.ports import Embedder, Reranker, VectorIndex, WorkingMemory
 from shared.recall import deterministic as stage1
-from shared.recall import floor, fusion, roles, windows
+from shared.recall import floor, fusion, roles, slots, windows
 from shared.recall.explain import Scored, Trace, answered, exact_answer
 from shared.recall.features import Lists, candidate_features
 from shared.recall.relevance import RelevanceModel, packaged_model
@@ -49,6 +49,7 @@ class Gathered:
     windows: list[tuple[object, object]]
     about_assistant: bool
     follow_up: bool = False  # the query names no subject of its own ("那我现在该怎么办？")
+    asked_slot: str | None = None  # the user's own slot whose current value it asks ("Where do I work?")
 
     def features(self, request: RecallRequest) -> dict[str, list[float]]:
         return candidate_features(
@@ -104,7 +105,15 @@ def gather(
         recent=recent_ranked,
         window=window_ranked,
     )
-    return Gathered(pool, lists, cues, list(times.windows), roles.asks_assistant(request.searched), follow_up)
+    return Gathered(
+        pool,
+        lists,
+        cues,
+        list(times.windows),
+        roles.asks_assistant(request.searched),
+        follow_up,
+        None if request.is_dialogue else slots.asked_slot(request.searched),
+    )
 
 
 def rank(
@@ -132,6 +141,14 @@ def rank(
         # their subject: the model has no follow-up to learn this from.
         recent = {c.item.id for c in gathered.lists.recent}
         ranked = [c for c in ranked if c.item.id in recent] + [c for c in ranked if c.item.id not in recent]
+    if gathered.asked_slot is not None:
+        # "Where do I work?" asks for the slot's current value, which ingest keeps as one memory:
+        # it comes first (``slots``). Not for a dialogue, where a slot word is chatter.
+        asked = gathered.asked_slot
+        first = [c for c in ranked if c.item.slot == asked]
+        if first:
+            trace.notes.append(f"the query asks for {asked}: its current memory comes first")
+        ranked = first + [c for c in ranked if c.item.slot != asked]
     if not gathered.about_assistant:
         # An assistant's turn that only asks says nothing about the user (``roles``): it follows
         # every statement, whatever the model made of its words, which are the query's own. (The

@@ -17,6 +17,7 @@ from shared.ingest.llm_paths import extract_with_llm
 from shared.ingest.slot_meaning import NOTHING, Prototypes, gives_a_value, slot_by_meaning
 from shared.llm import ExtractionAnswer, ImportanceAnswer
 from shared.models import MemoryStatus, MemoryType
+from shared.recall.slots import asked_slot
 from tests.support.pipeline import Harness
 
 CST = timezone(timedelta(hours=8))
@@ -61,6 +62,13 @@ MUST_BE_PLANS = {
     "我下个月就要去新公司上班了": "plan:profile:job",
     "I'm going to start a new job at Google in May": "plan:profile:job",
     "I will start my new job at the clinic next Monday": "plan:profile:job",
+    "I'm going to move to Suzhou next spring": "plan:profile:home",
+    "I will start at Google in May": "plan:profile:job",
+    "We're moving to Denver next year": "plan:profile:home",  # a progressive of a future time
+    "I'm starting at Stripe next month": "plan:profile:job",
+    # LongMemEval's: a move in the progressive with no time, or only "soon", has not happened yet.
+    "I'm moving to Munich soon": "plan:profile:home",
+    "I'm planning to move to Edinburgh for my master's program": "plan:profile:home",
 }
 MUST_NOT_BE_PLANS = {  # turn: its slot (None: no value of the speaker's)
     "Sure! I'm lactose intolerant, so I'll just need the dairy-free recipe! ": "preference:diet",
@@ -77,6 +85,8 @@ MUST_NOT_BE_PLANS = {  # turn: its slot (None: no value of the speaker's)
     "我住在杭州，明年要搬到苏州": "profile:home",  # the newer statement of the present home
     "If I get a new job, I'll move to Denver": None,
     "如果我换了新工作，就搬到深圳": None,
+    "Let's move to the next topic": None,  # "move to" names no place
+    "I work out every morning": None,  # a routine, not a job
 }
 
 
@@ -92,6 +102,30 @@ def test_a_future_word_in_another_clause_makes_no_plan(text: str) -> None:
     slot = MUST_NOT_BE_PLANS[text]
     assert [d.slot for d in drafts if d.slot] == ([slot] if slot else [])
     assert all(d.type is not MemoryType.TASK for d in drafts)
+
+
+def test_starting_from_a_place_is_no_plan_to_move() -> None:
+    drafts = extract(_turn("I'm starting from my hometown, and I'm thinking of heading out west")).drafts
+    assert not [d for d in drafts if d.slot and d.slot.startswith("plan:")], drafts
+
+
+ASKED_SLOTS = {
+    "Where do I work?": "profile:job",
+    "我现在住哪？": "profile:home",
+    "What is my phone number?": "profile:phone",
+    "我们打算什么时候搬家？": "plan:profile:home",  # asks for the plan, not the present home
+    "What was my previous job?": None,  # history, not the current value
+    "我以前住哪？": None,
+    "Where did I live in 2019?": None,  # the past
+    "Where does Caroline work?": None,  # someone else's
+    "Which US state do Audrey and Andrew potentially live in?": None,  # "US" is no "us"
+    "What is my favorite hobby?": None,  # a topic of many values has no one current value
+}
+
+
+@pytest.mark.parametrize("query", list(ASKED_SLOTS))
+def test_a_question_about_the_users_own_slot_asks_for_its_current_value(query: str) -> None:
+    assert asked_slot(query) == ASKED_SLOTS[query]
 
 
 def test_a_plan_in_a_later_clause_is_no_plan_of_the_value_before_it() -> None:
