@@ -4,27 +4,43 @@ edge to its successor; zoomed onto a session), a memory's page (its history chai
 score curve with reinforcements, its source turns) and a recall's explanation (paths, component
 bars, what was cut, the prompt block).
 
-Each view is also saved as a screenshot: into ``CUEMEM_SCREENSHOT_DIR`` when set (the docs'
-images are made with ``CUEMEM_SCREENSHOT_DIR=docs/images pytest tests/browser``), else into the
-test's temporary directory.
+The memories are embedded with the bundled E5 model, as the product runs by default, so that the
+recall's relevance and its explanation are those a user sees (the tests' hashing embedder makes
+every relevance round to 0). Each view is also saved as a screenshot: into
+``CUEMEM_SCREENSHOT_DIR`` when set (the docs' images are made with
+``CUEMEM_SCREENSHOT_DIR=docs/images pytest tests/browser``), else into the test's temporary
+directory.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from shared.events import Role, TurnPublished
 from shared.models import MemoryStatus, MemoryType
 from shared.queues import TaskName
+from shared.settings import Settings
 from shared.storage import DeadLetter, HistoryEntry
-from tests.support.api import ApiEnv, seed_memory
+from tests.support.api import ApiEnv, api_settings, running_api, seed_memory
 from tests.support.browser import needs_browser, open_page, serve, stop
 
 A = "tenant-a"
 USER = "u-pics"
+
+
+@pytest.fixture
+def env(it_settings: Settings) -> Iterator[ApiEnv]:
+    """The browser tests' API (tests/browser/conftest.py) with the bundled E5 model, as the product
+    runs by default."""
+    update = {"flower_url": "http://localhost:5555", "embedder": "e5"}
+    with running_api(api_settings(it_settings).model_copy(update=update)) as env:
+        yield env
 
 
 def _turn(env: ApiEnv, n: int, at: datetime, content: str, session: str, role: str = "user") -> str:
@@ -250,6 +266,9 @@ def test_the_inspectors_pictures(env, browser, tmp_path):
         first = page.locator("#recall-result .recall-item").first
         first.wait_for()
         assert first.get_attribute("data-id") == s["new"].id
+        # The relevance a user sees: the model's, on the bundled model's cosines (not a hash's 0).
+        relevance = first.locator(".components li[data-key='relevance'] .bar-value").inner_text()
+        assert float(relevance) >= 0.001, relevance
         assert first.locator("ul.paths-found li").count() >= 1
         assert first.locator(".components li[data-key='cue_score']").count() == 1
         floor_text = page.locator("#recall-result .floor-cut").inner_text()
