@@ -189,7 +189,7 @@ def _run(cfg: LatencyConfig, db_url: str, data_dir: Path) -> dict[str, Any]:
         )
     notes.append(
         "memory points carry the BM25 keyword terms the pipeline's memory_point gives them "
-        "(shared.recall.sparse); the benchmark's earlier runs loaded them without, so their keyword search "
+        "(shared.language.sparse); the benchmark's earlier runs loaded them without, so their keyword search "
         "over memories found nothing"
     )
     users = [(f"user-{n}", n) for n in cfg.sizes]

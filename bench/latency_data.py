@@ -156,8 +156,8 @@ def load_user(
     from bench.latency_log import turn_seq
     from bench.scratch import bulk_load, libpq_url
     from shared.events import content_hash
+    from shared.language.sparse import sparse_document
     from shared.ports import IndexPoint
-    from shared.recall.sparse import sparse_document
     from workers.endpoints.embedders.e5 import E5_MODEL_NAME
 
     reservoir: list[SyntheticMemory] = []

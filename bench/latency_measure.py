@@ -193,7 +193,7 @@ class PrecomputedEmbedder:
 
 def check_cues(samples: dict[str, list[SyntheticMemory]], per_user: int = 100) -> dict[str, Any]:
     """Recompute a sample's cue keys with the real functions: the generator's shortcut must agree."""
-    from shared import cues
+    from shared.language import cues
 
     checked = mismatched = 0
     examples: list[dict[str, Any]] = []
@@ -394,7 +394,7 @@ def row_cost(
     selecting every column but the embedding, as plain rows."""
     from sqlalchemy import select
 
-    from shared.cues import query_cues
+    from shared.language.cues import query_cues
     from shared.models import RECALLABLE_STATUSES
     from workers.db.tables import MemoryRow
 
@@ -483,7 +483,7 @@ def _explain(db_url: str, user_id: str, queries: Sequence[str]) -> list[dict[str
     from sqlalchemy.dialects import postgresql
 
     from bench.scratch import libpq_url
-    from shared.cues import query_cues
+    from shared.language.cues import query_cues
     from shared.models import RECALLABLE_STATUSES
     from shared.recall.deterministic import fetched
     from workers.bootstrap import sql_uow_factory

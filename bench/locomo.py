@@ -12,7 +12,7 @@ What it does (the protocol is /work/shared/bench/README.md, "How to score retrie
    function ``cuemem recall`` uses), ``now`` = one minute after the conversation's last turn.
    A returned item covers the turns named by its sources (working-memory items included).
 3. In the same run, three baselines over the same turn texts: BM25 (``bm25s`` over
-   ``shared.text.tokens``), dense (the same embedding model as cuemem, cosine over one vector
+   ``shared.language.text.tokens``), dense (the same embedding model as cuemem, cosine over one vector
    per turn) and hybrid (reciprocal-rank fusion, k = 60, of the two). One item = one turn.
 4. Metrics (``bench.metrics``) per system and category go to ``results.json``,
    ``report.md``, ``questions.jsonl`` (each question's ranked turns per system) and two plots.
@@ -135,9 +135,9 @@ def run_locomo(
     from tqdm import tqdm
 
     from service.operations.operator_recall import operator_recall
+    from shared.language.text import approx_token_count
     from shared.models import RECALLABLE_STATUSES
     from shared.settings import Settings
-    from shared.text import approx_token_count
     from workers.runtime.local import open_runtime
 
     info = machine_info()
@@ -305,7 +305,7 @@ def run_locomo(
             "importance_threshold": settings.importance_threshold,
             "budget_rule": "rank-order prefix whose tokens fit; the first item that does not fit "
             "ends the cut",
-            "tokens": "shared.text.approx_token_count of each returned item's content",
+            "tokens": "shared.language.text.approx_token_count of each returned item's content",
         },
         "questions": len(records),
         "evidence": {

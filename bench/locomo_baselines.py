@@ -32,7 +32,7 @@ class Baselines:
         import bm25s
         import numpy as np
 
-        from shared.text import tokens
+        from shared.language.text import tokens
 
         self._tokens = tokens
         self.size = len(texts)

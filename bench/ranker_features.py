@@ -58,7 +58,7 @@ def _lines(
     from tqdm import tqdm
 
     from service.operations.recall import recall_candidates
-    from shared.text import approx_token_count
+    from shared.language.text import approx_token_count
 
     def candidates(conv: Conversation, asked_of: Conversation, text: str) -> list[dict[str, Any]]:
         out = []

@@ -16,7 +16,7 @@ from cli.common import CliError
 from cli.dead_letters import dead_letters_app
 from cli.keys import keys_app
 from service.operations.waiting import WaitTimedOut
-from shared.lexicon import LexiconError
+from shared.language.lexicon import LexiconError
 from shared.ports import EmbeddingModelMismatch
 from workers.runtime.serving import DataDirServed
 

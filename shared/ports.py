@@ -17,7 +17,7 @@ from shared.events import TurnPublished
 class SparseTerms(NamedTuple):
     """A sparse vector for keyword search: term indices (unique, ascending) and their weights.
 
-    Built by ``shared.recall.sparse`` (BM25 term weights of a document, 1.0 per term of a query); the
+    Built by ``shared.language.sparse`` (BM25 term weights of a document, 1.0 per term of a query); the
     index multiplies by the IDF. A NamedTuple so that it crosses JSON (Celery) as two lists.
     """
 

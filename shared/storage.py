@@ -14,10 +14,10 @@ from typing import Any, Literal, NamedTuple, Protocol
 from shared.api_keys import ApiKeyRepository
 from shared.events import TurnPublished
 from shared.insight import InsightRepository, TraceContextRepository
+from shared.language.timeexpr import Span
 from shared.lifecycle.erasure import RowData
 from shared.lifecycle.repository import LifecycleRepository
 from shared.models import Memory, MemoryStatus, MemoryType
-from shared.timeexpr import Span
 from shared.transfer import TransferRepository
 
 Outcome = Literal["accepted", "duplicate", "rejected"]

@@ -18,8 +18,8 @@ from typing import Any
 
 from shared import fields as f
 from shared.events import MAX_OFFSET_S, MAX_SEQ, EventLimits, FieldError, InvalidEvent, validate_turn
+from shared.language.timeexpr import MAX_SPAN
 from shared.models import REDACTED_HASH, REDACTED_METADATA, EventStage, MemoryStatus, MemoryType
-from shared.timeexpr import MAX_SPAN
 
 # The largest line an import reads (characters): a memory's sources grow with its repeats, so this
 # is far above what one turn can hold; it bounds what one line costs to parse.

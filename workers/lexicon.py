@@ -2,7 +2,7 @@
 
 The I/O half of the user lexicon: read and decode each file (TOML through ``tomllib``; ``.yaml`` /
 ``.yml`` through PyYAML when it is installed), hand the mapping to the pure validation in
-``shared.lexicon`` and install the result with ``shared.cues.configure``. Called by the
+``shared.language.lexicon`` and install the result with ``shared.language.cues.configure``. Called by the
 composition root (``workers.bootstrap.build_container``), by the worker entry point and before a
 CLI command starts any service, so a bad file fails fast with its name, key and problem.
 """
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from shared import cues
-from shared.lexicon import LexiconError, LexiconOverlay, parse_overlay
+from shared.language import cues
+from shared.language.lexicon import LexiconError, LexiconOverlay, parse_overlay
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)

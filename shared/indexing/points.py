@@ -11,9 +11,9 @@ from typing import Any
 
 from shared.events import TurnPublished
 from shared.indexing.turn_windows import window_text
+from shared.language.sparse import sparse_document
 from shared.models import Memory, turn_point_id
 from shared.ports import IndexPoint
-from shared.recall.sparse import sparse_document
 
 
 def memory_payload(memory: Memory) -> dict[str, Any]:

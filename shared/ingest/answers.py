@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from shared import cues
 from shared.ingest.extraction_rules import RULES, TYPE_ORDER
+from shared.language import cues
 from shared.models import MemoryDraft, MemoryType
 
 _I = re.IGNORECASE

@@ -16,9 +16,9 @@ from enum import StrEnum
 
 from shared.ingest.extraction import clause_spans, is_change, is_negated
 from shared.ingest.plans import PLAN_PREFIX, plan_slot
+from shared.language.text import keywords, word_set
 from shared.models import Memory, MemoryStatus, MemoryType, memory_id
 from shared.storage import HistoryEntry
-from shared.text import keywords, word_set
 
 SIMILAR = 0.80  # cosine above which two memories of one user are worth judging
 NEAR_DUPLICATE = 0.98

@@ -11,7 +11,7 @@ from shared.indexing.turn_windows import window_text
 from shared.ingest.common import load_event, next_step
 from shared.ingest.plans import as_said
 from shared.ingest.slot_meaning import gives_a_value, prototypes, slot_by_meaning
-from shared.links import about_someone_else
+from shared.language.links import about_someone_else
 from shared.models import EventStage, Memory, MemoryStatus, MemoryType, is_redacted
 from shared.ports import Embedder, EmbeddingModelMismatch
 from shared.storage import FollowUp, UnitOfWork

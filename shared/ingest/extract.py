@@ -7,10 +7,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from shared.cues import cues_for_memory, entities, lexicon_tags
 from shared.events import Role, TurnPublished, content_hash
 from shared.ingest.common import load_event, next_step
 from shared.ingest.extraction import extract, question_text
+from shared.language.cues import cues_for_memory, entities, lexicon_tags
+from shared.language.timeexpr import happened
 from shared.models import (
     EventStage,
     Extraction,
@@ -22,7 +23,6 @@ from shared.models import (
     memory_id,
 )
 from shared.storage import FollowUp, UnitOfWork
-from shared.timeexpr import happened
 
 log = logging.getLogger(__name__)
 

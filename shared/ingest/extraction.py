@@ -11,7 +11,7 @@ is cut from its words: it is never a memory of its own.
 
 Each draft also carries its slot (the attribute it is about, from the lexicon's slot rules), whether
 it is negated or states a change, its time expressions resolved against the event's time (ISO, see
-:mod:`shared.timeexpr`) and, for a task, when it falls due. The rules are in
+:mod:`shared.language.timeexpr`) and, for a task, when it falls due. The rules are in
 :mod:`shared.ingest.extraction_rules`.
 """
 
@@ -21,8 +21,6 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from shared import cues, timeexpr
-from shared.cues import slot_for
 from shared.events import Role, TurnPublished
 from shared.ingest.answers import AnswerContext, answer_context
 from shared.ingest.extraction_rules import (
@@ -38,8 +36,10 @@ from shared.ingest.extraction_rules import (
     without_instruction,
 )
 from shared.ingest.plans import PLAN_PREFIX, PLAN_TAG, as_said, is_plan, plan_slot, word_carrier
+from shared.language import cues, timeexpr
+from shared.language.cues import slot_for
+from shared.language.text import word_set
 from shared.models import Extraction, MemoryDraft, MemoryType
-from shared.text import word_set
 
 __all__ = [
     "DEFAULT_THRESHOLD",

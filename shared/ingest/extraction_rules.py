@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from shared import cues
+from shared.language import cues
 from shared.models import MemoryType
 
 _I = re.IGNORECASE
@@ -77,7 +77,7 @@ class Rule:
     type: MemoryType | None
     pattern: re.Pattern[str]
     own_statement: bool  # the speaker about themself: only a user's turn says this about the user
-    needs_time: bool = False  # fires only when the text also names a time (shared.timeexpr)
+    needs_time: bool = False  # fires only when the text also names a time (shared.language.timeexpr)
 
 
 def _any(*alternatives: str) -> re.Pattern[str]:
@@ -302,7 +302,7 @@ _ACTIVITY = _any(
     r"\bI(?:'m| am) (?:currently|now) (?:using|reading|working)\b",
 )
 # A plan with a time ("三月份要去日本出差", "I'm going to visit Rome in May") is a task: analyse()
-# adds it when this matches and the statement names a time (shared.timeexpr).
+# adds it when this matches and the statement names a time (shared.language.timeexpr).
 PLAN_RE = re.compile(
     r"(?<![需重主只想不必])要(?![求是么不紧])|(?<![觉记获取懂显值使晓])得(?=去|交|做|买|写|还|赶)|打算|计划|准备|将要|会去"
     r"|\b(?:will|going to|gonna|plan(?:ning)? to|have to|need to|must)\b|['’]ll\b",

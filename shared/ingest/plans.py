@@ -8,7 +8,7 @@ elsewhere in the turn:
 - **Pieces**: the statement is cut at sentence ends, commas and dashes, and before a clause that
   opens with a subordinator ("if", "when", "so I", "because we", 如果, 所以, 因为...).
 - **The value's pieces**: those whose own words give the slot (``carries``: for a slot of the
-  words, :func:`shared.cues.slot_for` of the piece; for a slot by meaning, the words that say a
+  words, :func:`shared.language.cues.slot_for` of the piece; for a slot by meaning, the words that say a
   value is given). When no piece alone carries it, every piece does.
 - **A piece's mood**: a *plan* when the piece itself has a plan word (要/打算/计划/准备/will/going
   to…, :data:`PLAN_RE`) or a present progressive ("we're moving") and a future tense, or opens
@@ -32,8 +32,8 @@ from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
 
-from shared import cues, timeexpr
 from shared.ingest.extraction_rules import PLAN_RE, is_change
+from shared.language import cues, timeexpr
 from shared.models import MemoryType
 
 __all__ = [

@@ -1,7 +1,7 @@
 """A slot read from a statement's meaning: "I'm a pharmacist in Leeds" is about the user's job,
 "First week at the new place" about where they work or live, though neither says "job" or "live".
 
-The slot rules of the lexicon (:func:`shared.cues.slot_for`) are the words part: fast, exact, and
+The slot rules of the lexicon (:func:`shared.language.cues.slot_for`) are the words part: fast, exact, and
 blind to any phrasing they do not list. A change of home or job rarely repeats the words of the
 first statement ("Loving the new job at the vet clinic!" after "I'm a pharmacist in Leeds."), and
 a longer list of phrasings would always be one phrasing short, in two languages. So a statement

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from shared.language.text import detect_language
 from shared.models import Memory, MemoryStatus, MemoryType, memory_id
-from shared.text import detect_language
 
 # Tags too generic to define a topic of their own.
 GENERIC_TAGS = frozenset({"question", "todo", "schedule", "instruction", "decision", "change", "chat"})

@@ -16,15 +16,15 @@ from datetime import datetime
 from typing import Any
 
 from shared import fields
-from shared.cues import cues_for_memory, entities, lexicon_tags, slot_for
 from shared.events import FieldError, bounded_at, id_problem, text_problem
 from shared.ingest.extract import memory_hash
+from shared.language.cues import cues_for_memory, entities, lexicon_tags, slot_for
+from shared.language.timeexpr import happened
 from shared.lifecycle.sweeps import RestoreRefused, restore_memory, save_change
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.ports import Embedder
 from shared.scoring import DecayPolicy
 from shared.storage import HistoryEntry, UnitOfWork
-from shared.timeexpr import happened
 
 JUDGE = "api"
 MAX_TAGS = 50

@@ -25,7 +25,8 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
-from shared.cues import QueryCues, query_cues
+from shared.language.cues import QueryCues, query_cues
+from shared.language.sparse import sparse_query
 from shared.ports import Embedder, Reranker, VectorIndex, WorkingMemory
 from shared.recall import deterministic as stage1
 from shared.recall import floor, fusion, roles, slots, windows
@@ -35,7 +36,6 @@ from shared.recall.relevance import RelevanceModel, packaged_model
 from shared.recall.request import Candidate, Pool, RecallRequest, RecallResult
 from shared.recall.rerank import DEFAULT_TOP_N
 from shared.recall.search import CONVERSATION_LOG, MEMORIES, SearchQuery, embed_query, search
-from shared.recall.sparse import sparse_query
 from shared.storage import UnitOfWork
 
 

@@ -17,7 +17,8 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 
-from shared.cues import (
+from shared.events import TurnPublished
+from shared.language.cues import (
     ENTITY_WEIGHT,
     KEYWORD_WEIGHT,
     QueryCues,
@@ -26,13 +27,12 @@ from shared.cues import (
     lexicon_tags,
     links,
 )
-from shared.events import TurnPublished
-from shared.links import LINK_PREFIX
+from shared.language.links import LINK_PREFIX
+from shared.language.text import keywords
 from shared.models import Memory
 from shared.ports import WorkingMemory
 from shared.recall.request import Candidate, Pool, RecallRequest, memory_item, turn_item
 from shared.storage import UnitOfWork
-from shared.text import keywords
 
 MAX_QUERY_CUES = 16
 # A cue held by more of the user's memories than this fetches none of them: the cue query keeps

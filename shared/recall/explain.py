@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from shared.cues import QueryCues
+from shared.language.cues import QueryCues
 from shared.recall.deterministic import EXACT_KEY_SCORE
 from shared.recall.request import Candidate, RecallRequest, RecallResult
 

@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from shared.cues import QueryCues
+from shared.language.cues import QueryCues
+from shared.language.text import STOPWORDS, tokens
 from shared.recall.filler import is_filler_text
 from shared.recall.request import Candidate, Pool, RecallRequest
 from shared.recall.roles import is_assistant_question
-from shared.text import STOPWORDS, tokens
 
 DENSE_PATHS = ("vector", "turn_vector")
 KEYWORD_PATHS = ("keyword", "turn_keyword")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shared.cues import cues_for_memory, entities, lexicon_tags
 from shared.ingest.extraction import is_chit_chat
+from shared.language.cues import cues_for_memory, entities, lexicon_tags
 
 # Only a text this short can hold no cue key at all; a longer one is not read for cues (reading
 # them costs a quarter of a millisecond, and recall checks every candidate).

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from shared.cues import QueryCues
+from shared.language.cues import QueryCues
 from shared.recall.explain import Scored, Trace
 from shared.recall.filler import is_filler_text
 from shared.recall.fusion import select

@@ -1,7 +1,7 @@
 """Recall results shaped for an LLM prompt: a token budget and a labelled memory block.
 
 Pure and deterministic: the same items, language and budget always give the same text. Token
-counts are :func:`shared.text.approx_token_count` estimates (good for budgets, not billing).
+counts are :func:`shared.language.text.approx_token_count` estimates (good for budgets, not billing).
 
 The budget rule (both :func:`fit_budget` and :func:`prompt_block`): items are taken in rank order,
 best first; an item is kept when its cost still fits in what is left of the budget, otherwise it
@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, tzinfo
 from typing import Any, Literal, TypeVar
 
+from shared.language.text import approx_token_count, detect_language
 from shared.recall.request import RecallItem
-from shared.text import approx_token_count, detect_language
 from shared.zones import user_zone
 
 Language = Literal["zh", "en"]

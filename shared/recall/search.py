@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from shared.events import TurnPublished
+from shared.language.text import STOPWORDS, tokens
 from shared.models import Memory, is_redacted
 from shared.ports import BatchSearch, Embedder, IndexHit, IndexUnavailable, Search, SparseTerms, VectorIndex
 from shared.queues import IndexKind
@@ -25,7 +26,6 @@ from shared.recall.explain import Trace
 from shared.recall.request import EVERY_STATUS, Candidate, Pool, RecallRequest
 from shared.recall.roles import only_asks
 from shared.storage import UnitOfWork
-from shared.text import STOPWORDS, tokens
 
 LENDING = 20  # hits per path whose window stands for its context turns too
 MIN_REST_CHARS = 8  # letters or digits left of a turn once its retired statements are cut out

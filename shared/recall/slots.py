@@ -1,7 +1,7 @@
 """A question about one of the user's own slots asks for its current value.
 
 "Where do I work?", "我现在住哪？", "What's my phone number?" name a profile slot of the user's
-own (``shared.cues.slot_for``: profile:job, profile:home, profile:phone) without sharing a word with
+own (``shared.language.cues.slot_for``: profile:job, profile:home, profile:phone) without sharing a word with
 its value ("Loving the new job at the vet clinic!"). Ingest keeps one current memory per slot
 (``shared.ingest.conflicts``); that memory is the answer, so it comes first, ahead of whatever
 the relevance model makes of a store where every memory is about as close to the query. The
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import re
 
-from shared import cues, timeexpr
 from shared.ingest.extraction_rules import PLAN_RE
 from shared.ingest.plans import plan_slot
+from shared.language import cues, timeexpr
 from shared.models import MemoryType
 
 _OWN_RE = re.compile(r"\b(?:I|I'm|I've|my|me|mine|we|our|(?-i:us))\b|我", re.IGNORECASE)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from shared.language.sparse import sparse_query
 from shared.ports import EmbeddingModelMismatch, IndexPoint, IndexUnavailable, VectorIndex
-from shared.recall.sparse import sparse_query
 from tests.support.index_points import (
     DIM,
     FOREIGN_SCOPES,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from qdrant_edge import Distance, EdgeConfig, EdgeShard, EdgeVectorParams
 
+from shared.language.sparse import sparse_document, sparse_query
 from shared.ports import IndexPoint, SparseTerms, VectorIndex
-from shared.recall.sparse import sparse_document, sparse_query
 from tests.support.index_points import (
     DIM,
     FOREIGN_SCOPES,
@@ -39,7 +39,7 @@ def idf(df: int, n: int) -> float:
 
 def tf_weight(tf: int, length: int) -> float:
     # BM25 as documented in docs/ARCHITECTURE.md: k1 = 1.2, b = 0.75, an average of 12 terms
-    # (literals, so a wrong parameter in shared/recall/sparse.py fails here).
+    # (literals, so a wrong parameter in shared/language/sparse.py fails here).
     return tf * (1.2 + 1) / (tf + 1.2 * (1 - 0.75 + 0.75 * length / 12.0))
 
 

@@ -172,7 +172,7 @@ def test_a_recount_gives_what_the_trigger_kept_and_truncate_empties(clean_db, it
 
 def test_stage_one_weighs_cues_by_the_kept_counts(clean_db, it_settings):
     """The rarity recall gives a cue comes from the counts: a name on every memory weighs little."""
-    from shared.cues import ENTITY_WEIGHT, KEYWORD_WEIGHT, query_cues
+    from shared.language.cues import ENTITY_WEIGHT, KEYWORD_WEIGHT, query_cues
     from shared.recall import deterministic
     from shared.recall.request import RecallRequest
 

@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import text
 
 from shared.events import Role, TurnPublished
+from shared.language.timeexpr import MAX_SPAN, Span
 from shared.models import RECALLABLE_STATUSES, Memory, MemoryStatus, MemoryType
 from shared.settings import Settings
-from shared.timeexpr import MAX_SPAN, Span
 from tests.support.fakes import FakeStore
 from workers.bootstrap import build_container
 

@@ -12,8 +12,8 @@ import json
 from producers.agent_tools import MemoryTools
 from producers.publisher import Publisher
 from service.operations.recall import recall_for
+from shared.language.text import approx_token_count
 from shared.models import MemoryStatus
-from shared.text import approx_token_count
 from tests.support.services import wait_processed
 from tests.support.workload import BASE, publish_conversation
 from workers.bootstrap import build_container

@@ -151,8 +151,8 @@ def test_searches_are_answered_ahead_of_the_index_backlog(it_settings: Settings)
 def test_a_recalls_searches_of_both_indexes_are_one_message_to_the_owner(it_settings: Settings) -> None:
     """``memory.search_batch``: the dense and keyword searches of the memory index and the
     conversation log in one round trip, each answered as the index owner's own search answers it."""
+    from shared.language.sparse import sparse_document, sparse_query
     from shared.ports import Search
-    from shared.recall.sparse import sparse_document, sparse_query
 
     settings = it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 64})
     broker = settings.broker_url

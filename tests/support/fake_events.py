@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.events import TurnPublished, event_ref, split_ref
+from shared.language.timeexpr import Span
 from shared.storage import Receipt, StoredEvent, TurnRow, TurnState
-from shared.timeexpr import Span
 from tests.support.fake_state import FakeRepository
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from qdrant_client import QdrantClient
 
+from shared.language.sparse import sparse_document, sparse_query
 from shared.ports import IndexPoint, IndexUnavailable, VectorIndex
-from shared.recall.sparse import sparse_document, sparse_query
 from tests.support.fake_index import FakeVectorIndex
 from workers.index.edge import EdgeVectorIndex
 from workers.index.server import QdrantServerIndex

@@ -81,9 +81,9 @@ def test_substitute_replaces_whole_tokens_only() -> None:
 def test_generated_cues_equal_the_real_pipeline(pool) -> None:
     """The generator's shortcut (substituting values in the pool entry's cue keys) must give exactly
     what extraction gives for the generated text."""
-    from shared import cues
     from shared.events import Role, TurnPublished
     from shared.ingest.extraction import extract
+    from shared.language import cues
 
     entries, analyses = pool
     memories = list(S.generate_memories("u", 400, entries, analyses, seed=1, now=NOW))
@@ -124,7 +124,7 @@ def test_high_cardinality_values_differ_between_memories(pool) -> None:
 
 
 def test_queries_alternate_and_entity_queries_hit_a_stored_entity(pool) -> None:
-    from shared.cues import query_cues
+    from shared.language.cues import query_cues
 
     entries, analyses = pool
     memories = list(S.generate_memories("u", 200, entries, analyses, seed=1, now=NOW))

@@ -1,4 +1,4 @@
-"""Entities, the cue lexicon and cue keys (shared.cues)."""
+"""Entities, the cue lexicon and cue keys (shared.language.cues)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from shared.cues import (
+from shared.language.cues import (
     QueryCues,
     cues_for_memory,
     entities,
@@ -18,8 +18,8 @@ from shared.cues import (
     query_cues,
     slot_for,
 )
+from shared.language.text import CJK_RE
 from shared.models import MemoryType
-from shared.text import CJK_RE
 
 
 @pytest.mark.parametrize(

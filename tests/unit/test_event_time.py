@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.timeexpr import happened
+from shared.language.timeexpr import happened
 from tests.support.pipeline import TurnHarness, ask, turn
 
 TOLD = datetime(2026, 8, 12, 10, 0, tzinfo=UTC)  # a Wednesday

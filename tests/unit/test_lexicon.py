@@ -1,5 +1,5 @@
-"""User cue lexicons: validation and merging (shared.lexicon), installing them (shared.cues.configure)
-and reading the files of CUEMEM_LEXICON_PATHS (workers.lexicon)."""
+"""User cue lexicons: validation and merging (shared.language.lexicon), installing them
+(shared.language.cues.configure) and reading the files of CUEMEM_LEXICON_PATHS (workers.lexicon)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from shared import cues
-from shared.cues import LexiconHit, lexicon_hits, query_cues, slot_for
-from shared.lexicon import LexiconError, parse_overlay
+from shared.language import cues
+from shared.language.cues import LexiconHit, lexicon_hits, query_cues, slot_for
+from shared.language.lexicon import LexiconError, parse_overlay
 from shared.models import MemoryType
 from shared.settings import Settings
 from workers.lexicon import apply_lexicon, read_lexicon_file

@@ -11,10 +11,10 @@ from pydantic import ValidationError
 
 from service.operations.library_backend import LibraryBackend
 from service.operations.recall import recall_for
-from shared.cues import cues_for_memory, entities, lexicon_tags
 from shared.indexing.collections import MEMORIES
 from shared.indexing.reconcile import reconcile_indexes
 from shared.indexing.sync import push_unindexed
+from shared.language.cues import cues_for_memory, entities, lexicon_tags
 from shared.lifecycle import sweeps as lifecycle
 from shared.lifecycle.maintenance import recompute_scores
 from shared.lifecycle.sweeps import LifecyclePolicy, RestoreRefused

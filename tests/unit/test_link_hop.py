@@ -1,16 +1,16 @@
 """The second cue hop: a memory naming one of the user's people ("我儿子叫乐乐") lets a query about
 one side ("我儿子喜欢什么运动？") reach memories that only name the other ("乐乐每周六去踢足球").
 
-Link detection is pure (``shared.links``, filtered in ``shared.cues.links``); the hop runs in
-recall on the fakes of ``tests.support.pipeline`` with the real rule-based extraction.
+Link detection is pure (``shared.language.links``, filtered in ``shared.language.cues.links``); the hop
+runs in recall on the fakes of ``tests.support.pipeline`` with the real rule-based extraction.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from shared.cues import cues_for_memory, entities, lexicon_tags, links
-from shared.links import Link
+from shared.language.cues import cues_for_memory, entities, lexicon_tags, links
+from shared.language.links import Link
 from tests.support.pipeline import Harness, ask
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from shared.language.text import approx_token_count
 from shared.recall.prompt import (
     LABELS,
     TYPE_ORDER,
@@ -16,7 +17,6 @@ from shared.recall.prompt import (
     prompt_block,
 )
 from shared.recall.request import RecallItem
-from shared.text import approx_token_count
 
 
 def item(content: str, type_: str, created_at: str = "2026-11-01T09:00:00+00:00") -> dict[str, Any]:

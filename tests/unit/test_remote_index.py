@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from shared.language.sparse import sparse_query
 from shared.ports import IndexHit, SparseTerms
 from shared.queues import Queue, SearchMode, TaskName
-from shared.recall.sparse import sparse_query
 from workers.index.remote import RemoteSearchIndex
 
 

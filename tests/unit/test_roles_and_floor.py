@@ -149,7 +149,7 @@ def _fill(cands: list[Candidate], min_relevance: float) -> tuple[list[str], list
 
 
 def _no_cues():
-    from shared.cues import query_cues
+    from shared.language.cues import query_cues
 
     return query_cues("gardening")
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from shared.language.sparse import AVERAGE_LENGTH, K1, B, sparse_document, sparse_query, term_index
 from shared.ports import SparseTerms
-from shared.recall.sparse import AVERAGE_LENGTH, K1, B, sparse_document, sparse_query, term_index
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,7 +30,7 @@ def test_term_index_is_a_pinned_32_bit_blake2b_hash() -> None:
 def test_indices_are_stable_across_processes() -> None:
     # Python's hash() is salted per process; blake2b is not. PYTHONHASHSEED differs on purpose.
     script = (
-        "from shared.recall.sparse import sparse_document\n"
+        "from shared.language.sparse import sparse_document\n"
         "print(list(sparse_document('我喜欢喝咖啡 coffee').indices))"
     )
     outputs = {

@@ -19,11 +19,11 @@ import workers.tasks.index  # noqa: F401  (these register the tasks, as the work
 import workers.tasks.ingest  # noqa: F401
 import workers.tasks.lifecycle  # noqa: F401
 from shared.events import EventLimits, record_message, validate_turn
+from shared.language.sparse import sparse_document, sparse_query
 from shared.llm import ExtractionAnswer, ImportanceAnswer
 from shared.models import MemoryStatus, turn_point_id
 from shared.ports import IndexPoint
 from shared.queues import ROUTES, IndexKind, SearchMode, TaskName
-from shared.recall.sparse import sparse_document, sparse_query
 from shared.settings import Settings
 from shared.storage import FollowUp
 from tests.support.fake_index import FakeVectorIndex

@@ -1,4 +1,4 @@
-"""Tokens, keywords, token estimates and language detection (shared.text)."""
+"""Tokens, keywords, token estimates and language detection (shared.language.text)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import string
 
 import pytest
 
-from shared import text
-from shared.text import approx_token_count, detect_language, keywords, tokens
+from shared.language import text
+from shared.language.text import approx_token_count, detect_language, keywords, tokens
 
 
 def test_chinese_sentence_keeps_port_number() -> None:

@@ -1,4 +1,4 @@
-"""Time expressions resolved against the event's time (shared.timeexpr)."""
+"""Time expressions resolved against the event's time (shared.language.timeexpr)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from shared.timeexpr import TimeRef, earliest_future, resolve, resolve_anchored, tense
+from shared.language.timeexpr import TimeRef, earliest_future, resolve, resolve_anchored, tense
 
 CST = dt.timezone(dt.timedelta(hours=8))
 AT = dt.datetime(2026, 11, 30, 10, 0, tzinfo=CST)  # a Monday

@@ -11,6 +11,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import undefer
 
 from shared.events import TurnPublished, event_ref, split_ref
+from shared.language.timeexpr import Span
 from shared.models import REDACTED_HASH, REDACTED_METADATA
 from shared.storage import (
     Receipt,
@@ -18,7 +19,6 @@ from shared.storage import (
     TurnRow,
     TurnState,
 )
-from shared.timeexpr import Span
 from workers.db.mapping import column_values, event_from_row, from_columns, offset_seconds
 from workers.db.session import SessionRepository
 from workers.db.tables import (

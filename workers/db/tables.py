@@ -28,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, REAL
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from shared.timeexpr import MAX_SPAN
+from shared.language.timeexpr import MAX_SPAN
 
 # Column kinds, declared once (SQLAlchemy's ``Annotated`` column declarations). A column is NOT
 # NULL unless its annotation admits None, as the migrations create it.

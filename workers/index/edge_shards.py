@@ -8,7 +8,7 @@ Files, for a shard at ``<path>``:
                           and ``"lost"`` while the index is incomplete (see "Lost files" below).
 
 Each point carries the dense vector ``dense`` and, when its text has terms, the sparse vector
-``bm25`` (``shared.recall.sparse``: BM25 term weights; the shard's IDF modifier supplies the IDF).
+``bm25`` (``shared.language.sparse``: BM25 term weights; the shard's IDF modifier supplies the IDF).
 
 The lock and meta files sit beside the shard, not in it, so that ``reset`` can delete the shard
 directory while still holding the lock.

@@ -4,7 +4,7 @@
 expressions against its told time (``at``, which stays as it is) and keeps the days they name as
 [happened_from, happened_to); both stay NULL when the turn names no time. Recall's time path
 reads the turns and memories whose event time overlaps a range the query names, bounded below by
-the longest span kept (``shared.timeexpr.MAX_SPAN``): a range scan on these partial indexes.
+the longest span kept (``shared.language.timeexpr.MAX_SPAN``): a range scan on these partial indexes.
 Rows recorded before this revision keep NULL (their told time still serves).
 
 Revision ID: 0008

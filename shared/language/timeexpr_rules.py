@@ -1,8 +1,8 @@
-"""The patterns and handlers behind :mod:`shared.timeexpr` (Chinese and English time expressions).
+"""The patterns and handlers behind :mod:`shared.language.timeexpr` (Chinese and English time expressions).
 
 Each rule is a regex and a handler that turns a match into a :class:`Hit` resolved against the
-event's day; :func:`shared.timeexpr.resolve` picks non-overlapping hits and joins clock times to
-days. The conventions are documented in :mod:`shared.timeexpr`.
+event's day; :func:`shared.language.timeexpr.resolve` picks non-overlapping hits and joins clock times to
+days. The conventions are documented in :mod:`shared.language.timeexpr`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shared.text import cn_number
+from shared.language.text import cn_number
 
 DAY, WEEK, MONTH, YEAR, DATETIME = "day", "week", "month", "year", "datetime"
 _I = re.IGNORECASE

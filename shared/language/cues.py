@@ -15,11 +15,11 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from shared.lexicon import LexiconOverlay
-from shared.lexicon import merge as merge_lexicon
-from shared.links import Link, about_someone_else, find_links
+from shared.language.lexicon import LexiconOverlay
+from shared.language.lexicon import merge as merge_lexicon
+from shared.language.links import Link, about_someone_else, find_links
+from shared.language.text import CJK_RE, STOPWORDS, STOPWORDS_EN, keywords, word_set
 from shared.models import MemoryType
-from shared.text import CJK_RE, STOPWORDS, STOPWORDS_EN, keywords, word_set
 
 MAX_KEYWORD_CUES = 32
 ENTITY_WEIGHT = 3.0
@@ -87,7 +87,7 @@ _COMMON_WORDS = word_set(
     """
 )
 _DETERMINERS = word_set("the a an my our your his her their this that")
-# Day and month names are times (shared.timeexpr resolves them), not names; May, June and August
+# Day and month names are times (shared.language.timeexpr resolves them), not names; May, June and August
 # are also first names and stay.
 _CALENDAR_WORDS = word_set(
     """
@@ -338,7 +338,7 @@ def load_lexicon() -> Lexicon:
 
 
 def configure(overlays: Sequence[LexiconOverlay] = ()) -> Lexicon:
-    """Install the shipped lexicon merged with user ``overlays`` (``shared.lexicon.parse_overlay``
+    """Install the shipped lexicon merged with user ``overlays`` (``shared.language.lexicon.parse_overlay``
     results, in file order) for this process, and return it. No overlays: back to the shipped one.
 
     The composition root (``workers.bootstrap``) calls this with the files of
@@ -431,7 +431,7 @@ def interest_tag(tags: Iterable[str]) -> str | None:
 
 
 def links(text: str) -> tuple[Link, ...]:
-    """The naming links of ``text`` (``shared.links``) whose name is a name, not a lexicon or
+    """The naming links of ``text`` (``shared.language.links``) whose name is a name, not a lexicon or
     common word ("我儿子是程序员", "Thanks, my friend")."""
     lexicon = load_lexicon()
     common = _COMMON_WORDS | STOPWORDS_EN | lexicon.common_words

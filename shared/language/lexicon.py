@@ -1,6 +1,6 @@
 """User cue lexicons: validating a user's additions and merging them over the shipped lexicon.
 
-The shipped lexicon is package data (``shared/data/cue_lexicon.json``, read by ``shared.cues``).
+The shipped lexicon is package data (``shared/data/cue_lexicon.json``, read by ``shared.language.cues``).
 Users extend or override it without code through files named by ``CUEMEM_LEXICON_PATHS``. Reading
 those files is I/O and happens in the composition root (``workers/lexicon.py``); this module only
 sees the parsed mapping, so it stays pure and is tested without files.
@@ -38,8 +38,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shared.language.text import CJK_RE
 from shared.models import MemoryType
-from shared.text import CJK_RE
 
 SUPPORTED_VERSION = 1
 _TOP_KEYS = ("version", "remove", "interest_tags", "common_words", "tags", "slots")
@@ -257,7 +257,7 @@ def _apply(words: WordMap, overlay: LexiconOverlay) -> None:
 
 def merge(shipped: Mapping[str, Any], overlays: Sequence[LexiconOverlay]) -> dict[str, Any]:
     """The shipped lexicon's data with ``overlays`` applied in order, in the shipped shape
-    (``entries``, ``common_words``, ``interest_tags``, ``slots``), ready for ``shared.cues``."""
+    (``entries``, ``common_words``, ``interest_tags``, ``slots``), ready for ``shared.language.cues``."""
     words = word_map(shipped["entries"])
     common = list(shipped.get("common_words", ()))
     interest = list(shipped.get("interest_tags", ()))

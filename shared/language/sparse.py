@@ -11,7 +11,7 @@ other two factors, so that the IDF can be computed by the index over the right c
   gets exactly 1.0);
 - a query's value is 1.0 per distinct term.
 
-Terms are ``shared.text.tokens`` (jieba search-mode words for Chinese, lower-cased words and codes
+Terms are ``shared.language.text.tokens`` (jieba search-mode words for Chinese, lower-cased words and codes
 otherwise) without stopwords, each mapped to a sparse index by a stable 32-bit hash (blake2b), so
 the same word gets the same index in every process, version and run. Two words that collide share
 an index and count as one term; with 2^32 slots and a user's vocabulary in the thousands, this is
@@ -25,8 +25,8 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 
+from shared.language.text import STOPWORDS, tokens
 from shared.ports import SparseTerms
-from shared.text import STOPWORDS, tokens
 
 __all__ = ["AVERAGE_LENGTH", "B", "K1", "SparseTerms", "sparse_document", "sparse_query", "term_index"]
 

@@ -2,12 +2,12 @@
 "My son's name is Leo", "Leo, my son, ..."), so that a question about one ("我儿子喜欢什么运动？")
 can reach memories that only name the other ("乐乐每周六去踢足球").
 
-Extraction stores both sides of each link as cue keys ``l:<side>`` (``shared.cues.cues_for_memory``:
+Extraction stores both sides of each link as cue keys ``l:<side>`` (``shared.language.cues.cues_for_memory``:
 an array element like any cue, so no schema change); recall's second cue hop
 (``shared.recall.deterministic.link_hop``) finds the memories holding a query word as a link side,
 reads their links back with the same function and looks the other side up. The patterns are
 deliberately narrow (a list of roles, a name of 2-4 Chinese characters or one capitalised word):
-a wrong link sends the hop to unrelated memories. ``shared.cues.links`` drops the names that are
+a wrong link sends the hop to unrelated memories. ``shared.language.cues.links`` drops the names that are
 lexicon or common words ("我妈妈是老师", "Thanks, my friend").
 """
 

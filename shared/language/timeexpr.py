@@ -31,7 +31,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from shared.timeexpr_rules import DATETIME, DAY, MONTH, RULES, WEEK, YEAR, Ctx, Hit
+from shared.language.timeexpr_rules import DATETIME, DAY, MONTH, RULES, WEEK, YEAR, Ctx, Hit
 
 __all__ = [
     "DATETIME",
