@@ -8,17 +8,18 @@ end of validity and a reason, and every step is written to the memory's history.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 
-from shared.ingest.extraction import clause_spans, is_change, is_negated
-from shared.ingest.plans import PLAN_PREFIX, plan_slot
+from shared.ingest.extraction import is_change, is_negated
+from shared.language.clauses import clause_spans
+from shared.language.plan_words import PLAN_PREFIX, plan_slot
 from shared.language.text import keywords, word_set
 from shared.models import Memory, MemoryStatus, MemoryType, memory_id
 from shared.storage import HistoryEntry
+from shared.vectors import cosine
 
 SIMILAR = 0.80  # cosine above which two memories of one user are worth judging
 NEAR_DUPLICATE = 0.98
@@ -57,15 +58,6 @@ class Verdict:
 
 
 Judge = Callable[[Memory, Memory], Verdict]
-
-
-def cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float:
-    if not a or not b or len(a) != len(b):
-        return 0.0
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
-    return dot / (na * nb) if na and nb else 0.0
 
 
 def order_key(memory: Memory) -> tuple[str, int, str]:

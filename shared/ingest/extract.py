@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 
 from shared.events import Role, TurnPublished, content_hash
 from shared.ingest.common import load_event, next_step
-from shared.ingest.extraction import extract, question_text
+from shared.ingest.extraction import extract
+from shared.language.clauses import question_text
 from shared.language.cues import cues_for_memory, entities, lexicon_tags
 from shared.language.timeexpr import happened
 from shared.models import (

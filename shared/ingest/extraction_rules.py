@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from shared.language import cues
+from shared.language.plan_words import PLAN_RE
 from shared.models import MemoryType
 
 _I = re.IGNORECASE
@@ -301,13 +302,6 @@ _ACTIVITY = _any(
     r"|training|playing|using|coding|reading)\b",
     r"\bI(?:'m| am) (?:currently|now) (?:using|reading|working)\b",
 )
-# A plan with a time ("三月份要去日本出差", "I'm going to visit Rome in May") is a task: analyse()
-# adds it when this matches and the statement names a time (shared.language.timeexpr).
-PLAN_RE = re.compile(
-    r"(?<![需重主只想不必])要(?![求是么不紧])|(?<![觉记获取懂显值使晓])得(?=去|交|做|买|写|还|赶)|打算|计划|准备|将要|会去"
-    r"|\b(?:will|going to|gonna|plan(?:ning)? to|have to|need to|must)\b|['’]ll\b",
-    _I,
-)
 # Weights: a stated preference, profile fact or task alone lifts a user turn (base 1) past 5.
 RULES: tuple[Rule, ...] = (
     Rule("prohibition", 5.5, _P, _PROHIBITION, False),
@@ -315,6 +309,8 @@ RULES: tuple[Rule, ...] = (
     Rule("profile", 5.0, _PR, _PROFILE, True),
     Rule("task", 5.0, _T, _TASK, True),
     Rule("promise", 5.0, _T, _PROMISE, False),
+    # A plan with a time ("三月份要去日本出差", "I'm going to visit Rome in May") is a task: analyse()
+    # adds it when the plan words match and the statement names a time (shared.language.timeexpr).
     Rule("plan", 4.5, _T, PLAN_RE, True, needs_time=True),  # only when no task rule fired
     Rule("reschedule", 5.0, _T, RESCHEDULE, False),
     Rule("change", 5.0, None, CHANGE, True),  # typed in analyse(): what changed, else a preference

@@ -15,8 +15,9 @@ from shared.events import Role, TurnPublished
 from shared.ingest.answers import answer_context
 from shared.ingest.conflicts import Judge, Relation, Verdict, judge_by_rules
 from shared.ingest.extraction import extract, is_instruction, timing, without_instruction
-from shared.ingest.plans import PLAN_PREFIX, PLAN_TAG, as_said, word_carrier
+from shared.ingest.plans import PLAN_TAG, as_said, word_carrier
 from shared.language import cues
+from shared.language.plan_words import PLAN_PREFIX
 from shared.lifecycle.consolidation import Group
 from shared.llm import (
     INSTRUCTIONS,

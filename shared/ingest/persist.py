@@ -8,9 +8,10 @@ from datetime import datetime
 from typing import Any
 
 from shared.ingest.common import CONFLICT_CANDIDATES, load_event, next_step
-from shared.ingest.conflicts import NEAR_DUPLICATE, compatible, cosine, source_order
+from shared.ingest.conflicts import NEAR_DUPLICATE, compatible, source_order
 from shared.models import EventStage, Memory, MemoryStatus
 from shared.storage import FollowUp, HistoryEntry, UnitOfWork
+from shared.vectors import cosine
 
 log = logging.getLogger(__name__)
 

@@ -8,17 +8,17 @@ elsewhere in the turn:
 - **Pieces**: the statement is cut at sentence ends, commas and dashes, and before a clause that
   opens with a subordinator ("if", "when", "so I", "because we", 如果, 所以, 因为...).
 - **The value's pieces**: those whose own words give the slot (``carries``: for a slot of the
-  words, :func:`shared.language.cues.slot_for` of the piece; for a slot by meaning, the words that say a
-  value is given). When no piece alone carries it, every piece does.
+  words, :func:`shared.language.cues.slot_for` of the piece; for a slot by meaning, the words that
+  say a value is given). When no piece alone carries it, every piece does.
 - **A piece's mood**: a *plan* when the piece itself has a plan word (要/打算/计划/准备/will/going
-  to…, :data:`PLAN_RE`) or a present progressive ("we're moving") and a future tense, or opens
-  with "when/once/after" (一旦, 等我) and speaks of the future ("when we move to Denver next
-  year"), or is a move or a start in the progressive with no time past ("I'm moving to Munich
-  soon"); *no value* when it is a condition ("if I get a new job", 如果, 要是), a search or a wish
-  for the value ("looking for a new job", "on the hunt for", 在找, 想换) or someone else's
-  ("congrats on the new job", "your new job", 恭喜); the *present* otherwise. A piece without a
-  subject of its own ("…, move to Suzhou and open a café", "…，搬到上海") goes on the clause
-  before it and takes its mood.
+  to…, :data:`shared.language.plan_words.PLAN_RE`) or a present progressive ("we're moving") and a
+  future tense, or opens with "when/once/after" (一旦, 等我) and speaks of the future ("when we
+  move to Denver next year"), or is a move or a start in the progressive with no time past
+  ("I'm moving to Munich soon"); *no value* when it is a condition ("if I get a new job", 如果,
+  要是), a search or a wish for the value ("looking for a new job", "on the hunt for", 在找, 想换)
+  or someone else's ("congrats on the new job", "your new job", 恭喜); the *present* otherwise.
+  A piece without a subject of its own ("…, move to Suzhou and open a café", "…，搬到上海") goes
+  on the clause before it and takes its mood.
 - **The statement's mood**: a plan when every value piece is a plan or no value and one is a
   plan, no value when every one is no value, else the present. A present statement of the value
   is never a plan because of another clause; a plan said next to the present value ("我住在杭州，
@@ -32,24 +32,22 @@ from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
 
-from shared.ingest.extraction_rules import PLAN_RE, is_change
+from shared.ingest.extraction_rules import is_change
 from shared.language import cues, timeexpr
+from shared.language.plan_words import PLAN_RE, plan_slot
 from shared.models import MemoryType
 
 __all__ = [
-    "PLAN_PREFIX",
     "PLAN_TAG",
     "Mood",
     "as_said",
     "is_plan",
     "mood",
     "pieces",
-    "plan_slot",
     "word_carrier",
 ]
 
 PLAN_TAG = "plan"
-PLAN_PREFIX = "plan:"
 _I = re.IGNORECASE
 
 
@@ -147,15 +145,6 @@ def is_plan(content: str, at: datetime, carries: Callable[[str], bool] | None = 
     return mood(content, carries) is Mood.PLAN and _not_over(content, at)
 
 
-def plan_slot(slot: str) -> str:
-    """The slot of a plan for ``slot``: "plan:profile:home". Plans of one slot compete with each
-    other (the newer plan replaces the older); a plan never competes with the slot's present value,
-    which stays current. A later statement of the slot itself ("我们搬到苏州了") says the plan
-    happened and supersedes it (``shared.ingest.conflicts``); a plan nobody confirms is a task and
-    expires when its time is over (the TTL sweep)."""
-    return slot if slot.startswith(PLAN_PREFIX) else PLAN_PREFIX + slot
-
-
 def word_carrier(slot: str, type_: MemoryType) -> Callable[[str], bool]:
     """Whether a piece's own words give ``slot`` (for a memory of ``type_``)."""
 
@@ -167,9 +156,10 @@ def word_carrier(slot: str, type_: MemoryType) -> Callable[[str], bool]:
 
 
 def as_said(content: str, slot: str, at: datetime, carries: Callable[[str], bool]) -> str | None:
-    """``slot`` as ``content`` gives it: the slot for its present value, :func:`plan_slot` for a
-    plan, None when no piece states a value of the speaker's (a condition, a search, a wish or
-    someone else's: such a statement must never replace the speaker's value)."""
+    """``slot`` as ``content`` gives it: the slot for its present value,
+    :func:`shared.language.plan_words.plan_slot` for a plan, None when no piece states a value of
+    the speaker's (a condition, a search, a wish or someone else's: such a statement must never
+    replace the speaker's value)."""
     said = mood(content, carries)
     if said is Mood.NONE:
         return None

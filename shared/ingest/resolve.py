@@ -8,11 +8,12 @@ from datetime import datetime
 
 from shared.events import TurnPublished
 from shared.ingest.common import CONFLICT_CANDIDATES, load_event
-from shared.ingest.conflicts import SIMILAR, Judge, Strategy, apply, cosine, order_key, same_attribute
+from shared.ingest.conflicts import SIMILAR, Judge, Strategy, apply, order_key, same_attribute
 from shared.models import EventStage, MemoryStatus, MemoryType
 from shared.ports import Embedder
 from shared.queues import TaskName
 from shared.storage import FollowUp, UnitOfWork
+from shared.vectors import cosine
 
 log = logging.getLogger(__name__)
 

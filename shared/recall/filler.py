@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.ingest.extraction import is_chit_chat
+from shared.language.clauses import is_chit_chat
 from shared.language.cues import cues_for_memory, entities, lexicon_tags
 
 # Only a text this short can hold no cue key at all; a longer one is not read for cues (reading

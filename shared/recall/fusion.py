@@ -12,11 +12,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from shared.ingest.conflicts import cosine
 from shared.ports import Reranker
 from shared.recall.explain import Scored, Trace
 from shared.recall.request import Candidate
 from shared.recall.rerank import rerank_order
+from shared.vectors import cosine
 
 DUPLICATE_COSINE = 0.97
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from shared.events import Role
-from shared.ingest.extraction import is_chit_chat, statement_text
+from shared.language.clauses import is_chit_chat, statement_text
 from shared.recall.request import Candidate
 
 _ABOUT_ASSISTANT = re.compile(

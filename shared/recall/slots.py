@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import re
 
-from shared.ingest.extraction_rules import PLAN_RE
-from shared.ingest.plans import plan_slot
 from shared.language import cues, timeexpr
+from shared.language.plan_words import PLAN_RE, plan_slot
 from shared.models import MemoryType
 
 _OWN_RE = re.compile(r"\b(?:I|I'm|I've|my|me|mine|we|our|(?-i:us))\b|我", re.IGNORECASE)

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from shared.events import TurnPublished
-from shared.ingest.conflicts import cosine
 from shared.language.cues import QueryCues
 from shared.language.timeexpr import day_range, resolve_anchored
 from shared.models import is_redacted
 from shared.recall.deterministic import cue_match, turn_cues
 from shared.recall.request import EVERY_STATUS, Candidate, Pool, RecallRequest, memory_item, turn_item
 from shared.storage import UnitOfWork
+from shared.vectors import cosine
 
 HAPPENED, TOLD = "happened", "time"  # labels: in the range by event time, by told time
 TIME_BOOST = 2.0  # the memory falls in a time range the query names ("上周", "last month")

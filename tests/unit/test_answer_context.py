@@ -12,8 +12,9 @@ import pytest
 
 from shared.events import Role, TurnPublished
 from shared.ingest.answers import answer_context, first_person
-from shared.ingest.extraction import extract, question_text
+from shared.ingest.extraction import extract
 from shared.ingest.llm_paths import extract_with_llm
+from shared.language.clauses import question_text
 from shared.llm import ImportanceAnswer, LLMOperation
 from shared.models import MemoryType
 from tests.support.pipeline import Harness, turn
