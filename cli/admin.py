@@ -94,7 +94,7 @@ def delete_user(
     """Delete a user everywhere (a privacy request) and verify it: prints each store's count of
     deleted, left (0) and everyone else's items before and after; exits 1 unless verified."""
     from service.operations.erasure import erase_user
-    from shared.lifecycle.erasure import ErasureFailed
+    from shared.erasure import ErasureFailed
 
     setup_logging(False)
     check_user(user)

@@ -12,11 +12,11 @@ from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol
 
 from shared.api_keys import ApiKeyRepository
+from shared.erasure import RowData
 from shared.events import TurnPublished
 from shared.insight import InsightRepository, TraceContextRepository
 from shared.language.timeexpr import Span
-from shared.lifecycle.erasure import RowData
-from shared.lifecycle.repository import LifecycleRepository
+from shared.lifecycle_repository import LifecycleRepository
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.transfer import TransferRepository
 
@@ -406,6 +406,11 @@ class DeadLetterRepository(Protocol):
 
     def for_events(self, event_ids: Sequence[str]) -> dict[str, str]:
         """event id -> reason, for dead letters that name an event."""
+
+
+# The meta key naming the model every stored vector comes from: set by the first embedding and by
+# a rebuild of the index, compared by whatever embeds (``shared.ports.EmbeddingModelMismatch``).
+EMBEDDING_MODEL_KEY = "embedding_model"
 
 
 class MetaRepository(Protocol):

@@ -15,13 +15,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from producers import tracing
+from shared.erasure import UserData
 from shared.events import EventLimits, TurnPublished, event_ref
 from shared.indexing.collections import COLLECTIONS, Collection
 from shared.ingest.advance import IngestSteps
 from shared.ingest.conflicts import DEFAULT_STRATEGIES, Judge, Strategy
 from shared.ingest.extract import Extractor
 from shared.ingest.llm_paths import extract_with_llm, llm_judge
-from shared.lifecycle.erasure import UserData
 from shared.lifecycle.sweeps import LifecyclePolicy, policy_from
 from shared.llm import LLM
 from shared.models import Extraction, MemoryType

@@ -14,9 +14,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from shared.erasure import ErasureFailed
 from shared.events import FieldError, InvalidEvent
 from shared.lifecycle.curation import InvalidInput, MemoryNotFound, Refused
-from shared.lifecycle.erasure import ErasureFailed
 from shared.ports import EmbeddingModelMismatch, IndexUnavailable
 from shared.transfer import ImportRefused
 

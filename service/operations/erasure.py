@@ -1,5 +1,5 @@
 """Delete one user everywhere, for ``cuemem users delete`` and ``DELETE /v1/users/{user_id}``
-alike, and prove it store by store (``shared.lifecycle.erasure``).
+alike, and prove it store by store (``shared.erasure``).
 
 Order: Redis first (the publish ledger's unrecorded turns, which the stalled sweep would otherwise
 send again, then working memory, seq counters, sessions); then Postgres in one transaction on one
@@ -17,7 +17,7 @@ from dataclasses import replace
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from service.operations.index_followups import here_or_at_owner
-from shared.lifecycle.erasure import (
+from shared.erasure import (
     ErasureFailed,
     ErasureReport,
     StoreErasure,

@@ -27,7 +27,6 @@ from typing import Any
 
 from producers import tracing
 from shared.events import SAFE_ID_TEXT, is_safe_id
-from shared.ingest.embed import EMBEDDING_MODEL_KEY
 from shared.lifecycle.sweeps import statuses_for
 from shared.ports import EmbeddingModelMismatch
 from shared.queues import IndexKind, TaskName
@@ -35,7 +34,7 @@ from shared.recall.cascade import gather, recall
 from shared.recall.explain import Trace
 from shared.recall.prompt import DEFAULT_PROMPT_BUDGET, fit_budget, prompt_block
 from shared.recall.request import RecallRequest, RecallResult
-from shared.storage import FollowUp, UnitOfWork
+from shared.storage import EMBEDDING_MODEL_KEY, FollowUp, UnitOfWork
 from workers.bootstrap import Container
 
 log = logging.getLogger(__name__)

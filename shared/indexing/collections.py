@@ -17,11 +17,10 @@ from typing import Any, Generic, TypeVar
 from shared.events import split_ref
 from shared.indexing.points import memory_point, turn_payload, turn_point
 from shared.indexing.turn_windows import window_text
-from shared.ingest.embed import EMBEDDING_MODEL_KEY
 from shared.models import EventStage, Memory, MemoryStatus, is_redacted, turn_point_id
 from shared.ports import IndexPoint, VectorIndex
 from shared.queues import IndexKind
-from shared.storage import IndexState, TurnRow, TurnState, UnitOfWork
+from shared.storage import EMBEDDING_MODEL_KEY, IndexState, TurnRow, TurnState, UnitOfWork
 
 R = TypeVar("R")  # a row as its repository returns it (a Memory, a TurnRow)
 S = TypeVar("S")  # the repository's reconciliation view of a row (IndexState, TurnState)

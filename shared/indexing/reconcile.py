@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import Any
 
+from shared.bad_rows import skipping_bad_rows
 from shared.indexing.collections import Collection, Indexes
 from shared.indexing.sync import INDEX_BATCH
-from shared.lifecycle.bad_rows import skipping_bad_rows
 from shared.ports import Embedder, LossAwareIndex, VectorIndex
 from shared.queues import TaskName
 from shared.storage import UnitOfWork

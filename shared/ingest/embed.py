@@ -14,9 +14,7 @@ from shared.ingest.slot_meaning import gives_a_value, prototypes, slot_by_meanin
 from shared.language.links import about_someone_else
 from shared.models import EventStage, Memory, MemoryStatus, MemoryType, is_redacted
 from shared.ports import Embedder, EmbeddingModelMismatch
-from shared.storage import FollowUp, UnitOfWork
-
-EMBEDDING_MODEL_KEY = "embedding_model"  # meta key: the model every stored vector comes from
+from shared.storage import EMBEDDING_MODEL_KEY, FollowUp, UnitOfWork
 
 
 def check_embedding_model(uow: UnitOfWork, embedder: Embedder) -> None:

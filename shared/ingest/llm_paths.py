@@ -8,7 +8,6 @@ invalid JSON, wrong schema) keeps the rule-based result for that turn.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import replace
 
 from shared.events import Role, TurnPublished
@@ -18,11 +17,9 @@ from shared.ingest.extraction import extract, is_instruction, timing, without_in
 from shared.ingest.plans import PLAN_TAG, as_said, word_carrier
 from shared.language import cues
 from shared.language.plan_words import PLAN_PREFIX
-from shared.lifecycle.consolidation import Group
 from shared.llm import (
     INSTRUCTIONS,
     LLM,
-    ConsolidationAnswer,
     ExtractionAnswer,
     ImportanceAnswer,
     JudgeAnswer,
@@ -131,19 +128,3 @@ def llm_judge(llm: LLM | None, fallback: Judge = judge_by_rules) -> Judge:
         return Verdict(Relation(answer.relation), answer.reason, "llm", answer.merged_content)
 
     return judge
-
-
-def llm_summarizer(llm: LLM | None) -> Callable[[Group], str | None] | None:
-    if llm is None:
-        return None
-
-    def summarize(group: Group) -> str | None:
-        data = {m.id: m.content for m in group.members}
-        answer = llm.ask(
-            LLMOperation.CONSOLIDATION, INSTRUCTIONS[LLMOperation.CONSOLIDATION], data, ConsolidationAnswer
-        )
-        if answer is None or not set(answer.member_ids) <= set(data):
-            return None  # the rule-based summary is used; ids the model invented are not trusted
-        return answer.content
-
-    return summarize

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from shared.language.text import detect_language
+from shared.llm import INSTRUCTIONS, LLM, ConsolidationAnswer, LLMOperation
 from shared.models import Memory, MemoryStatus, MemoryType, memory_id
 
 # Tags too generic to define a topic of their own.
@@ -142,3 +143,21 @@ def build_semantic(
     base.updated_at = now
     base.version += 1
     return base
+
+
+def llm_summarizer(llm: LLM | None) -> Callable[[Group], str | None] | None:
+    """With an LLM, a group's summary in the model's words (``build_semantic``'s ``content``);
+    None for a group the model did not answer, or without an LLM: :func:`summary_text` then."""
+    if llm is None:
+        return None
+
+    def summarize(group: Group) -> str | None:
+        data = {m.id: m.content for m in group.members}
+        answer = llm.ask(
+            LLMOperation.CONSOLIDATION, INSTRUCTIONS[LLMOperation.CONSOLIDATION], data, ConsolidationAnswer
+        )
+        if answer is None or not set(answer.member_ids) <= set(data):
+            return None  # the rule-based summary is used; ids the model invented are not trusted
+        return answer.content
+
+    return summarize

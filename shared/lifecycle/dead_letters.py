@@ -16,7 +16,7 @@ from shared.queues import TaskName
 
 Share = Literal["all", "some", "none"]
 # Tasks whose first two arguments are (tenant, user); memory.reinforce has the recall id first.
-# The two sweeps are there for the letters of the users they skipped (``shared.lifecycle.bad_rows``).
+# The two sweeps are there for the letters of the users they skipped (``shared.bad_rows``).
 _USER_FIRST = {
     TaskName.RECONCILE,
     TaskName.CONSOLIDATE,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.lifecycle.bad_rows import skipping_bad_rows
+from shared.bad_rows import skipping_bad_rows
 from shared.lifecycle.consolidation import ConsolidationPolicy, Group, build_semantic, plan, semantic_id
 from shared.models import Memory, MemoryType
 from shared.ports import Embedder

@@ -211,7 +211,7 @@ def test_an_erasure_that_touches_another_users_rows_is_rolled_back(
     import pytest
 
     from service.operations.erasure import erase_user
-    from shared.lifecycle.erasure import ErasureFailed
+    from shared.erasure import ErasureFailed
     from tests.support.rows import memory_row
     from workers.bootstrap import build_container
 
@@ -248,7 +248,7 @@ def test_the_report_counts_only_the_callers_tenant_and_a_delete_reaching_another
     import pytest
 
     from service.operations.erasure import erase_user
-    from shared.lifecycle.erasure import ErasureFailed
+    from shared.erasure import ErasureFailed
     from tests.support.rows import memory_row
     from workers.bootstrap import build_container
 

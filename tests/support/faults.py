@@ -27,10 +27,10 @@ from sqlalchemy.exc import OperationalError
 
 from producers.publisher import Published, Publisher
 from shared.events import InvalidEvent
-from shared.ingest.embed import EMBEDDING_MODEL_KEY
 from shared.models import MemoryStatus, turn_point_id
 from shared.queues import PIPELINE_QUEUES, Queue
 from shared.settings import Settings
+from shared.storage import EMBEDDING_MODEL_KEY
 from tests.support.queues import assert_queues_drain, beat_sweep
 from tests.support.services import progress_by_id, table_counts, wait_processed, wait_until
 from workers.bootstrap import Container

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from shared.erasure import IndexData, StoreErasure, failures, moved_elsewhere
 from shared.lifecycle.dead_letters import dead_letter_share
-from shared.lifecycle.erasure import IndexData, StoreErasure, failures, moved_elsewhere
 from tests.support.fake_index import FakeVectorIndex
 from tests.support.index_points import DIM, MODEL, basis, point
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from service.operations.recall import MODEL_RECHECK_S, check_embedding_model
-from shared.ingest.embed import EMBEDDING_MODEL_KEY
 from shared.ports import EmbeddingModelMismatch
 from shared.settings import Settings
+from shared.storage import EMBEDDING_MODEL_KEY
 from tests.support.fakes import FakeStore
 from workers.bootstrap import build_container
 from workers.endpoints.embedders.hashing import HashingEmbedder

@@ -1,4 +1,4 @@
-"""A user's rows in every Postgres table, counted and deleted (``shared.lifecycle.erasure``).
+"""A user's rows in every Postgres table, counted and deleted (``shared.erasure``).
 
 The tables keyed by tenant and user are scoped by those columns. Two are not: ``llm_calls`` (token
 usage), whose rows of the user name one of its stored events by its pipeline key (tenant/event
@@ -45,7 +45,7 @@ PARTS = (
 
 
 class SqlUserData:
-    """``shared.lifecycle.erasure.UserData`` over one session. ``pin_snapshot`` first: the counts
+    """``shared.erasure.UserData`` over one session. ``pin_snapshot`` first: the counts
     before and after must see one snapshot, or another user's commit in between would read as a
     change the erasure made."""
 

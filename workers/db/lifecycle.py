@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import delete, text
 from sqlalchemy.dialects.postgresql import insert
 
-from shared.lifecycle.repository import StatusChange
+from shared.lifecycle_repository import StatusChange
 from shared.models import MemoryStatus
 from shared.scoring import DecayPolicy, score_sql
 from workers.db.session import SessionRepository

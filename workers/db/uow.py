@@ -6,9 +6,9 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from shared.api_keys import ApiKeyRepository
+from shared.erasure import RowData
 from shared.insight import InsightRepository, TraceContextRepository
-from shared.lifecycle.erasure import RowData
-from shared.lifecycle.repository import LifecycleRepository
+from shared.lifecycle_repository import LifecycleRepository
 from shared.storage import (
     CurationRepository,
     DeadLetterRepository,

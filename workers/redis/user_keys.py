@@ -1,4 +1,4 @@
-"""A user's data in Redis, counted and deleted (``shared.lifecycle.erasure.UserData``).
+"""A user's data in Redis, counted and deleted (``shared.erasure.UserData``).
 
 Per user (``shared/keys.py``): the seq counter and the working memory of each conversation, and
 the list of the user's sessions, all under the user's hash tag; and in the publish ledger, the

@@ -11,10 +11,10 @@ from typing import Any
 
 from celery import Task
 
+from shared import erasure
 from shared.indexing.reconcile import reconcile_indexes
 from shared.indexing.reindex import rebuild_indexes
 from shared.indexing.sync import push_unindexed
-from shared.lifecycle import erasure
 from shared.lifecycle import sweeps as lifecycle
 from shared.ports import IndexUnavailable, SparseTerms
 from shared.queues import IndexKind, SearchMode, TaskName

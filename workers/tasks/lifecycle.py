@@ -9,9 +9,9 @@ from datetime import datetime
 
 from celery import Task
 
-from shared.ingest.llm_paths import llm_summarizer
 from shared.lifecycle import maintenance
 from shared.lifecycle import sweeps as lifecycle
+from shared.lifecycle.consolidation import llm_summarizer
 from shared.queues import TaskName
 from shared.storage import FollowUp, UnitOfWork
 from workers.bootstrap import container

@@ -11,6 +11,10 @@ unrecorded turns) and the vector indexes (the memory index and the conversation 
 runs them in that order of safety: Redis first, so the stalled sweep cannot re-send a turn of the
 user after its rows are gone; then Postgres in one transaction that rolls back if anyone else's
 rows moved; then the indexes, where they live (``service/operations/erasure.py``).
+
+Beside ``shared.storage``, which holds Postgres's part as ``UnitOfWork.erasure`` (``RowData``),
+like the other ports it composes (``shared.transfer``, ``shared.api_keys``): the storage port
+sits below every room of the core that uses it.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ such a unit is rolled back and skipped, with a log line naming it and a dead let
 lists (``cuemem dead-letters list``) holding the sweep, the ids and the error. An outage of the
 store (``UnitOfWork.outages``) or of the index is not a bad row: it ends the run, whose next run
 (or Celery's retry) goes on once the store is back.
+
+Beside the storage port rather than in ``shared/lifecycle/``: the index repair
+(``shared.indexing.reconcile``) uses it too, and indexing sits below lifecycle.
 """
 
 from __future__ import annotations

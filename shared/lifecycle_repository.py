@@ -1,5 +1,8 @@
 """The lifecycle's set-based changes over memories (``shared/lifecycle/sweeps.py``,
-``maintenance.py``): the port ``UnitOfWork.lifecycle`` (``shared.storage``) and what it returns."""
+``maintenance.py``): the port ``UnitOfWork.lifecycle`` (``shared.storage``) and what it returns.
+
+Beside ``shared.storage``, which composes it, not in ``shared/lifecycle/``: the storage port sits
+below every room of the core, lifecycle included."""
 
 from __future__ import annotations
 
