@@ -80,3 +80,31 @@ def test_scores_are_a_standardised_logistic_and_explained_by_their_largest_share
     assert model.probabilities([row, row]) == [p, p]  # the same row, the same number
     with pytest.raises(ValueError, match="features"):
         model.probabilities([row[:-1]])
+
+
+def _line(evidence: list[str], scored: list[tuple[float, str]], foreign: bool = False) -> dict[str, object]:
+    """A features line whose candidates' first feature is their probability's logit."""
+    candidates = [
+        {"dias": [dia], "tokens": 10, "row": [math.log(p / (1 - p))] + [0.0] * (N - 1)} for p, dia in scored
+    ]
+    return {"set": "s", "category": 1, "evidence": evidence, "foreign": foreign, "candidates": candidates}
+
+
+def test_the_floor_costs_no_headline_metric_not_only_any_at_5() -> None:
+    from bench.ranker import choose_floor, no_answer_curve
+
+    model = _model(weights=[1.0] + [0.0] * (N - 1), bias=0.0)
+    lines = [
+        # Two pieces of evidence, the second ranked low (0.05): a floor above it keeps any@5 and
+        # loses all@5 and all@10.
+        _line(["a", "b"], [(0.9, "a"), (0.05, "b"), (0.04, "x")]),
+        _line(["c"], [(0.8, "c"), (0.03, "y")]),
+        # Asked of another user: nothing relevant, its best at 0.07.
+        _line([], [(0.07, "z")], foreign=True),
+    ]
+    curve = no_answer_curve(model, lines)
+    at = {p["threshold"]: p for p in curve}
+    assert at[0.06]["any@5_drop"] == 0.0 and at[0.06]["all@5_drop"] == 0.5
+    assert at[0.05]["all@10_drop"] == 0.0 and at[0.08]["no_answer_empty"] == 1.0
+    # any@5 alone would allow 0.8; all@5 and all@10 allow only what keeps "b".
+    assert choose_floor(curve) == 0.05
