@@ -1,12 +1,13 @@
 """The no-answer protocol (../shared/bench/README.md) and choosing a slice of a LoCoMo-shaped file.
 
 A question of one conversation asked of another conversation's user has no answer in that
-memory: the right output is empty. For a floor on cuemem's item score at threshold ``t`` (items
-scoring below it are cut), the curve gives, for each ``t``:
+memory: the right output is empty. For a floor at threshold ``t`` as recall applies it (an answer
+whose best item scores below ``t`` is nothing; any other is kept whole: ``shared.recall.floor``),
+the curve gives, for each ``t``:
 
 - ``empty``: the share of those foreign queries left with no item;
-- ``own_any@5``: recall_any@5 on the users' own questions (with evidence) after the same cut, and
-  its drop from the uncut any@5.
+- ``own_any@5``: recall_any@5 on the users' own questions (with evidence) under the same floor,
+  and its drop from any@5 without one.
 
 ``t = 0`` is recall as it is (nothing cut). The thresholds are the distinct quantiles (every 5 %)
 of all the scores seen, so the curve spans the run's own scale. Pure but for ``ask_foreign``.
@@ -71,8 +72,9 @@ def ask_foreign(container: Any, convs: Sequence[Conversation], k: int, progress:
 
 
 def _any_at(evidence: set[str], ranked: Sequence[Sequence[str]], scores: Sequence[float], t: float) -> bool:
-    kept = [dias for dias, score in zip(ranked, scores, strict=True) if score >= t][:K]
-    return any(evidence.intersection(dias) for dias in kept)
+    if not scores or max(scores) < t:
+        return False  # no answer at this floor
+    return any(evidence.intersection(dias) for dias in ranked[:K])
 
 
 def _quantile(values: Sequence[float], q: float) -> float:

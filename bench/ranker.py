@@ -81,20 +81,25 @@ def ranked(model: Any, line: dict[str, Any]) -> list[tuple[float, dict[str, Any]
     return [(probabilities[i], line["candidates"][i]) for i in order]
 
 
-def _items(scored: Sequence[tuple[float, dict[str, Any]]], floor: float = 0.0) -> list[metrics.Item]:
-    return [metrics.Item(frozenset(c["dias"]), int(c["tokens"])) for p, c in scored if p >= floor]
+def _items(scored: Sequence[tuple[float, dict[str, Any]]]) -> list[metrics.Item]:
+    return [metrics.Item(frozenset(c["dias"]), int(c["tokens"])) for _, c in scored]
 
 
 # The categories of each set's headline (bench.suite.SETS): LoCoMo's category 5 is adversarial.
 HEADLINE_GROUP = {"locomo": "1-4"}
 
 
+def _answer(scored: Sequence[tuple[float, dict[str, Any]]], floor: float) -> list[metrics.Item]:
+    """What recall returns: nothing when the best candidate is under the floor, else every one."""
+    return _items(scored) if scored and scored[0][0] >= floor else []
+
+
 def evaluate(model: Any, lines: Sequence[dict[str, Any]], floor: float = 0.0) -> dict[str, float | None]:
     """Offline any@5, all@5, all@10, fraction@1 and @5 over the own questions of ``lines``, in the
-    categories of the set's headline."""
+    categories of the set's headline, with ``floor`` as recall applies it (:func:`_answer`)."""
     scores = [
         metrics.score_question(
-            int(line["category"]), list(line["evidence"]), _items(ranked(model, line), floor)
+            int(line["category"]), list(line["evidence"]), _answer(ranked(model, line), floor)
         )
         for line in lines
         if not line["foreign"] and line["evidence"]
@@ -113,8 +118,7 @@ def evaluate(model: Any, lines: Sequence[dict[str, Any]], floor: float = 0.0) ->
 
 
 # The own-question metrics a floor must not cost (``MAX_ANY5_DROP`` each): the suite's headline
-# cells (docs/BENCHMARKS.md). A floor chosen on any@5 alone cut the tail that all@5 and all@10
-# need: on LongMemEval dev, 0.02 kept any@5 but cost all@10 0.05 (offline).
+# cells (docs/BENCHMARKS.md).
 FLOOR_METRICS = (("any@5", 5, "recall_any"), ("all@5", 5, "recall_all"), ("all@10", 10, "recall_all"))
 
 
@@ -131,12 +135,15 @@ def no_answer_curve(model: Any, lines: Sequence[dict[str, Any]]) -> list[dict[st
             own.append((list(line["evidence"]), top[:10]))
 
     def kept(t: float) -> dict[str, float]:
+        # The floor decides whether there is an answer (``shared.recall.floor``): a question whose
+        # best candidate is under it gets nothing, any other its whole list.
         out = {}
         for name, k, field in FLOOR_METRICS:
             hits = 0.0
             for evidence, top in own:
-                cov = metrics.coverage(evidence, _items(top[:k], t))
-                hits += getattr(cov, field) if cov is not None else 0.0
+                if top and top[0][0] >= t:
+                    cov = metrics.coverage(evidence, _items(top[:k]))
+                    hits += getattr(cov, field) if cov is not None else 0.0
             out[name] = hits / len(own) if own else 0.0
         return out
 

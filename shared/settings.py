@@ -188,10 +188,11 @@ class Settings(BaseSettings):
     # searched by its last this many lines; 0 searches the whole query. Chosen on the dev sets
     # (docs/BENCHMARKS.md, "Recall after issue 30").
     recall_query_lines: int = Field(default=0, ge=0, le=1000)
-    # The relevance floor (shared/recall/floor.py): recall returns fewer than k items, or none,
-    # rather than filler. An item needs at least this probability of relevance (the relevance
-    # model's calibrated output); unset: the model's own default, chosen with the no-answer
-    # protocol (docs/BENCHMARKS.md). 0 turns the floor off; chit-chat is always left out.
+    # The relevance floor (shared/recall/floor.py): recall answers nothing rather than filler when
+    # its best item has less than this probability of relevance (the relevance model's calibrated
+    # output); the items after a best that clears it are not cut for their own. Unset: the model's
+    # own default, chosen with the no-answer protocol (docs/BENCHMARKS.md). 0 turns the floor off;
+    # chit-chat is always left out.
     recall_min_relevance: float | None = Field(default=None, ge=0, le=1)
     # No setting makes recall count its memories as used: every recall is read-only unless the
     # request asks (reinforce), because only the caller knows whether it used what it got, and a

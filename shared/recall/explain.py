@@ -23,7 +23,7 @@ CUT_REASONS = {
     "chit_chat": "chit-chat",
     "outside_time_range": "outside the named time range",
     "question_answered": "assistant question whose answer is found",
-    "below_min_relevance": "under the minimum relevance",
+    "below_min_relevance": "nothing reached the minimum relevance",
 }
 MOVED_SHOWN = 3  # the features an explanation names as having moved the item most
 # The searches' scores, in the order an explanation lists them.

@@ -90,21 +90,25 @@ def _line(evidence: list[str], scored: list[tuple[float, str]], foreign: bool = 
     return {"set": "s", "category": 1, "evidence": evidence, "foreign": foreign, "candidates": candidates}
 
 
-def test_the_floor_costs_no_headline_metric_not_only_any_at_5() -> None:
-    from bench.ranker import choose_floor, no_answer_curve
+def test_the_floor_decides_the_answer_and_costs_no_headline_metric() -> None:
+    from bench.ranker import choose_floor, evaluate, no_answer_curve
 
     model = _model(weights=[1.0] + [0.0] * (N - 1), bias=0.0)
+    fillers = [(0.25 - i / 100, f"f{i}") for i in range(5)]
     lines = [
-        # Two pieces of evidence, the second ranked low (0.05): a floor above it keeps any@5 and
-        # loses all@5 and all@10.
-        _line(["a", "b"], [(0.9, "a"), (0.05, "b"), (0.04, "x")]),
-        _line(["c"], [(0.8, "c"), (0.03, "y")]),
-        # Asked of another user: nothing relevant, its best at 0.07.
-        _line([], [(0.07, "z")], foreign=True),
+        # Its evidence ranks 7th, under a best candidate of 0.3: no any@5, but all@10. A floor
+        # over 0.3 leaves it no answer at all, which costs all@10 and not any@5.
+        _line(["e"], [(0.3, "x"), *fillers, (0.1, "e")]),
+        # Answered first at 0.9, with a second piece of evidence at 0.05: the floor never cuts the
+        # tail of an answer whose best clears it.
+        _line(["a", "b"], [(0.9, "a"), (0.05, "b")]),
+        # Asked of another user: nothing relevant, its best at 0.2.
+        _line([], [(0.2, "z")], foreign=True),
     ]
     curve = no_answer_curve(model, lines)
     at = {p["threshold"]: p for p in curve}
-    assert at[0.06]["any@5_drop"] == 0.0 and at[0.06]["all@5_drop"] == 0.5
-    assert at[0.05]["all@10_drop"] == 0.0 and at[0.08]["no_answer_empty"] == 1.0
-    # any@5 alone would allow 0.8; all@5 and all@10 allow only what keeps "b".
-    assert choose_floor(curve) == 0.05
+    assert at[0.3]["all@5_drop"] == 0.0 and at[0.3]["all@10"] == 1.0 and at[0.3]["no_answer_empty"] == 1.0
+    assert at[0.31]["any@5_drop"] == 0.0 and at[0.31]["all@10_drop"] == 0.5
+    # any@5 alone would allow 0.9; all@10 allows only what keeps the first question's answer.
+    assert choose_floor(curve) == 0.3
+    assert evaluate(model, lines, 0.3)["all@10"] == 1.0 and evaluate(model, lines, 0.31)["all@10"] == 0.5

@@ -1,7 +1,7 @@
 """Recall on fakes: an assistant's question never outranks the user's answer (unless the query asks
-what the assistant said), and the relevance floor leaves chit-chat and what is under the minimum
-relevance out of the answer, never an exact key, and says so in the trace (with what it left just
-below the cut)."""
+what the assistant said), and the relevance floor leaves chit-chat out of the answer, and
+everything when nothing reaches the minimum relevance, never an exact key, and says so in the
+trace (with what it left just below the cut)."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ def _no_cues():
     return query_cues("gardening")
 
 
-def test_the_floor_cuts_what_is_under_the_minimum_relevance_and_shows_it_below_the_cut() -> None:
+def test_the_minimum_relevance_decides_whether_there_is_an_answer_not_how_long_it_is() -> None:
     scored = Scored(_by_dense())
     cands = [
         _cand("a", scored, 0.9),
@@ -165,13 +165,32 @@ def test_the_floor_cuts_what_is_under_the_minimum_relevance_and_shows_it_below_t
     request = RecallRequest("default", "u1", "gardening", now=ASKED, k=3, min_relevance=0.5)
     trace = Trace(request)
     kept, below = floor.fill(cands, request, scored, _no_cues(), [], trace)
-    assert [c.item.id for c in kept] == ["a", "c"]
-    # b would have had the third slot; d ranks below the k the answer had.
-    assert [c.item.id for c in below] == ["b"] and trace.cut == {"below_min_relevance": 1}
-    assert scored.reasons == {"b": "below_min_relevance"}
+    # The best clears the minimum: the items after it are not cut for their own probability.
+    assert [c.item.id for c in kept] == ["a", "b", "c"] and below == [] and trace.cut == {}
+    # Nothing clears it: no answer, and what would have been in it is shown below the cut.
+    scored = Scored(_by_dense())
+    cands = [_cand("b", scored, 0.3), _cand("c", scored, 0.45), _cand("d", scored, 0.1)]
+    trace = Trace(request)
+    kept, below = floor.fill(cands, request, scored, _no_cues(), [], trace)
+    assert kept == [] and [c.item.id for c in below] == ["b", "c", "d"]
+    assert trace.cut == {"below_min_relevance": 3}
+    assert scored.reasons == dict.fromkeys("bcd", "below_min_relevance")
+    # A minimum of 0 cuts nothing.
     request = dataclasses.replace(request, min_relevance=0.0)
     kept, below = floor.fill(cands, request, Scored(_by_dense()), _no_cues(), [], Trace(request))
-    assert [c.item.id for c in kept] == ["a", "b", "c"] and below == []
+    assert [c.item.id for c in kept] == ["b", "c", "d"] and below == []
+
+
+def test_chit_chat_never_makes_an_answer_of_what_clears_nothing() -> None:
+    scored = Scored(_by_dense())
+    chat = _turn_candidate(Role.USER, "lol ok")
+    chat.item.id = "chat"
+    scored.probabilities["chat"] = 0.95  # chit-chat is left out whatever it scores
+    cands = [chat, _cand("b", scored, 0.3)]
+    request = RecallRequest("default", "u1", "gardening", now=ASKED, k=3, min_relevance=0.5)
+    trace = Trace(request)
+    kept, _ = floor.fill(cands, request, scored, _no_cues(), [], trace)
+    assert kept == [] and trace.cut == {"chit_chat": 1, "below_min_relevance": 1}
 
 
 def test_an_empty_answer_says_what_was_tried_and_the_best_relevance_seen() -> None:
