@@ -36,7 +36,7 @@ from shared.ingest.extraction_rules import (
     is_negated,
     without_instruction,
 )
-from shared.ingest.plans import PLAN_TAG, as_said, is_plan, word_carrier
+from shared.ingest.plans import PLAN_TAG, as_said, coming_plan, is_plan, word_carrier
 from shared.language import cues, timeexpr
 from shared.language.clauses import WORD_RE, clause_spans, is_chit_chat, sentence_spans, statement_text
 from shared.language.cues import slot_for
@@ -250,7 +250,14 @@ def _draft(text: str, role: Role, importance: float, type_: MemoryType, at: date
     tags = tuple(dict.fromkeys(cues.lexicon_tags(content) + extra))
     found = cues.entities(content)[:MAX_DRAFT_ENTITIES]
     slot = None if question else cues.slot_for(content, type_, tags, found)
-    if role is Role.USER and slot is not None:
+    if role is Role.USER and slot is None and not question:
+        # A move or a start to come, named ("I'm going to move to Suzhou next spring"): a plan of
+        # the slot it would fill, or nothing; never the present value (``plans.coming_plan``).
+        slot = coming_plan(content, at)
+        if slot is not None:
+            type_, change = MemoryType.TASK, False
+            tags = tuple(t for t in dict.fromkeys((*tags, PLAN_TAG)) if t != "change")
+    elif role is Role.USER and slot is not None:
         # Read from the clauses that carry the value (``shared.ingest.plans``): a plan for a slot
         # ("我们计划明年春天搬到苏州") is a task of its own slot, not the slot's new value, so the
         # present value stays current; a condition, a search or someone else's value is no value.

@@ -146,12 +146,6 @@ _PROFILE = _any(
     # An adverb between "I" and the verb ("I now live in", "I currently work at") says the same.
     r"\bI (?:now |currently |still |actually )?(?:live|lived|grew up|was born|moved|relocated)"
     r" (?:in|to|at)\b",
-    # A move or a new employer still to come, named ("I'm going to move to Suzhou", "I will start at
-    # Google in May"): a profile statement whose mood (``shared.ingest.plans``) makes it a plan.
-    r"\b(?:I|we)(?:'m|'re| am| are|'ll| will)? (?:going to |planning to |about to |gonna )?(?:be )?"
-    r"(?:move|moving|relocate|relocating) (?:back )?to (?-i:[A-Z])",
-    r"\bI(?:'m| am|'ll| will)? (?:going to |about to |gonna )?(?:be )?(?:start|starting)"
-    r" (?:work |working |my new job |a new job |the new job )?at (?-i:[A-Z])",
     r"\bI(?:'m| am) (?:from|based in)\b",
     r"\bmy (?:hometown|home town|address)\b|\bI (?:speak|studied|graduated|majored)\b",
     r"\bI(?:'m| am)? (?:now |currently |still )?(?:work|worked|working) (?:as|at|for|in|on)\b"
@@ -189,6 +183,39 @@ _PROFILE = _any(
     r"\b(?:I|we) (?:broke up|split up|got married|got engaged|got divorced)\b",
     r"\bI(?:'m| am) (?:now )?(?:single|married|engaged|divorced|dating)\b",
 )
+# A move or a new employer still to come, to a place or an employer named ("I'm going to move to
+# Suzhou next spring", "we're moving to Denver", "I will start at Google in May"): the slot it
+# fills once it happens. It only ever gives a plan (``shared.ingest.plans.coming_plan``); a move
+# that has not happened is never the present home. Nothing but a time, an end or "with my
+# family" may follow the name:
+# "moving to Slack for team chat", "start at Costco to buy groceries" and "start at Central Park
+# and run" name no home or employer.
+_NAME = r"(?-i:[A-Z][\w'&.-]*)(?: (?-i:[A-Z][\w'&.-]*))*"
+_AFTER = (
+    r"(?=\s*(?:$|[.,!;:?]|(?:in|on|next|this|soon|after|before|by|early|late|later|around|once|when)\b"
+    r"|with (?:my|our)\b))"
+)
+COMING_SLOTS = (
+    (
+        "profile:home",
+        re.compile(
+            r"\b(?:I|we)(?:['’]m|['’]re| am| are|['’]ll| will)? (?:\w+ )?"
+            r"(?:going to |planning to |plan to |about to |gonna )?(?:be )?"
+            rf"(?:move|moving|relocate|relocating) (?:back )?to (?P<name>{_NAME}){_AFTER}",
+            _I,
+        ),
+    ),
+    (
+        "profile:job",
+        re.compile(
+            r"\bI(?:['’]m| am|['’]ll| will)? (?:\w+ )?(?:going to |about to |gonna )?(?:be )?"
+            r"(?:start|starting) (?:work |working |my new job |a new job |the new job )?"
+            rf"at (?P<name>{_NAME}){_AFTER}",
+            _I,
+        ),
+    ),
+)
+_COMING = re.compile("|".join(f"(?:{p.pattern.replace('(?P<name>', '(')})" for _, p in COMING_SLOTS), _I)
 _TASK = _any(
     r"提醒我|记得(?:要|帮我|提醒|给|带|买|交|去|把)|别忘了|不要忘了|别忘记|待办|截止|我(?:需要|得|必须)",
     r"(?:明天|后天|今晚|下午|晚上|待会|下周.?|周[一二三四五六日天]|\d+号|\d+点)[^，,。]{0,8}?"
@@ -314,6 +341,9 @@ RULES: tuple[Rule, ...] = (
     Rule("plan", 4.5, _T, PLAN_RE, True, needs_time=True),  # only when no task rule fired
     Rule("reschedule", 5.0, _T, RESCHEDULE, False),
     Rule("change", 5.0, None, CHANGE, True),  # typed in analyse(): what changed, else a preference
+    # A move or a start to come: a plan of the slot when its mood is a plan (``plans.coming_plan``),
+    # else an episode, never the present value.
+    Rule("coming", 5.0, _E, _COMING, True),
     Rule("activity", 4.5, _PR, _ACTIVITY, True),
     Rule("family", 4.0, _PR, _FAMILY, True),
     Rule("decision", 4.5, _F, _DECISION, False),

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
 
-from shared.ingest.extraction_rules import is_change
+from shared.ingest.extraction_rules import COMING_SLOTS, is_change
 from shared.language import cues, timeexpr
 from shared.language.plan_words import PLAN_RE, plan_slot
 from shared.models import MemoryType
@@ -41,6 +41,7 @@ __all__ = [
     "PLAN_TAG",
     "Mood",
     "as_said",
+    "coming_plan",
     "is_plan",
     "mood",
     "pieces",
@@ -89,8 +90,8 @@ _NOT_OWN_RE = re.compile(
 _PROGRESSIVE_RE = re.compile(r"\b(?:I|we)(?:['’]m|['’]re| am| are) (?:\w+ )?\w+ing\b", _I)
 _COMING_RE = re.compile(
     r"\b(?:I|we)(?:['’]m|['’]re| am| are) (?:\w+ )?"
-    r"(?:(?:moving|relocating)(?: back)? to|starting (?:at|a new|my new|the new))\b"
-    r"(?!.*\b(?:ago|last|yesterday)\b)",
+    r"(?:(?:moving|relocating)(?: back)? to|starting (?:at|a new|my new|the new)"
+    r"|about to (?:move|relocate|start))\b",
     _I,
 )
 _SUBJECT_RE = re.compile(rf"\b{_SUBJECT_EN}\b|[我咱你他她它]", _I)
@@ -153,6 +154,28 @@ def word_carrier(slot: str, type_: MemoryType) -> Callable[[str], bool]:
         return cues.slot_for(piece, type_, tags, cues.entities(piece)) == slot
 
     return carries
+
+
+def coming_slot(text: str) -> str | None:
+    """The slot a move or a start to come, named in ``text``, would fill
+    (``shared.ingest.extraction_rules.COMING_SLOTS``), when what it names is a name: no lexicon
+    word, not "Plan B", "Room 204" or "Level 2"."""
+    for slot, pattern in COMING_SLOTS:
+        for m in pattern.finditer(text):
+            name = m.group("name")
+            if not cues.lexicon_tags(name) and not re.search(r" (?:\d|[A-Z]\b)", name):
+                return slot
+    return None
+
+
+def coming_plan(content: str, at: datetime) -> str | None:
+    """The plan's slot (``plan:profile:home``) when ``content`` states a move or a start to come
+    as the speaker's plan; None otherwise, never the present slot."""
+    slot = coming_slot(content)
+    if slot is None or any(_CONDITION_RE.search(piece) for piece in pieces(content)):
+        return None  # "If I get a new job, I'll move to Denver": a hypothetical, no plan
+    said = mood(content, lambda piece: coming_slot(piece) == slot)
+    return plan_slot(slot) if said is Mood.PLAN and _not_over(content, at) else None
 
 
 def as_said(content: str, slot: str, at: datetime, carries: Callable[[str], bool]) -> str | None:

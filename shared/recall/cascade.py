@@ -13,9 +13,10 @@ Each candidate then gets a row of features (``features``: each path's score and 
 agreement, the item's type, role and age, its session's and neighbours' scores, the query's
 shape) and the relevance model (``relevance``, fitted on the training split by
 ``cuemem bench train-ranker``) gives it a calibrated probability of being relevant. Candidates are
-ranked by it, an optional reranker reorders the top, and ``floor`` cuts to k without
-near-duplicates, without chit-chat and below the minimum relevance: recall returns fewer than k
-items, or none, rather than filler. ``explain`` says why each item is there (its features and the
+ranked by it (a question about one of the user's own slots puts the slot's current memory
+first: ``slots``), an optional reranker reorders the top, and ``floor`` cuts to k without
+near-duplicates and chit-chat, and returns nothing rather than filler when the best item of the
+answer is under the minimum relevance. ``explain`` says why each item is there (its features and the
 ones that moved it most) and what was left just below the cut.
 """
 
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 
 from shared.language.cues import QueryCues, query_cues
 from shared.language.sparse import sparse_query
+from shared.models import MemoryStatus
 from shared.ports import Embedder, Reranker, VectorIndex, WorkingMemory
 from shared.recall import deterministic as stage1
 from shared.recall import floor, fusion, roles, slots, windows
@@ -112,7 +114,9 @@ def gather(
         list(times.windows),
         roles.asks_assistant(request.searched),
         follow_up,
-        None if request.is_dialogue else slots.asked_slot(request.searched),
+        # Not for a dialogue, where a slot word is chatter, nor for a question that names a time
+        # range ("Where did I live in 2019?"), which asks what held then.
+        None if request.is_dialogue or times.windows else slots.asked_slot(request.searched),
     )
 
 
@@ -143,12 +147,15 @@ def rank(
         ranked = [c for c in ranked if c.item.id in recent] + [c for c in ranked if c.item.id not in recent]
     if gathered.asked_slot is not None:
         # "Where do I work?" asks for the slot's current value, which ingest keeps as one memory:
-        # it comes first (``slots``). Not for a dialogue, where a slot word is chatter.
+        # it comes first (``slots``).
+        # Only an active memory holds the current value: with history included, a superseded
+        # statement of the slot keeps the model's place.
         asked = gathered.asked_slot
-        first = [c for c in ranked if c.item.slot == asked]
+        first = [c for c in ranked if c.item.slot == asked and c.item.status == MemoryStatus.ACTIVE.value]
         if first:
             trace.notes.append(f"the query asks for {asked}: its current memory comes first")
-        ranked = first + [c for c in ranked if c.item.slot != asked]
+            firsts = {c.item.id for c in first}
+            ranked = first + [c for c in ranked if c.item.id not in firsts]
     if not gathered.about_assistant:
         # An assistant's turn that only asks says nothing about the user (``roles``): it follows
         # every statement, whatever the model made of its words, which are the query's own. (The
@@ -226,7 +233,11 @@ def recall(
         trace.request = request
     ranked, scored = rank(gathered, request, model, trace)
     ranked = fusion.reranked(request.searched, ranked, reranker, rerank_top_n, scored, trace)
+    asked = gathered.asked_slot
+    slot_found = asked is not None and any(
+        c.item.slot == asked and c.item.status == MemoryStatus.ACTIVE.value for c in ranked
+    )
     chosen, below = floor.fill(
-        ranked, request, scored, gathered.cues, gathered.windows, trace, gathered.about_assistant
+        ranked, request, scored, gathered.cues, gathered.windows, trace, gathered.about_assistant, slot_found
     )
     return answered(trace, gathered.cues, gathered.windows, chosen, below, scored)

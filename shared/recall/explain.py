@@ -170,14 +170,22 @@ def answered(
         ))  # fmt: skip
     if not chosen:
         tried = len(scored.probabilities)
-        best = max(scored.probabilities.values(), default=None)
-        notes.append(
-            "nothing remembered answers this: "
-            + (
-                f"the best of {tried} candidate{'s' if tried != 1 else ''} had relevance {best:.3f}, "
-                f"under the minimum {request.min_relevance:.3f}"
-                if best is not None
-                else "no path found a candidate"
+        # The best of the answer the floor emptied, not of chit-chat it never counted.
+        floored = [
+            scored.probabilities.get(c.item.id, 0.0)
+            for c in below
+            if scored.reasons.get(c.item.id) == "below_min_relevance"
+        ]
+        if floored:
+            why = (
+                f"the best of {tried} candidate{'s' if tried != 1 else ''} had relevance {max(floored):.3f}, "
+                f"under the minimum {(request.min_relevance or 0.0):.3f}"
             )
-        )
+        elif tried:
+            why = (
+                f"none of {tried} candidate{'s' if tried != 1 else ''} is more than chit-chat or out of range"
+            )
+        else:
+            why = "no path found a candidate"
+        notes.append("nothing remembered answers this: " + why)
     return RecallResult(stage, [c.item for c in chosen], public)

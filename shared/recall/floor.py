@@ -3,14 +3,16 @@
 The searches always find something (the nearest vectors of any query), so without a floor a
 recall of k items pads its answer with whatever lies closest. A candidate is left out when
 
-- **nothing clears the minimum**: the best probability of relevance of any candidate the other
-  rules keep (``shared.recall.relevance``, calibrated on the training split) is under
+- **nothing clears the minimum**: the best probability of relevance of the answer the other
+  rules leave (``shared.recall.relevance``, calibrated on the training split) is under
   ``min_relevance`` (``Settings.recall_min_relevance``; the model file's default was chosen with
   the no-answer protocol: questions asked of another user's memory). The minimum decides whether
   there is an answer at all, not how long it is: once the best candidate clears it, the items
   after it are not cut for their own probability. Cutting each item at the minimum cut the
   second and third pieces of evidence that a question needs (LongMemEval dev all@10 0.75 -> 0.70
-  at 0.02, offline) while a question nothing answers is told apart by its best candidate alone;
+  at 0.02, offline) while a question nothing answers is told apart by its best candidate alone.
+  An answer whose first item is the current value of the slot the question asks (``slots``) is
+  never emptied;
 - it is **chit-chat**: acknowledgements, greetings, laughter (``is_chit_chat``), or a short text
   with no cue key at all (no entity, no tag, no content word): nothing in it can answer;
 - the query names a time range and has nothing else to match ("我8月10号做了什么？"), and it does
@@ -50,16 +52,12 @@ def cut_reason(c: Candidate, content_free_range: bool) -> str | None:
     return None
 
 
-def nothing_clears(
-    ranked: Sequence[Candidate], reasons: dict[str, str], request: RecallRequest, scored: Scored
-) -> bool:
-    """Whether no candidate the other rules keep reaches the minimum relevance: then there is no
-    answer, and every one of them is left out."""
+def nothing_clears(answer: Sequence[Candidate], request: RecallRequest, scored: Scored) -> bool:
+    """Whether the best item of the ``answer`` recall would give is under the minimum relevance:
+    then there is no answer."""
     floor = request.min_relevance or 0.0
-    best = max(
-        (scored.probabilities.get(c.item.id, 0.0) for c in ranked if c.item.id not in reasons), default=0.0
-    )
-    return floor > 0.0 and best < floor
+    best = max((scored.probabilities.get(c.item.id, 0.0) for c in answer), default=0.0)
+    return floor > 0.0 and bool(answer) and best < floor
 
 
 def _turns(c: Candidate, step: int = 0) -> set[tuple[str, int]]:
@@ -75,24 +73,30 @@ def fill(
     windows: Sequence[object],
     trace: Trace,
     about_assistant: bool = False,
+    answered: bool = False,
 ) -> tuple[list[Candidate], list[Candidate]]:
     """Up to k of ``ranked`` (``fusion.select``) without what the floor leaves out, and the best
     :data:`BELOW_SHOWN` of what it left out of those k slots. ``trace.cut`` counts, by reason, the
-    items left out of the answer they would otherwise have been in."""
+    items left out of the answer they would otherwise have been in. ``answered``: the first item
+    answers the query by a rule (the current value of the slot it asks), so the minimum relevance
+    never empties the answer."""
     content_free_range = bool(windows) and not cues.keys()
     reasons = {c.item.id: reason for c in ranked if (reason := cut_reason(c, content_free_range))}
-    if nothing_clears(ranked, reasons, request, scored):
-        reasons |= {c.item.id: "below_min_relevance" for c in ranked if c.item.id not in reasons}
     if not about_assistant:
         answers = {t for c in ranked if c.item.id not in reasons for t in _turns(c)}  # the turns kept
         for c in ranked:
             if c.item.id not in reasons and scored.asks(c.item.id) and _turns(c, 1) & answers:
                 reasons[c.item.id] = "question_answered"
-    would = select(ranked, request.k)
-    trace.cut.update(Counter(reasons[c.item.id] for c in would if c.item.id in reasons))
-    for c in would:
-        if c.item.id in reasons:
-            scored.reasons[c.item.id] = reasons[c.item.id]
     chosen = select([c for c in ranked if c.item.id not in reasons], request.k)
-    below = [c for c in would if c.item.id in reasons][:BELOW_SHOWN]
-    return chosen, below
+    # The minimum is met by the answer as it would be given, or there is none.
+    emptied = chosen if not answered and nothing_clears(chosen, request, scored) else []
+    reasons |= {c.item.id: "below_min_relevance" for c in emptied}
+    chosen = [] if emptied else chosen
+    would = select(ranked, request.k)
+    left = [c for c in would if c.item.id in reasons]
+    shown = {c.item.id for c in left}
+    left += [c for c in emptied if c.item.id not in shown]
+    trace.cut.update(Counter(reasons[c.item.id] for c in left))
+    for c in left:
+        scored.reasons[c.item.id] = reasons[c.item.id]
+    return chosen, left[:BELOW_SHOWN]

@@ -8,8 +8,9 @@ the relevance model makes of a store where every memory is about as close to the
 training questions hardly ever ask this (their slot memories are few), so the model has nothing
 to learn it from, like the other orders of ``shared.recall.cascade.rank``.
 
-A question about a plan ("我们打算什么时候搬家？", "when am I going to move?") asks for the plan's
-slot (``plan:profile:home``), not the present value. A question about the past ("What was my
+A question about a plan or a change to come ("我们打算什么时候搬家？", "Where am I moving to?",
+"When do I start at Google?", "Where will I live next year?") asks for the plan's slot
+(``plan:profile:home``), not the present value. A question about the past ("What was my
 previous job?", "我以前住哪？") asks for history, which is not the current value: no slot then.
 So does a question about someone else ("Where does Caroline work?"): only the user's own
 statements fill the user's slots.
@@ -24,22 +25,44 @@ from shared.language.plan_words import PLAN_RE, plan_slot
 from shared.models import MemoryType
 
 _OWN_RE = re.compile(r"\b(?:I|I'm|I've|my|me|mine|we|our|(?-i:us))\b|我", re.IGNORECASE)
-# Words that ask for a value the slot once had, not the one it has now.
 PROFILE_PREFIX = "profile:"
+# Words that ask for a value the slot once had, not the one it has now; and words of a topic
+# that only looks like a slot ("Where do I work out?").
 _HISTORY_RE = re.compile(
-    r"\b(?:previous(?:ly)?|former(?:ly)?|old|used to|before|past|first|originally|last)\b"
+    r"\b(?:previous(?:ly)?|former(?:ly)?|old|used to|before|past|first|originally|last|work(?:ing)? out)\b"
     r"|以前|之前|原来|过去|曾经|上一[份个家]|老(?:家|房子|公司|单位)",
+    re.IGNORECASE,
+)
+# Words of a change still to come: the question asks for the plan ("Where am I moving to?",
+# "When do I start at Google?", "我什么时候搬家？").
+_COMING_RE = re.compile(
+    r"\b(?:move|moving|relocat\w*|start|starting|new (?:job|home|place|apartment))\b|搬|入职|新工作|新家",
     re.IGNORECASE,
 )
 
 
 def asked_slot(query: str) -> str | None:
-    """The slot of the user's own whose current value ``query`` asks for, or None."""
-    if not _OWN_RE.search(query) or _HISTORY_RE.search(query) or timeexpr.tense(query) == "past":
+    """The slot of the user's own whose current value ``query`` asks for (or, for a question about
+    a change to come, the plan's slot), or None."""
+    tense = timeexpr.tense(query)
+    if not _OWN_RE.search(query) or _HISTORY_RE.search(query) or tense == "past":
         return None
     tags = cues.lexicon_tags(query)
     entities = cues.entities(query)
     slot = cues.slot_for(query, MemoryType.PROFILE, tags, entities)
+    if slot is None and _COMING_RE.search(query):
+        slot = _coming_topic(query)
     if slot is None or not slot.startswith(PROFILE_PREFIX):
         return None  # a topic with many values (hobbies, foods) has no one current value
-    return plan_slot(slot) if PLAN_RE.search(query) else slot
+    coming = PLAN_RE.search(query) or tense == "future" or _COMING_RE.search(query)
+    return plan_slot(slot) if coming else slot
+
+
+def _coming_topic(query: str) -> str | None:
+    """The slot a question about a move or a start asks about ("Where am I moving to?")."""
+    lowered = query.lower()
+    if re.search(r"\b(?:mov(?:e|ing)|relocat\w*)\b|搬", lowered):
+        return "profile:home"
+    if re.search(r"\bstart(?:ing)? at\b|入职|新工作", lowered):
+        return "profile:job"
+    return None

@@ -68,7 +68,8 @@ MUST_BE_PLANS = {
     "I'm starting at Stripe next month": "plan:profile:job",
     # LongMemEval's: a move in the progressive with no time, or only "soon", has not happened yet.
     "I'm moving to Munich soon": "plan:profile:home",
-    "I'm planning to move to Edinburgh for my master's program": "plan:profile:home",
+    "I'm about to move to Denver": "plan:profile:home",
+    "We're about to relocate to Spain": "plan:profile:home",
 }
 MUST_NOT_BE_PLANS = {  # turn: its slot (None: no value of the speaker's)
     "Sure! I'm lactose intolerant, so I'll just need the dairy-free recipe! ": "preference:diet",
@@ -86,6 +87,16 @@ MUST_NOT_BE_PLANS = {  # turn: its slot (None: no value of the speaker's)
     "If I get a new job, I'll move to Denver": None,
     "如果我换了新工作，就搬到深圳": None,
     "Let's move to the next topic": None,  # "move to" names no place
+    # A move or a start to come fills no slot but the plan's, and only when it names a place or an
+    # employer: never the present value, never another slot of the same turn.
+    "I'm a data analyst at Alibaba and hope to move to the Zurich office": "profile:job",
+    "I live in Hangzhou, my classes start at 8": "profile:home",
+    "I work as a nurse and I'd love to move to the ICU someday": "profile:job",
+    "I'm moving to Denver because my lease ended last month": None,
+    "We're moving to Slack for team chat": None,
+    "We're moving to Plan B": None,
+    "I'll start at Central Park and run": None,
+    "I will start at Costco to buy the groceries": None,
     "I work out every morning": None,  # a routine, not a job
 }
 

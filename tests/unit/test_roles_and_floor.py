@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 
 from shared.events import Role, TurnPublished
+from shared.models import MemoryStatus
 from shared.recall import floor
 from shared.recall.cascade import recall
 from shared.recall.explain import Scored, Trace
@@ -232,8 +233,8 @@ def test_a_dialogue_as_the_query_gets_no_default_floor() -> None:
     h.say("I work as a nurse at the city hospital")
     strict = _by_dense(min_relevance=0.999)
     for query, floored in (
-        ("where do I work?", True),
-        ("user: hi\nassistant: hello\nuser: where do I work?", False),
+        ("what is my blood type?", True),
+        ("user: hi\nassistant: hello\nuser: what is my blood type?", False),
     ):
         out = _recall_by(h, query, strict)
         assert (out.trace["floor"]["min_relevance"] == 0.999) is floored, query
@@ -277,3 +278,39 @@ def test_an_assistant_question_answered_above_it_is_left_out_unless_the_query_as
     assert out.trace["floor"]["cut"] == {"question_answered": 1}
     about = ask(h, "你问过我什么忌口？")
     assert "好呀，你有什么忌口吗？" in [i.content for i in about.items]
+
+
+def test_the_current_value_of_the_slot_a_question_asks_comes_first_and_is_never_floored() -> None:
+    h = TurnHarness()
+    h.say(
+        "I live in Boston near the harbour",
+        "I love hiking on weekends",
+        "I now live in Seattle",
+        "I have a cat named Mochi",
+    )
+    strict = _by_dense(min_relevance=0.999)  # every item is under it
+    out = _recall_by(h, "where do I live?", strict)
+    assert [i.content for i in out.items][:1] == ["I now live in Seattle"], out.items
+    assert "the query asks for profile:home: its current memory comes first" in out.trace["notes"]
+    # With history included, the superseded home keeps the model's place (here, on the harbour's
+    # words, above Seattle's): it is not the current value.
+    with h.store.uow() as uow:
+        request = RecallRequest(
+            "default", "u1", "where do I live, near the harbour?", now=ASKED, k=5,
+            statuses=frozenset({MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED}),
+        )  # fmt: skip
+        out = recall(
+            uow, request, embedder=h.embedder, index=h.index, working_memory=None, turn_index=h.turns
+        )
+    assert out.items[0].content == "I now live in Seattle", [i.content for i in out.items]
+    # Only history asked for: no current value, so nothing is put first for the slot.
+    with h.store.uow() as uow:
+        request = dataclasses.replace(request, statuses=frozenset({MemoryStatus.SUPERSEDED}))
+        out = recall(
+            uow, request, embedder=h.embedder, index=h.index, working_memory=None, turn_index=h.turns
+        )
+    assert [i.content for i in out.items] == ["I live in Boston near the harbour"]
+    assert not [n for n in out.trace["notes"] if "comes first" in n], out.trace["notes"]
+    # Someone else's home, or a past one, asks for no slot: nothing is put first.
+    out = _recall_by(h, "where did I live before?", strict)
+    assert out.items == [] and not [n for n in out.trace["notes"] if "asks for" in n]
