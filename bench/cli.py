@@ -190,8 +190,9 @@ def ranker_features_cmd(
 @bench_app.command("train-ranker")
 def train_ranker_cmd(
     train: Annotated[
-        list[Path], typer.Option("--train", help="A features file of the training split (repeatable)")
-    ],
+        list[Path] | None,
+        typer.Option("--train", help="A features file of the training split (repeatable)"),
+    ] = None,
     out: Annotated[Path, typer.Option("--out", help="The model file to write")] = Path(
         "shared/data/relevance-model.json"
     ),
@@ -208,20 +209,38 @@ def train_ranker_cmd(
             "--compare-lightgbm", help="Also fit LightGBM on the same rows and report its dev numbers"
         ),
     ] = False,
+    refloor_model: Annotated[
+        Path | None,
+        typer.Option(
+            "--refloor",
+            help="Fit nothing: choose only the floor of this model file again on the --dev sets "
+            "(its weights stay) and write it to --out",
+        ),
+    ] = None,
 ) -> None:
     """Fit the relevance model on the training split's features, choose on the dev sets', write it."""
     import json
 
+    from bench.ranker import refloor
     from bench.ranker import train as train_model
 
-    for path in [*train, *(dev or [])]:
+    if (refloor_model is None) == (not train):
+        raise typer.BadParameter(
+            "give --train files to fit, or --refloor MODEL, not both", param_hint="--train"
+        )
+    for path in [*(train or []), *(dev or []), *([refloor_model] if refloor_model else [])]:
         if not path.is_file():
-            raise typer.BadParameter(f"{path} does not exist or is not a file", param_hint="--train / --dev")
+            raise typer.BadParameter(
+                f"{path} does not exist or is not a file", param_hint="--train / --dev / --refloor"
+            )
     from bench.ranker import compare_boosted
 
     try:
-        result = train_model(train, dev or [], out)
-        if compare_lightgbm:
+        if refloor_model is not None:
+            result = refloor(refloor_model, dev or [], out)
+        else:
+            result = train_model(train or [], dev or [], out)
+        if compare_lightgbm and train:
             result["lightgbm"] = compare_boosted(train, dev or [])
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--train / --dev") from None

@@ -166,6 +166,79 @@ def choose_floor(curve: Sequence[dict[str, float]], max_drop: float = MAX_ANY5_D
     return max(ok) if ok else 0.0
 
 
+def _choose_floor(
+    model: Any, train_lines: Sequence[dict[str, Any]], dev: dict[str, list[dict[str, Any]]], max_drop: float
+) -> tuple[float, str, list[dict[str, float]], dict[str, list[dict[str, float]]]]:
+    """The floor, the rule it was chosen by, and the curves it was chosen on (see the module doc)."""
+    train_curve = no_answer_curve(model, train_lines)
+    dev_curves = {name: no_answer_curve(model, lines) for name, lines in sorted(dev.items())}
+    protocol = [name for name, lines in sorted(dev.items()) if any(line["foreign"] for line in lines)]
+    if protocol:
+        # The floor is a choice, made with the no-answer protocol on the dev sets that have it
+        # (several users): the highest threshold that costs none of them more than ``max_drop``
+        # any@5. The share of no-answer questions it leaves empty, and what it costs the other
+        # sets (MADial: one user, 76 questions, where one question is 0.013), are reported.
+        floor = min(choose_floor(dev_curves[name], max_drop) for name in protocol)
+        floor_rule = (
+            f"highest threshold whose any@5, all@5 and all@10 each drop by at most {max_drop} on "
+            f"every dev set with a no-answer protocol ({', '.join(protocol)})"
+        )
+    else:
+        floor = choose_floor(train_curve, max_drop)
+        floor_rule = (
+            f"highest threshold whose training any@5, all@5 and all@10 each drop by at most {max_drop}"
+        )
+    return floor, floor_rule, train_curve, dev_curves
+
+
+def refloor(
+    model_path: Path, dev_files: Sequence[Path], out_model: Path, max_drop: float = MAX_ANY5_DROP
+) -> dict[str, Any]:
+    """Choose only the floor of the model in ``model_path`` again, on ``dev_files``; its weights,
+    its fit and its provenance stay, with the new choice recorded beside them. For choosing between
+    fitted models on the dev sets: a refit on a re-ingested training split is another draw, and the
+    better of two on the dev sets is kept."""
+    import dataclasses
+
+    from shared.recall.relevance import RelevanceModel
+
+    model = RelevanceModel.from_json(json.loads(model_path.read_text(encoding="utf-8")))
+    dev: dict[str, list[dict[str, Any]]] = {}
+    for path in dev_files:
+        _, lines = read_features(path)
+        for line in lines:
+            dev.setdefault(str(line["set"]), []).append(line)
+    if not any(line["foreign"] for lines in dev.values() for line in lines):
+        raise ValueError("refloor: no dev set has no-answer questions to choose the floor on")
+    floor, floor_rule, _, dev_curves = _choose_floor(model, [], dev, max_drop)
+    provenance = dict(model.provenance or {})
+    provenance.update(
+        {
+            "min_relevance_rule": floor_rule,
+            "dev_at_min_relevance": {
+                name: evaluate(model, lines, floor) for name, lines in sorted(dev.items())
+            },
+            "no_answer_dev": {
+                name: [p for p in curve if p["threshold"] == floor] for name, curve in dev_curves.items()
+            },
+            "refloored": {"command": machine_info()["command"], "from_min_relevance": model.min_relevance},
+        }
+    )
+    version = f"{VERSION_PREFIX}-{_digest(model)}-floor{floor:g}"
+    shipped = dataclasses.replace(model, min_relevance=floor, version=version, provenance=provenance)
+    out_model.parent.mkdir(parents=True, exist_ok=True)
+    out_model.write_text(json.dumps(shipped.to_json(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return {
+        "model": str(out_model),
+        "version": version,
+        "C": provenance.get("C"),
+        "min_relevance": floor,
+        "dev_at_min_relevance": provenance["dev_at_min_relevance"],
+        "no_answer_dev": provenance["no_answer_dev"],
+        "curves": dev_curves,
+    }
+
+
 def train(
     train_files: Sequence[Path],
     dev_files: Sequence[Path],
@@ -205,24 +278,7 @@ def train(
         candidates.append({"C": c, "dev": per_set, "score": round(score, 4), "model": model})
     best = max(candidates, key=lambda r: (r["score"], -r["C"]))
     model = best["model"]
-    train_curve = no_answer_curve(model, train_lines)
-    dev_curves = {name: no_answer_curve(model, lines) for name, lines in sorted(dev.items())}
-    protocol = [name for name, lines in sorted(dev.items()) if any(line["foreign"] for line in lines)]
-    if protocol:
-        # The floor is a choice, made with the no-answer protocol on the dev sets that have it
-        # (several users): the highest threshold that costs none of them more than ``max_drop``
-        # any@5. The share of no-answer questions it leaves empty, and what it costs the other
-        # sets (MADial: one user, 76 questions, where one question is 0.013), are reported.
-        floor = min(choose_floor(dev_curves[name], max_drop) for name in protocol)
-        floor_rule = (
-            f"highest threshold whose any@5, all@5 and all@10 each drop by at most {max_drop} on "
-            f"every dev set with a no-answer protocol ({', '.join(protocol)})"
-        )
-    else:
-        floor = choose_floor(train_curve, max_drop)
-        floor_rule = (
-            f"highest threshold whose training any@5, all@5 and all@10 each drop by at most {max_drop}"
-        )
+    floor, floor_rule, train_curve, dev_curves = _choose_floor(model, train_lines, dev, max_drop)
     version = f"{VERSION_PREFIX}-{_digest(model)}"
     provenance = {
         "command": machine_info()["command"],

@@ -111,3 +111,22 @@ def test_ranker_features_and_train_ranker_end_to_end() -> None:
             "lambdarank": {"tiny"},
         }
         assert all(v["tiny"]["questions"] == len(own) for v in result["lightgbm"].values())
+
+        # Choosing only the floor again, on the same dev lines, with a stricter model file's floor:
+        # the weights stay, the floor is the rule's, the choice is recorded beside the fit.
+        raw["min_relevance"] = 0.99
+        strict = work / "strict.json"
+        strict.write_text(json.dumps(raw), encoding="utf-8")
+        refloored_path = work / "refloored.json"
+        run = cuemem(
+            None, "bench", "train-ranker", "--refloor", str(strict), "--dev", str(feats),
+            "--out", str(refloored_path), env=env,
+        )  # fmt: skip
+        assert run.code == 0, str(run)
+        again = json.loads(refloored_path.read_text(encoding="utf-8"))
+        assert again["weights"] == raw["weights"] and again["min_relevance"] == model.min_relevance
+        assert again["version"] == f"{model.version}-floor{model.min_relevance:g}"
+        assert again["provenance"]["refloored"]["from_min_relevance"] == 0.99
+        assert again["provenance"]["training"] == training
+        run = cuemem(None, "bench", "train-ranker", "--refloor", str(strict), "--train", str(feats), env=env)
+        assert run.code == 2 and "not both" in run.stderr
