@@ -97,6 +97,10 @@ MUST_NOT_BE_PLANS = {  # turn: its slot (None: no value of the speaker's)
     "We're moving to Plan B": None,
     "I'll start at Central Park and run": None,
     "I will start at Costco to buy the groceries": None,
+    # Someone else's home or job, in the words people use ("我妈", not only "我妈妈").
+    "我妈住在北京": None,
+    "我爸在腾讯上班": None,
+    "我姐现在住上海": None,
     "I work out every morning": None,  # a routine, not a job
 }
 
@@ -131,6 +135,8 @@ ASKED_SLOTS = {
     "Where does Caroline work?": None,  # someone else's
     "Which US state do Audrey and Andrew potentially live in?": None,  # "US" is no "us"
     "What is my favorite hobby?": None,  # a topic of many values has no one current value
+    "我妈住哪？": None,  # someone else's
+    "我爸在哪上班？": None,
 }
 
 
