@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 from shared.language.cues import QueryCues, query_cues
 from shared.language.sparse import sparse_query
-from shared.models import MemoryStatus
 from shared.ports import Embedder, Reranker, VectorIndex, WorkingMemory
 from shared.recall import deterministic as stage1
 from shared.recall import floor, fusion, roles, slots, windows
@@ -148,12 +147,9 @@ def rank(
     if gathered.asked_slot is not None:
         # "Where do I work?" asks for the slot's current value, which ingest keeps as one memory:
         # it comes first (``slots``).
-        # Only an active memory holds the current value: with history included, a superseded
-        # statement of the slot keeps the model's place.
-        asked = gathered.asked_slot
-        first = [c for c in ranked if c.item.slot == asked and c.item.status == MemoryStatus.ACTIVE.value]
+        first = slots.holding(ranked, gathered.asked_slot)
         if first:
-            trace.notes.append(f"the query asks for {asked}: its current memory comes first")
+            trace.notes.append(f"the query asks for {gathered.asked_slot}: its current memory comes first")
             firsts = {c.item.id for c in first}
             ranked = first + [c for c in ranked if c.item.id not in firsts]
     if not gathered.about_assistant:
@@ -233,10 +229,7 @@ def recall(
         trace.request = request
     ranked, scored = rank(gathered, request, model, trace)
     ranked = fusion.reranked(request.searched, ranked, reranker, rerank_top_n, scored, trace)
-    asked = gathered.asked_slot
-    slot_found = asked is not None and any(
-        c.item.slot == asked and c.item.status == MemoryStatus.ACTIVE.value for c in ranked
-    )
+    slot_found = bool(slots.holding(ranked, gathered.asked_slot))
     chosen, below = floor.fill(
         ranked, request, scored, gathered.cues, gathered.windows, trace, gathered.about_assistant, slot_found
     )

@@ -9,7 +9,7 @@ training questions hardly ever ask this (their slot memories are few), so the mo
 to learn it from, like the other orders of ``shared.recall.cascade.rank``.
 
 A question about a plan or a change to come ("我们打算什么时候搬家？", "Where am I moving to?",
-"When do I start at Google?", "Where will I live next year?") asks for the plan's slot
+"When do I start at Google?", "我明年住哪？") asks for the plan's slot
 (``plan:profile:home``), not the present value. A question about the past ("What was my
 previous job?", "我以前住哪？") asks for history, which is not the current value: no slot then.
 So does a question about someone else ("Where does Caroline work?"): only the user's own
@@ -22,7 +22,8 @@ import re
 
 from shared.language import cues, timeexpr
 from shared.language.plan_words import PLAN_RE, plan_slot
-from shared.models import MemoryType
+from shared.models import MemoryStatus, MemoryType
+from shared.recall.request import Candidate
 
 _OWN_RE = re.compile(r"\b(?:I|I'm|I've|my|me|mine|we|our|(?-i:us))\b|我", re.IGNORECASE)
 PROFILE_PREFIX = "profile:"
@@ -66,3 +67,11 @@ def _coming_topic(query: str) -> str | None:
     if re.search(r"\bstart(?:ing)? at\b|入职|新工作", lowered):
         return "profile:job"
     return None
+
+
+def holding(candidates: list[Candidate], slot: str | None) -> list[Candidate]:
+    """The candidates that hold ``slot``'s current value: its active memories (with history
+    included, a superseded statement of the slot is not the current value)."""
+    if slot is None:
+        return []
+    return [c for c in candidates if c.item.slot == slot and c.item.status == MemoryStatus.ACTIVE.value]
