@@ -8,7 +8,7 @@ machine's Postgres and Redis. The test then asserts what the fault tests assert
 the queues drain. The recalls are read, not only timed: each is in rank order (the cue path's
 answer first, then the search's fill, each best first); one asking for the deploy port or an order
 finds it once one of the user's turns holding it is done; and the index owner's own answer to a
-vector search is best first and not empty once the user has a memory. The rates and the recall
+vector search is best first and not empty once the user has a memory in the index. The rates and the recall
 latency are measured and printed in one ``LOAD-REPORT {json}`` line (``pytest -rP`` shows it;
 docs/BENCHMARKS.md quotes the last run); nothing is asserted on wall-clock time.
 
@@ -144,15 +144,19 @@ class Recalls:
 
     def _owner_search_ordered(self, c: Container, user: str, query: str) -> bool:
         """The index owner's answer to a vector search of the user's memories, read: best first
-        (scores never rise down the list), and not empty once a memory of the user is done.
+        (scores never rise down the list), and not empty once a memory of the user is in the index.
         Whether it was read (not while no turn of the user is done)."""
         with self.ingest._lock:
             ids = [p.event_id for p in self.ingest.published if p.user_id == user]
         if not faults.done_count(c, ids):
             return False
         with c.uow() as uow:
+            # A memory in the index: active and pushed there (committed with the push). An event done
+            # is not enough: one that made no memory is done while another turn's memory, already
+            # active in Postgres, still waits for its index stage.
             held = any(
-                m.status.value == "active" for m in uow.memories.for_user(self.settings.tenant_id, user, None)
+                m.status.value == "active" and m.indexed_version > 0
+                for m in uow.memories.for_user(self.settings.tenant_id, user, None)
             )
         hits = c.search_index().search(self.settings.tenant_id, user, c.embedder.embed_query(query), 10)
         scores = [h.score for h in hits]
