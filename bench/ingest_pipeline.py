@@ -10,8 +10,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bench.common import percentiles
+from bench.cpu_account import CpuAccount
 from bench.ingest_embedding import drafts_of, embedded_texts
-from bench.ingest_services import CpuAccount, RssSampler
+from bench.ingest_services import RssSampler
 
 if TYPE_CHECKING:
     from bench.ingest import IngestConfig

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.common import machine_info, percentiles, write_results
+from bench.cpu_account import CpuAccount
 from bench.latency_data import (
     fill_working_memory,
     load_pool_vectors,
@@ -46,12 +47,11 @@ from bench.latency_measure import (
     PrecomputedEmbedder,
     check_cues,
     deterministic_at_scale,
-    events_stats,
     row_cost,
     run_queries,
     summarize_records,
-    table_stats,
 )
+from bench.latency_postgres import events_stats, table_stats
 from bench.latency_report import evaluate_targets, render_report
 from bench.latency_tail import unoptimized_tail
 from bench.scratch import DEFAULT_PG_ADMIN, LATENCY_REDIS
@@ -260,11 +260,14 @@ def _run(cfg: LatencyConfig, db_url: str, data_dir: Path) -> dict[str, Any]:
         for n in cfg.sizes:
             per_mode: dict[str, Any] = {}
             for mode, emb, clients in modes:
+                # Postgres and Redis serve a recall too: CPU per recall counts every process.
+                cpu = CpuAccount([], this_process="recall process (clients, embedded index, embedder)")
                 records, elapsed = run_queries(
                     uow_factory, index, working_memory, emb, f"user-{n}", queries[n], clients, now,
-                    desc=f"{label} {n} {mode}", turn_index=log_index,
+                    desc=f"{label} {n} {mode}", turn_index=log_index, cpu=cpu,
                 )  # fmt: skip
                 summary = summarize_records(records)
+                summary["cpu_ms_per_recall"] = cpu.per_item_ms(len(records))
                 summary["clients"] = clients
                 summary["elapsed_s"] = round(elapsed, 3)
                 summary["queries_per_s"] = round(len(records) / elapsed, 1) if elapsed else None

@@ -183,8 +183,9 @@ def render_report(r: dict[str, Any]) -> str:
             lines.append(f"HNSW build of the turn index (optimize) took {r.get('hnsw_turns_build_s')} s.\n")
         lines += [
             "| memories | mode | answered by | total p50/p95/p99 ms (all) | total (vector path) | "
-            "vector_ms | keyword_ms | log: turns_ms | log dense | log keyword | embed_ms | q/s | load 1m |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "vector_ms | keyword_ms | log: turns_ms | log dense | log keyword | embed_ms | q/s | "
+            "CPU ms per recall | load 1m |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for size, modes in r[section].items():
             for mode, s in modes.items():
@@ -195,8 +196,18 @@ def render_report(r: dict[str, Any]) -> str:
                     f"{_fmt(a.get('keyword_ms'))} | {_fmt(a.get('turns_ms'))} | "
                     f"{_fmt(a.get('turn_vector_ms'))} | {_fmt(a.get('turn_keyword_ms'))} | "
                     f"{_fmt(a.get('embed_ms'))} | {s['queries_per_s']} | "
+                    f"{s.get('cpu_ms_per_recall', {}).get('total', '–')} | "
                     f"{(s.get('load_average') or ['–'])[0]} |"
                 )
+        lines += [
+            "",
+            "CPU per recall (ms, from the processes' CPU counters over the timed queries; Postgres and "
+            "Redis count every backend of the server):",
+            "",
+        ]
+        for size, modes in r[section].items():
+            for mode, s in modes.items():
+                lines.append(f"- {size}, {mode}: {s.get('cpu_ms_per_recall', {})}")
         lines += ["", "Candidates per path (mean over the queries where the path ran):", ""]
         for size, modes in r[section].items():
             mode = "single/e5" if "single/e5" in modes else next(iter(modes))

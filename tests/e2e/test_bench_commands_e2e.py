@@ -95,6 +95,12 @@ def test_bench_latency_loads_and_asks_what_it_was_told(tmp_path: Path, work: Pat
     assert set(results["recall"]["60"]) == modes
     for mode, summary in results["recall"]["60"].items():
         assert summary["n"] == 10 and sum(summary["answered_by"].values()) == 10, (mode, summary)
+        # CPU per recall from the processes' counters: the recall process spent some, and the total
+        # is at least that (Postgres, which every recall reads, adds to it).
+        cpu = summary["cpu_ms_per_recall"]
+        assert cpu["recall process (clients, embedded index, embedder)"] > 0, (mode, cpu)
+        assert cpu["total"] >= cpu["recall process (clients, embedded index, embedder)"], (mode, cpu)
+        assert cpu.get("postgres (all backends)", 0) > 0, (mode, cpu)
     assert results["recall_without_log"]["60"]["single/e5"]["n"] == 10
     assert "recall_hnsw" not in results and "deterministic_1m" not in results
     verdicts = {t["target"]: t["verdict"] for t in results["targets"]}
