@@ -404,3 +404,27 @@ def ingest_command(
         keep=keep,
     )
     _echo_verdicts(run(cfg), out)
+
+
+@bench_app.command("footprint")
+def footprint_command(
+    out: Annotated[Path, typer.Option("--out", help="Directory for results.json, report.md and logs")],
+    load_seconds: Annotated[float, typer.Option("--load-seconds", min=5, help="Length of the load")] = 60.0,
+    idle_seconds: Annotated[float, typer.Option("--idle-seconds", min=5, help="Length of idle")] = 20.0,
+    turns_per_s: Annotated[float, typer.Option("--turns-per-s", min=0.1, help="Turns published")] = 4.0,
+    recalls_per_s: Annotated[float, typer.Option("--recalls-per-s", min=0.1, help="Recalls asked")] = 2.0,
+    batch_every_s: Annotated[
+        float, typer.Option("--batch-every-s", min=1, help="Seconds between import batches of 64 turns")
+    ] = 20.0,
+    pg_admin: Annotated[
+        str, typer.Option("--pg-admin", help="Admin URL: a fresh database is created there and dropped")
+    ] = DEFAULT_PG_ADMIN,
+) -> None:
+    """RSS and CPU of each deployed process (API, worker, index owner, beat, Flower, Redis), idle
+    and under load: what deploy/kubernetes/ sizes its containers from."""
+    from bench.footprint import FootprintConfig, run
+
+    run(FootprintConfig(out=out, load_seconds=load_seconds, idle_seconds=idle_seconds,
+                        turns_per_s=turns_per_s, recalls_per_s=recalls_per_s,
+                        batch_every_s=batch_every_s, pg_admin=pg_admin))  # fmt: skip
+    typer.echo((out / "report.md").read_text())

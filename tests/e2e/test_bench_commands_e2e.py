@@ -10,9 +10,10 @@ commands these files cover; a new command without a test here fails
 
 The services: the machine's Postgres (a scratch database per run, made and dropped by the
 benchmark on ``PG_ADMIN``), the test Redis database (``CUEMEM_TEST_REDIS``, which the benchmarks
-flush) and, for `bench serve`, the embedded default. Each run's temporary directories (data dirs,
-Qdrant shards) go under a directory of the test's own (``TMPDIR``; ``tests.support.bench``
-says why not pytest's), and no process of theirs may outlive the command.
+flush), for `bench serve` the embedded default, and for `bench footprint` a redis-server of its
+own. Each run's temporary directories (data dirs, Qdrant shards) go under a directory of the
+test's own (``TMPDIR``; ``tests.support.bench`` says why not pytest's), and no process of theirs
+may outlive the command.
 """
 
 from __future__ import annotations
@@ -28,7 +29,17 @@ from tests.support.bench import bench_dir
 from tests.support.cli import Run, child_env, cuemem
 from tests.support.databases import PG_ADMIN, REDIS_URL
 
-BENCH_COMMANDS = {"decay", "ingest", "latency", "locomo", "ranker-features", "serve", "suite", "train-ranker"}
+BENCH_COMMANDS = {
+    "decay",
+    "footprint",
+    "ingest",
+    "latency",
+    "locomo",
+    "ranker-features",
+    "serve",
+    "suite",
+    "train-ranker",
+}
 
 
 @pytest.fixture
@@ -138,3 +149,22 @@ def test_bench_serve_ingests_then_answers_recalls(work: Path) -> None:
     assert run["api_processes"] == 1 and run["errors"] == 0, run
     # The clients start before the run's end, so each asks at least once; how many is a timing.
     assert run["recalls"] >= 1 and run["speedup"] == 1.0, run
+
+
+def test_bench_footprint_samples_every_deployed_process(work: Path) -> None:
+    _, out = run_bench(
+        work, "footprint",
+        "--idle-seconds", "5", "--load-seconds", "5", "--batch-every-s", "60", "--pg-admin", PG_ADMIN,
+    )  # fmt: skip
+    results = results_of(out)
+    processes = results["processes"]
+    assert set(processes) == {"api", "worker", "index owner", "beat", "flower", "redis"}
+    for name, p in processes.items():
+        for phase in ("idle", "load"):
+            # Every process was alive and sampled: a tree that died reads 0 MiB.
+            assert p[phase]["rss_median_mb"] > 0 and p[phase]["cores_mean"] >= 0, (name, p)
+    load = results["load"]
+    # Each load thread sends once at its start, so each kind is counted; how many is a timing.
+    assert load["errors"] == 0 and load["turns"] >= 1 and load["recalls"] >= 1, load
+    assert load["batches"] >= 1, load
+    assert results["migrate"]["rss_peak_mb"] > 0

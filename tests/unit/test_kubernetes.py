@@ -184,3 +184,48 @@ def test_probes_ask_real_routes() -> None:
         assert path in routes, f"{probe}: {path} is not a route of the API"
         assert api[probe]["httpGet"]["port"] == 8080
     assert api["command"][api["command"].index("--port") + 1] == "8080"
+
+
+# Kubernetes quantity suffixes (resource.Quantity): binary, decimal, and milli for CPU.
+_SUFFIX = {
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "m": 1e-3,
+}
+
+
+def _quantity(value: str | int | float) -> float:
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGT]i|[kMGTm])?", str(value))
+    assert match, f"not a quantity this check reads: {value!r}"
+    return float(match[1]) * _SUFFIX.get(match[2] or "", 1)
+
+
+@pytest.mark.parametrize(
+    ("workload", "container"),
+    [(d["metadata"]["name"], c) for _, d in DOCS if d["kind"] in WORKLOADS for c in _containers(d)],
+    ids=lambda x: x if isinstance(x, str) else x["name"],
+)
+def test_every_container_has_requests_and_limits(workload: str, container: dict[str, Any]) -> None:
+    """Sized from `cuemem bench footprint` (docs/BENCHMARKS.md): a request to schedule by and a
+    limit above it, for CPU and memory, on every container."""
+    resources = container.get("resources", {})
+    for kind in ("cpu", "memory"):
+        request = resources.get("requests", {}).get(kind)
+        limit = resources.get("limits", {}).get(kind)
+        assert request is not None and limit is not None, f"{workload}: no {kind} request and limit"
+        assert 0 < _quantity(request) <= _quantity(limit), (
+            f"{workload}: {kind} limit {limit} < request {request}"
+        )
+
+
+def test_every_sized_manifest_says_where_its_numbers_come_from() -> None:
+    for path in sorted(K8S.glob("*.yaml")):
+        text = path.read_text()
+        if "resources:" in text and "containers:" in text:
+            assert "docs/BENCHMARKS.md" in text, f"{path.name}: say where its sizes come from"
