@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from shared.events import TurnPublished
+from shared.language.speakers import without_assistant_lines
 from shared.models import RECALLABLE_STATUSES, Memory, MemoryStatus
 from shared.public import public_fields
 
@@ -44,13 +46,16 @@ class RecallRequest:
         """The searched text holds several lines: a dialogue so far, not one question."""
         return sum(1 for line in self.searched.splitlines() if line.strip()) > 1
 
-    @property
+    @cached_property
     def searched(self) -> str:
-        """The text the paths search for: the query, or the last ``query_lines`` lines of it."""
+        """The text the paths search for: the query without the lines an assistant said in it
+        (``shared.language.speakers``: a dialogue so far is read by what the user said), or the
+        last ``query_lines`` lines of that."""
+        said = without_assistant_lines(self.query)
         if self.query_lines <= 0:
-            return self.query
-        lines = [line for line in self.query.splitlines() if line.strip()]
-        return "\n".join(lines[-self.query_lines :]) if len(lines) > self.query_lines else self.query
+            return said
+        lines = [line for line in said.splitlines() if line.strip()]
+        return "\n".join(lines[-self.query_lines :]) if len(lines) > self.query_lines else said
 
 
 @dataclass
