@@ -8,12 +8,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from shared.api_keys import ApiKeyRepository
 from shared.erasure import RowData
 from shared.insight import InsightRepository, TraceContextRepository
-from shared.lifecycle_repository import LifecycleRepository
 from shared.storage import (
     CurationRepository,
     DeadLetterRepository,
     EventRepository,
     HistoryRepository,
+    LifecycleRepository,
     LlmCallRepository,
     MemoryIndexRepository,
     MemoryRepository,
