@@ -184,17 +184,17 @@ def _turn_point(row: TurnRow) -> IndexPoint:
 def _load_turns(
     uow: UnitOfWork, tenant_id: str, user_id: str, states: Sequence[PointState[TurnState]]
 ) -> list[TurnRow]:
-    return uow.events.turn_rows(tenant_id, user_id, [s.row_id for s in states])
+    return uow.turn_index.rows(tenant_id, user_id, [s.row_id for s in states])
 
 
 def _store_turn_vector(uow: UnitOfWork, row: TurnRow, vector: list[float], model: str) -> TurnRow:
     # A re-embedding keeps the window the turn had: its context turns are the same rows.
-    uow.events.set_turn_vector(row.event.ref, vector, model)
+    uow.turn_index.set_vector(row.event.ref, vector, model)
     return row._replace(vector=vector, model=model)
 
 
 def _mark_turns(uow: UnitOfWork, rows: Sequence[TurnRow]) -> None:
-    uow.events.mark_turns_indexed([row.event.ref for row in rows])
+    uow.turn_index.mark_indexed([row.event.ref for row in rows])
 
 
 TURNS: Collection[TurnRow, TurnState] = Collection(
@@ -211,17 +211,17 @@ TURNS: Collection[TurnRow, TurnState] = Collection(
     text=lambda row: window_text(row.event.content, row.context),  # its context window
     indexable=lambda row: not is_redacted(row.event),  # blanked by a privacy delete: never again
     point=_turn_point,
-    unindexed=lambda uow, tenant, user, limit, after: uow.events.turns_to_index(
+    unindexed=lambda uow, tenant, user, limit, after: uow.turn_index.unindexed(
         tenant, user, limit, split_ref(after)[1]
     ),
     mark=_mark_turns,
-    page=lambda uow, after, limit: uow.events.page_turns(after, limit),
-    reset=lambda uow, model: uow.events.reset_turns_indexed(),
+    page=lambda uow, after, limit: uow.turn_index.page_for_reindex(after, limit),
+    reset=lambda uow, model: uow.turn_index.reset_indexed(),
     store_vector=_store_turn_vector,
-    users_page=lambda uow, after, limit: uow.events.users_page(after, limit),
-    states=lambda uow, tenant, user: [_turn_state(s) for s in uow.events.turn_states(tenant, user)],
+    users_page=lambda uow, after, limit: uow.turn_index.users_page(after, limit),
+    states=lambda uow, tenant, user: [_turn_state(s) for s in uow.turn_index.index_states(tenant, user)],
     load=_load_turns,
-    mark_states=lambda uow, states: uow.events.mark_turns_indexed([s.origin.event.ref for s in states]),
+    mark_states=lambda uow, states: uow.turn_index.mark_indexed([s.origin.event.ref for s in states]),
     mark_rewritten=_mark_turns,
 )
 

@@ -22,7 +22,7 @@ from shared.storage.records import (
     LlmCallRepository,
     MetaRepository,
 )
-from shared.storage.turn_index import TurnRow, TurnState
+from shared.storage.turn_index import TurnIndexRepository, TurnRow, TurnState
 from shared.storage.unit_of_work import FollowUp, UnitOfWork
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "ScoreState",
     "StatusChange",
     "StoredEvent",
+    "TurnIndexRepository",
     "TurnRow",
     "TurnState",
     "UnitOfWork",

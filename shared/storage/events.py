@@ -10,7 +10,6 @@ from typing import Any, Literal, Protocol
 
 from shared.events import TurnPublished
 from shared.language.timeexpr import Span
-from shared.storage.turn_index import TurnRow, TurnState
 
 Outcome = Literal["accepted", "duplicate", "rejected"]
 
@@ -96,47 +95,10 @@ class EventRepository(Protocol):
         """Privacy: blank these turns of the user (content, metadata, vector); the row stays so the
         sequence keeps its slot. Returns (event id, session id) of the turns redacted."""
 
-    def set_turn_vector(
-        self, ref: str, vector: Sequence[float], model: str, window: Sequence[str] | None = None
-    ) -> None:
-        """Keep the vector of the turn's context window and, when given, its context turns' ids."""
-
     def context_before(
         self, tenant_id: str, user_id: str, session_id: str, seq: int, limit: int
     ) -> list[StoredEvent]:
         """Up to ``limit`` unredacted turns of the conversation right before ``seq``, oldest first."""
-
-    def unembed_windows(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[str]:
-        """Privacy: drop the vectors of the user's turns whose window holds one of these; their ids."""
-
-    def turn_rows(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[TurnRow]:
-        """Those of the user's turns that have a vector, as the turn index sees them."""
-
-    def turns_to_index(
-        self, tenant_id: str, user_id: str, limit: int, after_event_id: str = ""
-    ) -> list[TurnRow]:
-        """One user's turns with a vector not yet in the turn index, in event-id order after
-        ``after_event_id``."""
-
-    def mark_turns_indexed(self, refs: Sequence[str], indexed: bool = True) -> None:
-        """Set the turn-index flag of the events these pipeline keys name."""
-
-    def page_turns(self, after: str, limit: int) -> list[TurnRow]:
-        """Every recorded turn with its vector and model (None when never embedded), in pipeline
-        key order (tenant, then event id) after the key ``after``."""
-
-    def reset_turns_indexed(self) -> None:
-        """Mark every turn as not in the turn index (reindex rebuilds it)."""
-
-    def turn_states(self, tenant_id: str, user_id: str) -> list[TurnState]:
-        """One user's recorded turns as the turn index should reflect them, by event id (no
-        vectors loaded)."""
-
-    def turn_vectors(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> dict[str, list[float]]:
-        """The stored vectors of those of the user's turns that have one, by event id."""
-
-    def users_page(self, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
-        """(tenant, user) pairs that have recorded turns, in order, after ``after`` (keyset paging)."""
 
 
 class ReceiptRepository(Protocol):

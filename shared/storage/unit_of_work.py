@@ -18,6 +18,7 @@ from shared.storage.lifecycle import LifecycleRepository
 from shared.storage.memories import MemoryRepository
 from shared.storage.memory_index import MemoryIndexRepository
 from shared.storage.records import DeadLetterRepository, HistoryRepository, LlmCallRepository, MetaRepository
+from shared.storage.turn_index import TurnIndexRepository
 from shared.transfer import TransferRepository
 
 
@@ -28,6 +29,7 @@ class UnitOfWork(Protocol):
     receipts: ReceiptRepository
     memories: MemoryRepository
     memory_index: MemoryIndexRepository
+    turn_index: TurnIndexRepository
     lifecycle: LifecycleRepository
     dead_letters: DeadLetterRepository
     meta: MetaRepository
