@@ -31,7 +31,7 @@ MAX_IMPORTANCE = 10.0  # shared/scoring.py: importance is 0-10
 # A memory's status as an import may bring it: a ``pending`` draft belongs to a pipeline run that
 # the importing deployment never had (an export leaves drafts out).
 IMPORTED_STATUSES = tuple(s for s in MemoryStatus if s is not MemoryStatus.PENDING)
-RECEIPT_OUTCOMES = ("accepted", "duplicate", "rejected")  # shared.storage.Outcome (which imports this module)
+RECEIPT_OUTCOMES = ("accepted", "duplicate", "rejected")  # storage.events.Outcome (which imports this module)
 
 
 @dataclass(frozen=True)

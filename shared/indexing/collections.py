@@ -1,18 +1,19 @@
-"""The two vector collections as data: one ``Collection`` spec, two instances.
+"""The two vector collections: one ``Collection`` protocol, two classes.
 
 The memory index (long-term memories) and the conversation-log index (one point per recorded
-turn) are kept up to date by the same mechanisms: the pipeline's incremental push
-(``shared/indexing/sync.py``), the reconciliation sweep (``reconcile.py``) and the rebuild
-(``reindex.py``). What differs between them is written here once, as the fields of a spec: the
-rows' key, vector and model, how a row becomes a point, which repository methods read and mark
-the rows, and the names under which each mechanism reports its counts.
+turn, as its context window) are kept up to date by the same mechanisms: the pipeline's
+incremental push (``shared/indexing/sync.py``), the reconciliation sweep (``reconcile.py``) and
+the rebuild (``reindex.py``). Those are written once, against the protocol; what differs between
+the collections is written here, once each, as a class: the rows' key, vector and model, how a
+row becomes a point, which repository reads and marks the rows (``uow.memory_index``,
+``uow.turn_index``), and the names under which each mechanism reports its counts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from shared.events import split_ref
 from shared.indexing.points import memory_point, turn_payload, turn_point
@@ -41,38 +42,19 @@ class PointState(Generic[S]):
     origin: S
 
 
-@dataclass(frozen=True, eq=False)  # hashed by identity: the instances key dicts of indexes
-class Collection(Generic[R, S]):
+class Collection(Protocol[R, S]):
     """What one vector collection is made of, and how its rows are read and marked.
 
-    Every callable that takes a unit of work reads or writes the Postgres side only; the index
-    side is written by the mechanisms, the same way for both collections."""
+    Every method that takes a unit of work reads or writes the Postgres side only; the index side
+    is written by the mechanisms, the same way for both collections. The two classes below
+    subclass this protocol, so a method one of them lacks fails type checking where it is made.
+    Instances are hashed by identity: they key the dicts of indexes (``Indexes``)."""
 
     name: str  # in log lines
     kind: IndexKind  # which index instance (the container builds one per kind)
     prefix: str  # prefixed to every count the mechanisms report ("" for memories)
     drift_keys: tuple[str, ...]  # the reconciliation counts this collection reports, in order
     reindex_keys: tuple[str, str]  # the reindex counts: (points written, rows (re-)embedded)
-    key: Callable[[R], str]  # the row's id: keyset paging in id order
-    vector: Callable[[R], list[float] | None]
-    model: Callable[[R], str | None]
-    text: Callable[[R], str]  # what is embedded for the row
-    indexable: Callable[[R], bool]  # False: never embedded nor indexed (a redacted turn)
-    point: Callable[[R], IndexPoint]
-    # Rows not yet in the index, of one user, after a row id: (uow, tenant, user, limit, after).
-    unindexed: Callable[[UnitOfWork, str, str, int, str], list[R]]
-    mark: Callable[[UnitOfWork, Sequence[R]], None]  # their points are written
-    # Every row (of every user) after a row id, vectors included: (uow, after, limit).
-    page: Callable[[UnitOfWork, str, int], list[R]]
-    reset: Callable[[UnitOfWork, str], None]  # every row unindexed, before a rebuild for a model
-    store_vector: Callable[[UnitOfWork, R, list[float], str], R]  # keep a new vector, return the row
-    users_page: Callable[[UnitOfWork, tuple[str, str] | None, int], list[tuple[str, str]]]
-    states: Callable[[UnitOfWork, str, str], list[PointState[S]]]  # one user's, no vectors loaded
-    load: Callable[[UnitOfWork, str, str, Sequence[PointState[S]]], list[R]]  # with vectors
-    mark_states: Callable[[UnitOfWork, Sequence[PointState[S]]], None]  # points found current
-    # A rewritten point also carries the row's score: score pushes start from it (memories).
-    mark_rewritten: Callable[[UnitOfWork, Sequence[R]], None]
-    mark_rescored: Callable[[UnitOfWork, Sequence[tuple[str, float]]], None] | None = None
 
     def counts(self, names: Sequence[str]) -> tuple[str, ...]:
         return tuple(self.prefix + name for name in names)
@@ -82,82 +64,218 @@ class Collection(Generic[R, S]):
         """The reconciliation's drift counts under the names it reports them."""
         return self.counts(self.drift_keys)
 
+    # --- a row ---
+
+    def key(self, row: R) -> str:
+        """The row's id: keyset paging in id order."""
+
+    def vector(self, row: R) -> list[float] | None: ...
+
+    def model(self, row: R) -> str | None: ...
+
+    def text(self, row: R) -> str:
+        """What is embedded for the row."""
+
+    def indexable(self, row: R) -> bool:
+        """False: never embedded nor indexed (a redacted turn)."""
+
+    def point(self, row: R) -> IndexPoint: ...
+
+    # --- its rows in Postgres ---
+
+    def unindexed(self, uow: UnitOfWork, tenant_id: str, user_id: str, limit: int, after: str) -> list[R]:
+        """One user's rows not yet in the index, after the row key ``after``."""
+
+    def mark(self, uow: UnitOfWork, rows: Sequence[R]) -> None:
+        """Their points are written."""
+
+    def page(self, uow: UnitOfWork, after: str, limit: int) -> list[R]:
+        """Every row (of every user) after the row key ``after``, vectors included."""
+
+    def reset(self, uow: UnitOfWork, model: str) -> None:
+        """Every row unindexed, before a rebuild for ``model``."""
+
+    def store_vector(self, uow: UnitOfWork, row: R, vector: list[float], model: str) -> R:
+        """Keep a new vector of the row; the row with it."""
+
+    def users_page(self, uow: UnitOfWork, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+        """(tenant, user) pairs that have rows, after ``after`` (keyset paging)."""
+
+    def states(self, uow: UnitOfWork, tenant_id: str, user_id: str) -> list[PointState[S]]:
+        """One user's rows as reconciliation compares them (no vectors loaded)."""
+
+    def load(self, uow: UnitOfWork, tenant_id: str, user_id: str, states: Sequence[PointState[S]]) -> list[R]:
+        """The rows of these states, vectors included."""
+
+    def mark_states(self, uow: UnitOfWork, states: Sequence[PointState[S]]) -> None:
+        """Their points were found current."""
+
+    def mark_rewritten(self, uow: UnitOfWork, rows: Sequence[R]) -> None:
+        """Their points were written again by reconciliation."""
+
+    def mark_rescored(self, uow: UnitOfWork, scores: Sequence[tuple[str, float]]) -> None:
+        """The points' payload scores were set to these (row id, score); only rows whose
+        ``PointState.score`` is not None are ever rescored."""
+
 
 # What a mechanism works on: the enabled collections with their index, the memory index first.
 Indexes = Mapping[Collection[Any, Any], VectorIndex]
 
 
-# --- memories ---------------------------------------------------------------------------------
+class MemoryCollection(Collection[Memory, IndexState]):
+    """Long-term memories: a point per persisted memory, keyed by memory id, with the memory's own
+    vector; the bookkeeping is ``uow.memory_index`` (which version and score the index holds)."""
+
+    name = "memory"
+    kind = IndexKind.MEMORIES
+    prefix = ""
+    drift_keys = ("missing", "extra", "stale", "rescored", "bookkept", "foreign")
+    reindex_keys = ("indexed", "reembedded")
+
+    def key(self, row: Memory) -> str:
+        return row.id
+
+    def vector(self, row: Memory) -> list[float] | None:
+        return row.embedding
+
+    def model(self, row: Memory) -> str | None:
+        return row.embedding_model
+
+    def text(self, row: Memory) -> str:
+        return row.content
+
+    def indexable(self, row: Memory) -> bool:
+        return True
+
+    def point(self, row: Memory) -> IndexPoint:
+        return memory_point(row)
+
+    def unindexed(
+        self, uow: UnitOfWork, tenant_id: str, user_id: str, limit: int, after: str
+    ) -> list[Memory]:
+        return uow.memory_index.unindexed(tenant_id, user_id, limit, after)
+
+    def mark(self, uow: UnitOfWork, rows: Sequence[Memory]) -> None:
+        uow.memory_index.mark_indexed([(m.id, m.version) for m in rows])
+
+    def page(self, uow: UnitOfWork, after: str, limit: int) -> list[Memory]:
+        return uow.memory_index.page_for_reindex(after, limit)
+
+    def reset(self, uow: UnitOfWork, model: str) -> None:
+        uow.memory_index.reset_indexed()
+        uow.meta.set(EMBEDDING_MODEL_KEY, model)  # the rebuilt index holds this model's vectors only
+
+    def store_vector(self, uow: UnitOfWork, row: Memory, vector: list[float], model: str) -> Memory:
+        row.embedding = vector
+        row.embedding_model = model
+        uow.memories.save(row)
+        return row
+
+    def users_page(self, uow: UnitOfWork, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+        return uow.memory_index.users_page(after, limit)
+
+    def states(self, uow: UnitOfWork, tenant_id: str, user_id: str) -> list[PointState[IndexState]]:
+        return [
+            PointState(
+                point_id=s.memory_id,
+                row_id=s.memory_id,
+                indexable=s.status != MemoryStatus.PENDING.value and s.has_embedding,
+                model=s.embedding_model,
+                payload={"version": s.version, "status": s.status},
+                marked=s.indexed_version >= s.version,
+                score=s.score,
+                unembedded=False,
+                origin=s,
+            )
+            for s in uow.memory_index.index_states(tenant_id, user_id)
+        ]
+
+    def load(
+        self, uow: UnitOfWork, tenant_id: str, user_id: str, states: Sequence[PointState[IndexState]]
+    ) -> list[Memory]:
+        return [m for m in (uow.memories.get(tenant_id, user_id, s.row_id) for s in states) if m]
+
+    def mark_states(self, uow: UnitOfWork, states: Sequence[PointState[IndexState]]) -> None:
+        uow.memory_index.mark_indexed([(s.row_id, s.origin.version) for s in states])
+
+    def mark_rewritten(self, uow: UnitOfWork, rows: Sequence[Memory]) -> None:
+        # A rewritten point also carries the row's score: score pushes start from it.
+        self.mark(uow, rows)
+        uow.memory_index.mark_scores_indexed([(m.id, m.score) for m in rows])
+
+    def mark_rescored(self, uow: UnitOfWork, scores: Sequence[tuple[str, float]]) -> None:
+        uow.memory_index.mark_scores_indexed(scores)
 
 
-def _memory_state(s: IndexState) -> PointState[IndexState]:
-    return PointState(
-        point_id=s.memory_id,
-        row_id=s.memory_id,
-        indexable=s.status != MemoryStatus.PENDING.value and s.has_embedding,
-        model=s.embedding_model,
-        payload={"version": s.version, "status": s.status},
-        marked=s.indexed_version >= s.version,
-        score=s.score,
-        unembedded=False,
-        origin=s,
-    )
+class TurnCollection(Collection[TurnRow, TurnState]):
+    """The conversation log: a point per recorded turn, holding its context window's vector and
+    keyword terms; the bookkeeping is ``uow.turn_index`` (on the event rows)."""
 
+    name = "turn"
+    kind = IndexKind.TURNS
+    prefix = "turns_"
+    drift_keys = ("missing", "extra", "stale", "bookkept", "foreign", "unembedded")
+    reindex_keys = ("indexed", "embedded")
 
-def _store_memory_vector(uow: UnitOfWork, memory: Memory, vector: list[float], model: str) -> Memory:
-    memory.embedding = vector
-    memory.embedding_model = model
-    uow.memories.save(memory)
-    return memory
+    def key(self, row: TurnRow) -> str:
+        # The pipeline key (tenant, event id): reindex pages every tenant's turns by it, and event
+        # ids are unique per tenant only. A user's own pages (``unindexed``) go by the event id part.
+        return row.event.ref
 
+    def vector(self, row: TurnRow) -> list[float] | None:
+        return row.vector
 
-def _reset_memories(uow: UnitOfWork, model: str) -> None:
-    uow.memory_index.reset_indexed()
-    uow.meta.set(EMBEDDING_MODEL_KEY, model)  # the rebuilt index holds this model's vectors only
+    def model(self, row: TurnRow) -> str | None:
+        return row.model
 
+    def text(self, row: TurnRow) -> str:
+        return window_text(row.event.content, row.context)  # its context window
 
-def _mark_memories(uow: UnitOfWork, memories: Sequence[Memory]) -> None:
-    uow.memory_index.mark_indexed([(m.id, m.version) for m in memories])
+    def indexable(self, row: TurnRow) -> bool:
+        return not is_redacted(row.event)  # blanked by a privacy delete: never again
 
+    def point(self, row: TurnRow) -> IndexPoint:
+        return turn_point(row.event, row.vector or [], row.context)
 
-def _mark_memory_states(uow: UnitOfWork, states: Sequence[PointState[IndexState]]) -> None:
-    uow.memory_index.mark_indexed([(s.row_id, s.origin.version) for s in states])
+    def unindexed(
+        self, uow: UnitOfWork, tenant_id: str, user_id: str, limit: int, after: str
+    ) -> list[TurnRow]:
+        return uow.turn_index.unindexed(tenant_id, user_id, limit, split_ref(after)[1])
 
+    def mark(self, uow: UnitOfWork, rows: Sequence[TurnRow]) -> None:
+        uow.turn_index.mark_indexed([row.event.ref for row in rows])
 
-def _mark_rewritten_memories(uow: UnitOfWork, memories: Sequence[Memory]) -> None:
-    _mark_memories(uow, memories)
-    uow.memory_index.mark_scores_indexed([(m.id, m.score) for m in memories])
+    def page(self, uow: UnitOfWork, after: str, limit: int) -> list[TurnRow]:
+        return uow.turn_index.page_for_reindex(after, limit)
 
+    def reset(self, uow: UnitOfWork, model: str) -> None:
+        uow.turn_index.reset_indexed()
 
-MEMORIES: Collection[Memory, IndexState] = Collection(
-    name="memory",
-    kind=IndexKind.MEMORIES,
-    prefix="",
-    drift_keys=("missing", "extra", "stale", "rescored", "bookkept", "foreign"),
-    reindex_keys=("indexed", "reembedded"),
-    key=lambda m: m.id,
-    vector=lambda m: m.embedding,
-    model=lambda m: m.embedding_model,
-    text=lambda m: m.content,
-    indexable=lambda m: True,
-    point=memory_point,
-    unindexed=lambda uow, tenant, user, limit, after: uow.memory_index.unindexed(tenant, user, limit, after),
-    mark=_mark_memories,
-    page=lambda uow, after, limit: uow.memory_index.page_for_reindex(after, limit),
-    reset=_reset_memories,
-    store_vector=_store_memory_vector,
-    users_page=lambda uow, after, limit: uow.memory_index.users_page(after, limit),
-    states=lambda uow, tenant, user: [_memory_state(s) for s in uow.memory_index.index_states(tenant, user)],
-    load=lambda uow, tenant, user, states: [
-        m for m in (uow.memories.get(tenant, user, s.row_id) for s in states) if m
-    ],
-    mark_states=_mark_memory_states,
-    mark_rewritten=_mark_rewritten_memories,
-    mark_rescored=lambda uow, scores: uow.memory_index.mark_scores_indexed(scores),
-)
+    def store_vector(self, uow: UnitOfWork, row: TurnRow, vector: list[float], model: str) -> TurnRow:
+        # A re-embedding keeps the window the turn had: its context turns are the same rows.
+        uow.turn_index.set_vector(row.event.ref, vector, model)
+        return row._replace(vector=vector, model=model)
 
+    def users_page(self, uow: UnitOfWork, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+        return uow.turn_index.users_page(after, limit)
 
-# --- conversation turns -----------------------------------------------------------------------
+    def states(self, uow: UnitOfWork, tenant_id: str, user_id: str) -> list[PointState[TurnState]]:
+        return [_turn_state(s) for s in uow.turn_index.index_states(tenant_id, user_id)]
+
+    def load(
+        self, uow: UnitOfWork, tenant_id: str, user_id: str, states: Sequence[PointState[TurnState]]
+    ) -> list[TurnRow]:
+        return uow.turn_index.rows(tenant_id, user_id, [s.row_id for s in states])
+
+    def mark_states(self, uow: UnitOfWork, states: Sequence[PointState[TurnState]]) -> None:
+        uow.turn_index.mark_indexed([s.origin.event.ref for s in states])
+
+    def mark_rewritten(self, uow: UnitOfWork, rows: Sequence[TurnRow]) -> None:
+        self.mark(uow, rows)
+
+    def mark_rescored(self, uow: UnitOfWork, scores: Sequence[tuple[str, float]]) -> None:
+        # Never called: a turn's point carries no score of its own (its states' score is None).
+        return None
 
 
 def _turn_state(s: TurnState) -> PointState[TurnState]:
@@ -177,52 +295,6 @@ def _turn_state(s: TurnState) -> PointState[TurnState]:
     )
 
 
-def _turn_point(row: TurnRow) -> IndexPoint:
-    return turn_point(row.event, row.vector or [], row.context)
-
-
-def _load_turns(
-    uow: UnitOfWork, tenant_id: str, user_id: str, states: Sequence[PointState[TurnState]]
-) -> list[TurnRow]:
-    return uow.events.turn_rows(tenant_id, user_id, [s.row_id for s in states])
-
-
-def _store_turn_vector(uow: UnitOfWork, row: TurnRow, vector: list[float], model: str) -> TurnRow:
-    # A re-embedding keeps the window the turn had: its context turns are the same rows.
-    uow.events.set_turn_vector(row.event.ref, vector, model)
-    return row._replace(vector=vector, model=model)
-
-
-def _mark_turns(uow: UnitOfWork, rows: Sequence[TurnRow]) -> None:
-    uow.events.mark_turns_indexed([row.event.ref for row in rows])
-
-
-TURNS: Collection[TurnRow, TurnState] = Collection(
-    name="turn",
-    kind=IndexKind.TURNS,
-    prefix="turns_",
-    drift_keys=("missing", "extra", "stale", "bookkept", "foreign", "unembedded"),
-    reindex_keys=("indexed", "embedded"),
-    # The pipeline key (tenant, event id): reindex pages every tenant's turns by it, and event ids
-    # are unique per tenant only. A user's own pages (``unindexed``) go by the event id part.
-    key=lambda row: row.event.ref,
-    vector=lambda row: row.vector,
-    model=lambda row: row.model,
-    text=lambda row: window_text(row.event.content, row.context),  # its context window
-    indexable=lambda row: not is_redacted(row.event),  # blanked by a privacy delete: never again
-    point=_turn_point,
-    unindexed=lambda uow, tenant, user, limit, after: uow.events.turns_to_index(
-        tenant, user, limit, split_ref(after)[1]
-    ),
-    mark=_mark_turns,
-    page=lambda uow, after, limit: uow.events.page_turns(after, limit),
-    reset=lambda uow, model: uow.events.reset_turns_indexed(),
-    store_vector=_store_turn_vector,
-    users_page=lambda uow, after, limit: uow.events.users_page(after, limit),
-    states=lambda uow, tenant, user: [_turn_state(s) for s in uow.events.turn_states(tenant, user)],
-    load=_load_turns,
-    mark_states=lambda uow, states: uow.events.mark_turns_indexed([s.origin.event.ref for s in states]),
-    mark_rewritten=_mark_turns,
-)
-
+MEMORIES = MemoryCollection()
+TURNS = TurnCollection()
 COLLECTIONS: tuple[Collection[Any, Any], ...] = (MEMORIES, TURNS)

@@ -60,9 +60,7 @@ def reconcile_user(
     rescored = [
         p
         for p in kept
-        if collection.mark_rescored is not None
-        and (score := expected[p].score) is not None
-        and not _close(points[p].get("score"), score, tolerance)
+        if (score := expected[p].score) is not None and not _close(points[p].get("score"), score, tolerance)
     ]
     bookkept = [p for p in kept if not expected[p].marked]
 
@@ -74,7 +72,7 @@ def reconcile_user(
             rows = collection.load(uow, tenant_id, user_id, [expected[p] for p in chunk])
             index.upsert([collection.point(row) for row in rows])
             collection.mark_rewritten(uow, rows)
-    if rescored and collection.mark_rescored is not None:
+    if rescored:
         scores = {p: float(expected[p].score or 0.0) for p in rescored}
         index.set_payload(tenant_id, user_id, {p: {"score": v} for p, v in scores.items()})
         collection.mark_rescored(uow, [(expected[p].row_id, v) for p, v in scores.items()])

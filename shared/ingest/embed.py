@@ -83,7 +83,7 @@ def embed_events(
                 memory.slot = meaning_slot(memory.content, memory.embedding, embedder, event.at)
             uow.memories.save(memory)
         if turn_text is not None:
-            uow.events.set_turn_vector(event.ref, vectors[turn_text], embedder.model_name, context)
+            uow.turn_index.set_vector(event.ref, vectors[turn_text], embedder.model_name, context)
         stages[event.ref] = EventStage.EMBEDDED if drafts else EventStage.PERSISTED
         uow.events.set_stage(event.ref, stages[event.ref].value)
     return stages
@@ -134,5 +134,5 @@ def embed_windows(
     windows = [turn_window(uow, turn, window) for turn in turns]
     vectors = embedder.embed_passages([text for text, _ in windows]) if windows else []
     for turn, (_, context), vector in zip(turns, windows, vectors, strict=True):
-        uow.events.set_turn_vector(turn.ref, vector, embedder.model_name, context)
+        uow.turn_index.set_vector(turn.ref, vector, embedder.model_name, context)
     return len(turns)

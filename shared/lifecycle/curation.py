@@ -340,7 +340,7 @@ def purge(uow: UnitOfWork, tenant_id: str, user_id: str, memory_id: str, now: da
     )
     deleted = uow.curation.purge(tenant_id, user_id, sorted(ids))
     turns = uow.events.redact(tenant_id, user_id, sources)
-    windows = uow.events.unembed_windows(tenant_id, user_id, [event_id for event_id, _ in turns])
+    windows = uow.turn_index.unembed_windows(tenant_id, user_id, [event_id for event_id, _ in turns])
     for gone in deleted:
         uow.history.add(
             HistoryEntry(

@@ -25,12 +25,11 @@ from shared.indexing.reconcile import reconcile_indexes
 from shared.indexing.sync import push_unindexed
 from shared.lifecycle.consolidation import Group
 from shared.lifecycle.maintenance import consolidate, recompute_scores
-from shared.lifecycle_repository import StatusChange
 from shared.models import HISTORICAL_STATUSES, Memory, MemoryStatus
 from shared.ports import Embedder, VectorIndex
 from shared.scoring import DecayPolicy, score
 from shared.settings import Settings
-from shared.storage import HistoryEntry, UnitOfWork
+from shared.storage import HistoryEntry, StatusChange, UnitOfWork
 
 log = logging.getLogger(__name__)
 

@@ -107,7 +107,7 @@ def window_items(
             for event_id, (turn, label) in events.items()
             if event_id not in cited and f"event:{event_id}" not in out and not is_redacted(turn)
         ]
-        vectors = uow.events.turn_vectors(request.tenant_id, request.user_id, [t.event_id for t, _ in fresh])
+        vectors = uow.turn_index.vectors(request.tenant_id, request.user_id, [t.event_id for t, _ in fresh])
         for turn, label in fresh:
             score, matched = cue_match(weights, turn_cues(turn))
             key = f"event:{turn.event_id}"

@@ -137,7 +137,7 @@ def test_publish_recall_edit_and_purge_through_real_workers(
         # The last turn's context window held the blanked one: embedded again without it.
         last = r_ids[2]
         with container.uow() as uow:
-            [row] = uow.events.turn_rows("acme", "u1", [last])
+            [row] = uow.turn_index.rows("acme", "u1", [last])
         assert row.vector is not None and row.context == (turns[0],), row
         # The point itself is gone from the embedded index (the index worker's memory.delete_points).
         from service.operations.waiting import broker_idle

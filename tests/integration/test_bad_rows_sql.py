@@ -62,7 +62,7 @@ def _record(c: Container, turns: list[TurnPublished], stage: str = "done") -> No
         for t in turns:
             assert uow.events.insert_if_absent(t, stage)
             [vector] = c.embedder.embed_passages([t.content])
-            uow.events.set_turn_vector(t.event_id, vector, c.embedder.model_name)
+            uow.turn_index.set_vector(t.event_id, vector, c.embedder.model_name)
         uow.commit()
 
 

@@ -26,7 +26,7 @@ def _load(uow) -> None:
         turn = _turn(tenant, f"{tenant}'s words")
         assert uow.events.insert_if_absent(turn, "recorded")
         uow.receipts.add_if_absent(Receipt(turn.event_id, tenant, "u1", "accepted"))
-        uow.events.set_turn_vector(turn.ref, [0.5] * 16, "m")
+        uow.turn_index.set_vector(turn.ref, [0.5] * 16, "m")
     uow.events.set_stage(event_ref("beta", "order-1001"), "extracted")
 
 
@@ -44,7 +44,7 @@ def _read(uow) -> dict[str, object]:
 
 
 def _page(uow, after: str) -> list[str]:
-    return [row.event.ref for row in uow.events.page_turns(after, 1)]
+    return [row.event.ref for row in uow.turn_index.page_for_reindex(after, 1)]
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def test_an_import_meets_another_tenants_event_id_without_a_clash(settings: Sett
         with container.uow() as uow:
             beta = _turn("beta", "beta's words")
             uow.events.insert_if_absent(beta, "done")
-            uow.events.mark_turns_indexed([beta.ref])
+            uow.turn_index.mark_indexed([beta.ref])
             uow.commit()
         row = {
             "event_id": "order-1001", "tenant_id": "acme", "user_id": "u1", "session_id": "s1", "seq": 1,
@@ -97,7 +97,7 @@ def test_an_import_meets_another_tenants_event_id_without_a_clash(settings: Sett
             uow.transfer.mark_unindexed("acme", [], ["order-1001"])
             uow.commit()
         with container.uow() as uow:
-            states = {t: uow.events.turn_states(t, "u1")[0] for t in ("acme", "beta")}
+            states = {t: uow.turn_index.index_states(t, "u1")[0] for t in ("acme", "beta")}
         assert states["acme"].event.content == "acme's words" and not states["acme"].turn_indexed
         assert states["beta"].event.content == "beta's words" and states["beta"].turn_indexed  # untouched
     finally:

@@ -62,13 +62,13 @@ def _record(c: Container, turns: list[TurnPublished], *, stage: str = "done", em
             assert uow.events.insert_if_absent(t, stage)
             if embed:
                 [vector] = c.embedder.embed_passages([" ".join(t.content.split())])
-                uow.events.set_turn_vector(t.event_id, vector, c.embedder.model_name)
+                uow.turn_index.set_vector(t.event_id, vector, c.embedder.model_name)
         uow.commit()
 
 
 def _agree(c: Container, index: Any, user: str) -> None:
     with c.uow() as uow:
-        states = uow.events.turn_states("default", user)
+        states = uow.turn_index.index_states("default", user)
     rows = {turn_point_id("default", user, s.event.event_id): s for s in states if s.embedding_model}
     points = index.payloads("default", user)
     assert set(points) == set(rows)
@@ -156,20 +156,20 @@ def test_windows_in_postgres_context_rows_and_a_privacy_delete(c: Container) -> 
             context = uow.events.context_before("default", "w", "s1", t.seq, 2)
             ids = [s.event.event_id for s in context]
             assert ids == [f"e-w-{s}" for s in range(max(1, t.seq - 2), t.seq)]
-            uow.events.set_turn_vector(t.event_id, [0.1] * 16, c.embedder.model_name, ids)
+            uow.turn_index.set_vector(t.event_id, [0.1] * 16, c.embedder.model_name, ids)
         uow.commit()
     with c.uow() as uow:
-        [row] = uow.events.turn_rows("default", "w", ["e-w-4"])
+        [row] = uow.turn_index.rows("default", "w", ["e-w-4"])
         assert row.context == ("turn number 2", "turn number 3")
-        assert uow.events.turn_rows("default", "x", ["e-w-4"]) == []  # another user's: absent
-        assert uow.events.unembed_windows("default", "x", ["e-w-3"]) == []
+        assert uow.turn_index.rows("default", "x", ["e-w-4"]) == []  # another user's: absent
+        assert uow.turn_index.unembed_windows("default", "x", ["e-w-3"]) == []
         blanked = uow.events.redact("default", "w", ["e-w-3"])
-        assert uow.events.unembed_windows("default", "w", [e for e, _ in blanked]) == ["e-w-4", "e-w-5"]
+        assert uow.turn_index.unembed_windows("default", "w", [e for e, _ in blanked]) == ["e-w-4", "e-w-5"]
         uow.commit()
     with c.uow() as uow:
         assert [s.event.event_id for s in uow.events.context_before("default", "w", "s1", 5, 2)] == [
             "e-w-2",
             "e-w-4",
         ]  # the blanked turn is no context any more
-        left = {r.event.event_id for r in uow.events.turn_rows("default", "w", [t.event_id for t in turns])}
+        left = {r.event.event_id for r in uow.turn_index.rows("default", "w", [t.event_id for t in turns])}
         assert left == {"e-w-1", "e-w-2"}

@@ -68,11 +68,11 @@ def test_a_privacy_delete_waits_for_a_window_that_quotes_the_turn(c) -> None:  #
             with pytest.raises(OperationalError, match="lock"):
                 purge.events.redact("default", "u1", ["w-2"])
             purge.rollback()
-        writer.events.set_turn_vector("w-3", [0.0] * 16, "hash", ["w-1", "w-2"])
+        writer.turn_index.set_vector("w-3", [0.0] * 16, "hash", ["w-1", "w-2"])
         writer.commit()
     # Once the window is committed the delete goes through, and finds the window that quotes it.
     with c.uow() as purge:
         _no_waiting(purge)
         assert purge.events.redact("default", "u1", ["w-2"]) == [("w-2", "s1")]
-        assert purge.events.unembed_windows("default", "u1", ["w-2"]) == ["w-3"]
+        assert purge.turn_index.unembed_windows("default", "u1", ["w-2"]) == ["w-3"]
         purge.commit()

@@ -1,4 +1,5 @@
-"""Fakes of the event log and the receipts (``workers/db/events.py``)."""
+"""Fakes of the event log and the receipts (``workers/db/events.py``); the turns' vectors and turn
+index bookkeeping, on the same rows, are ``fake_turn_index.py``'s."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.events import TurnPublished, event_ref, split_ref
+from shared.events import TurnPublished, event_ref
 from shared.language.timeexpr import Span
-from shared.storage import Receipt, StoredEvent, TurnRow, TurnState
-from tests.support.fake_state import FakeRepository
+from shared.storage import Receipt, StoredEvent
+from tests.support.fake_state import FakeRepository, events_of
 
 
 class FakeEventRepository(FakeRepository):
@@ -87,7 +88,7 @@ class FakeEventRepository(FakeRepository):
 
     def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
         wanted = set(event_ids)
-        return [_stored(r) for i, r in self._user_rows(tenant_id, user_id) if i in wanted]
+        return [_stored(r) for i, r in events_of(self.s, tenant_id, user_id) if i in wanted]
 
     def in_window(self, tenant_id, user_id, start, end, limit) -> list[StoredEvent]:
         rows = [
@@ -124,14 +125,6 @@ class FakeEventRepository(FakeRepository):
             out.append((i, row["event"].session_id))
         return sorted(out)
 
-    def set_turn_vector(
-        self, ref: str, vector: Sequence[float], model: str, window: Sequence[str] | None = None
-    ) -> None:
-        row = self.s.events[ref]
-        row.update(embedding=list(vector), embedding_model=model, turn_indexed=False)
-        if window is not None:
-            row["window"] = tuple(window)
-
     def context_before(self, tenant_id, user_id, session_id, seq, limit) -> list[StoredEvent]:
         rows = sorted(
             (r["event"].seq, i)
@@ -141,85 +134,6 @@ class FakeEventRepository(FakeRepository):
             and not r["event"].metadata.get("redacted")
         )
         return [_stored(self.s.events[i]) for _, i in rows[len(rows) - limit :]] if limit > 0 else []
-
-    def unembed_windows(self, tenant_id, user_id, event_ids) -> list[str]:
-        gone = set(event_ids)
-        out = []
-        for i, r in self._user_rows(tenant_id, user_id):
-            if gone & set(r.get("window", ())):
-                r.update(embedding=None, embedding_model=None, turn_indexed=True, window=())
-                out.append(i)
-        return out
-
-    def turn_rows(self, tenant_id, user_id, event_ids) -> list[TurnRow]:
-        wanted = set(event_ids)
-        return [
-            self._turn_row(r)
-            for i, r in self._user_rows(tenant_id, user_id)
-            if i in wanted and r.get("embedding") is not None
-        ]
-
-    def _turn_row(self, r: dict[str, Any]) -> TurnRow:
-        e = r["event"]
-        mine = dict(self._user_rows(e.tenant_id, e.user_id))
-        context = tuple(mine[i]["event"].content if i in mine else "" for i in r.get("window", ()))
-        vector = list(r["embedding"]) if r.get("embedding") is not None else None
-        return TurnRow(e, vector, r.get("embedding_model"), context)
-
-    def turns_to_index(self, tenant_id, user_id, limit, after_event_id=""):
-        rows = [
-            (i, r)
-            for i, r in self._user_rows(tenant_id, user_id)
-            if r.get("embedding") is not None and not r.get("turn_indexed") and i > after_event_id
-        ]
-        return [self._turn_row(r) for _, r in rows[:limit]]
-
-    def mark_turns_indexed(self, refs: Sequence[str], indexed: bool = True) -> None:
-        for i in refs:
-            if i in self.s.events:
-                self.s.events[i]["turn_indexed"] = indexed
-
-    def page_turns(self, after, limit):
-        # (tenant, event id) order, as the primary key's.
-        key = lambda r: (r["event"].tenant_id, r["event"].event_id)  # noqa: E731
-        start = split_ref(after) if after else ("", "")
-        rows = sorted((r for r in self.s.events.values() if key(r) > (start[0] or "", start[1])), key=key)
-        return [self._turn_row(r) for r in rows[:limit]]
-
-    def reset_turns_indexed(self) -> None:
-        for r in self.s.events.values():
-            r["turn_indexed"] = False
-
-    def _user_rows(self, tenant_id: str, user_id: str) -> list[tuple[str, dict[str, Any]]]:
-        """(event id, row) of the user's turns, by event id."""
-        return sorted(
-            ((r["event"].event_id, r) for r in self.s.events.values()
-             if (r["event"].tenant_id, r["event"].user_id) == (tenant_id, user_id)),
-            key=lambda pair: pair[0],
-        )  # fmt: skip
-
-    def turn_states(self, tenant_id: str, user_id: str) -> list[TurnState]:
-        return [
-            TurnState(
-                r["event"],
-                r["stage"],
-                r.get("embedding_model") if r.get("embedding") is not None else None,
-                bool(r.get("turn_indexed")),
-            )
-            for _, r in self._user_rows(tenant_id, user_id)
-        ]
-
-    def turn_vectors(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> dict[str, list[float]]:
-        wanted = set(event_ids)
-        return {
-            i: list(r["embedding"])
-            for i, r in self._user_rows(tenant_id, user_id)
-            if i in wanted and r.get("embedding") is not None
-        }
-
-    def users_page(self, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
-        pairs = sorted({(r["event"].tenant_id, r["event"].user_id) for r in self.s.events.values()})
-        return [p for p in pairs if after is None or p > after][:limit]
 
     def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
         parked = {d.event_id for d in self.s.dead_letters}  # the fake's letters are never replayed

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from shared.lifecycle_repository import StatusChange
 from shared.models import Memory, MemoryStatus
+from shared.storage import StatusChange
 from tests.support.fake_state import FakeRepository, memories_of
 
 
@@ -40,7 +40,7 @@ class FakeLifecycleRepository(FakeRepository):
         return len(old)
 
     def _move(self, candidates, status, reason_of, now, after_id, limit):
-        from shared.lifecycle_repository import StatusChange
+        from shared.storage import StatusChange
 
         page = sorted(
             (m for m in self.s.memories.values() if m.id > after_id and candidates(m)), key=lambda m: m.id

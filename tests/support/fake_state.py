@@ -65,3 +65,12 @@ class FakeRepository:
 
     def __init__(self, state: FakeState):
         self.s = state
+
+
+def events_of(state: FakeState, tenant_id: str, user_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """(event id, row) of the user's turns, by event id."""
+    return sorted(
+        ((r["event"].event_id, r) for r in state.events.values()
+         if (r["event"].tenant_id, r["event"].user_id) == (tenant_id, user_id)),
+        key=lambda pair: pair[0],
+    )  # fmt: skip

@@ -17,6 +17,7 @@ from tests.support.fake_records import (
     FakeMetaRepository,
 )
 from tests.support.fake_state import FakeState
+from tests.support.fake_turn_index import FakeTurnIndexRepository
 
 
 class FakeUnitOfWork:
@@ -34,6 +35,7 @@ class FakeUnitOfWork:
         self.receipts = FakeReceiptRepository(self._work)
         self.memories = FakeMemoryRepository(self._work)
         self.memory_index = FakeMemoryIndexRepository(self._work)
+        self.turn_index = FakeTurnIndexRepository(self._work)
         self.lifecycle = FakeLifecycleRepository(self._work)
         self.dead_letters = FakeDeadLetterRepository(self._work)
         self.meta = FakeMetaRepository(self._work)

@@ -325,7 +325,7 @@ def postgres_index_state(
         turns: dict[str, dict[str, PointFacts]] = {}
         unembedded = 0
         for u in users:
-            states = uow.events.turn_states(settings.tenant_id, u)
+            states = uow.turn_index.index_states(settings.tenant_id, u)
             turns[u] = {
                 turn_point_id(settings.tenant_id, u, s.event.event_id): (s.event.event_id, s.event.seq)
                 for s in states

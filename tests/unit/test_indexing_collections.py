@@ -1,4 +1,4 @@
-"""The Collection spec's instances: their reports can share one dictionary, and each kind of
+"""The Collection classes (memories, turns): their reports can share one dictionary, and each kind of
 index has exactly one collection (the container builds one index per kind)."""
 
 from __future__ import annotations

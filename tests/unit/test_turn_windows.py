@@ -40,7 +40,7 @@ def test_the_embed_stage_embeds_the_turn_with_the_turns_before_it_in_its_session
     assert texts[3] == ["hmm"]  # another session: no context
     assert h.state.events["e-u1-s1-3"]["window"] == ("e-u1-s1-1", "e-u1-s1-2")
     with h.store.uow() as uow:
-        [row] = uow.events.turn_rows("default", "u1", ["e-u1-s1-3"])
+        [row] = uow.turn_index.rows("default", "u1", ["e-u1-s1-3"])
     assert row.context == ("lol ok", "haha sure")
 
 
@@ -124,7 +124,7 @@ def test_a_privacy_delete_drops_the_windows_that_quote_the_blanked_turn():
     _camping(h)
     with h.store.uow() as uow:
         blanked = uow.events.redact("default", "u1", ["e-u1-s1-3"])
-        windows = uow.events.unembed_windows("default", "u1", [e for e, _ in blanked])
+        windows = uow.turn_index.unembed_windows("default", "u1", [e for e, _ in blanked])
         uow.commit()
     assert windows == ["e-u1-s1-4", "e-u1-s1-5"]  # the two windows after it held it
     for event_id in windows:
@@ -132,7 +132,7 @@ def test_a_privacy_delete_drops_the_windows_that_quote_the_blanked_turn():
         assert row["embedding"] is None and row.get("window", ()) == ()
     assert h.state.events["e-u1-s1-6"]["window"] == ("e-u1-s1-4", "e-u1-s1-5")  # never held it
     with h.store.uow() as uow:  # another user's delete touches none of them
-        assert uow.events.unembed_windows("default", "u2", ["e-u1-s1-6"]) == []
+        assert uow.turn_index.unembed_windows("default", "u2", ["e-u1-s1-6"]) == []
 
 
 def test_every_statement_of_a_retired_split_memory_is_cut_out_of_its_turn():

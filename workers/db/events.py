@@ -1,5 +1,6 @@
-"""The event log (every recorded turn, its stage and, for the conversation-log index, its vector)
-and the receipts that say what became of each published turn."""
+"""The event log (every recorded turn and its stage) and the receipts that say what became of each
+published turn. The turns' vectors and their turn-index bookkeeping, on the same rows, are
+``workers/db/turn_index.py``'s."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, Select, exists, func, or_, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.orm import undefer
 
 from shared.events import TurnPublished, event_ref, split_ref
 from shared.language.timeexpr import Span
@@ -16,8 +16,6 @@ from shared.models import REDACTED_HASH, REDACTED_METADATA
 from shared.storage import (
     Receipt,
     StoredEvent,
-    TurnRow,
-    TurnState,
 )
 from workers.db.mapping import column_values, event_from_row, from_columns, offset_seconds
 from workers.db.session import SessionRepository
@@ -33,7 +31,7 @@ def _conversation(tenant_id: str, user_id: str, session_id: str) -> tuple[Column
     return (*EventRow.owned_by(tenant_id, user_id), EventRow.session_id == session_id)
 
 
-def _by_ref(ref: str) -> tuple[ColumnElement[bool], ...]:
+def by_ref(ref: str) -> tuple[ColumnElement[bool], ...]:
     """The WHERE terms of the event a pipeline key names (the (tenant, event id) primary key). A
     bare event id (a message queued before 0017) matches every tenant's: callers reading one row
     take it only when it is the only one."""
@@ -43,8 +41,8 @@ def _by_ref(ref: str) -> tuple[ColumnElement[bool], ...]:
     return (EventRow.tenant_id == tenant, EventRow.event_id == event_id)
 
 
-def _by_refs(refs: Sequence[str]) -> ColumnElement[bool]:
-    """The WHERE term of the events these pipeline keys name (bare ids as in ``_by_ref``)."""
+def by_refs(refs: Sequence[str]) -> ColumnElement[bool]:
+    """The WHERE term of the events these pipeline keys name (bare ids as in ``by_ref``)."""
     pairs = [split_ref(r) for r in refs]
     keyed = [(t, e) for t, e in pairs if t is not None]
     bare = [e for t, e in pairs if t is None]
@@ -76,7 +74,7 @@ class SqlEventRepository(SessionRepository):
         return self.session.execute(stmt).first() is not None
 
     def get(self, ref: str) -> StoredEvent | None:
-        rows = self.session.scalars(select(EventRow).where(*_by_ref(ref)).limit(2)).all()
+        rows = self.session.scalars(select(EventRow).where(*by_ref(ref)).limit(2)).all()
         # Two rows: a bare id two tenants hold. Neither is taken (the wrong tenant's turn would
         # move on); the stalled sweep re-drives the right one by its full key.
         return event_from_row(rows[0]) if len(rows) == 1 else None
@@ -111,7 +109,7 @@ class SqlEventRepository(SessionRepository):
             values["happened_from"], values["happened_to"] = happened
         if stage == "done":
             values["done_at"] = func.now()
-        self.session.execute(update(EventRow).where(*_by_ref(ref)).values(**values))
+        self.session.execute(update(EventRow).where(*by_ref(ref)).values(**values))
 
     def timeline(self, tenant_id: str, user_id: str, session_id: str) -> list[StoredEvent]:
         query = select(EventRow).where(*_conversation(tenant_id, user_id, session_id))
@@ -139,7 +137,7 @@ class SqlEventRepository(SessionRepository):
         if not refs:
             return {}
         rows = self.session.execute(
-            select(EventRow.tenant_id, EventRow.event_id, EventRow.stage).where(_by_refs(refs))
+            select(EventRow.tenant_id, EventRow.event_id, EventRow.stage).where(by_refs(refs))
         )
         found = {(r.tenant_id, r.event_id): r.stage for r in rows}
         by_id = {e: stage for (_, e), stage in found.items()}
@@ -180,8 +178,8 @@ class SqlEventRepository(SessionRepository):
         if not event_ids:
             return []
         # FOR UPDATE first: it waits for every window being written that quotes these turns (their
-        # writers hold FOR KEY SHARE, ``context_before``), so ``unembed_windows`` then finds them.
-        # The UPDATE alone would not wait: it changes no key column.
+        # writers hold FOR KEY SHARE, ``context_before``), so ``turn_index.unembed_windows`` then
+        # finds them. The UPDATE alone would not wait: it changes no key column.
         self.session.execute(
             select(EventRow.event_id)
             .where(*EventRow.owned_by(tenant_id, user_id), EventRow.event_id.in_(list(event_ids)))
@@ -207,18 +205,6 @@ class SqlEventRepository(SessionRepository):
         )
         return sorted((r.event_id, r.session_id) for r in rows)
 
-    def set_turn_vector(
-        self, ref: str, vector: Sequence[float], model: str, window: Sequence[str] | None = None
-    ) -> None:
-        values: dict[str, object] = {
-            "embedding": list(vector),
-            "embedding_model": model,
-            "turn_indexed": False,
-        }
-        if window is not None:
-            values["window_ids"] = list(window)
-        self.session.execute(update(EventRow).where(*_by_ref(ref)).values(**values))
-
     def context_before(
         self, tenant_id: str, user_id: str, session_id: str, seq: int, limit: int
     ) -> list[StoredEvent]:
@@ -230,140 +216,12 @@ class SqlEventRepository(SessionRepository):
             EventRow.content_hash != REDACTED_HASH,
         )  # uq_events_conversation_seq
         # FOR KEY SHARE: a privacy delete of one of these turns (``redact`` locks them FOR UPDATE)
-        # waits until this window is committed, and then finds it (``unembed_windows``), so no
-        # window can keep a blanked turn's words. Not FOR SHARE: that conflicts with every update
-        # of the row, and two ingest units of one conversation, each updating its own turns' stage
-        # while reading the other's as context, deadlocked.
+        # waits until this window is committed, and then finds it (``turn_index.unembed_windows``),
+        # so no window can keep a blanked turn's words. Not FOR SHARE: that conflicts with every
+        # update of the row, and two ingest units of one conversation, each updating its own
+        # turns' stage while reading the other's as context, deadlocked.
         query = query.order_by(EventRow.seq.desc()).limit(limit).with_for_update(read=True, key_share=True)
         return self._read(query)[::-1]
-
-    def unembed_windows(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[str]:
-        if not event_ids:
-            return []
-        # A window holds turns of its own session only: the conversations of these turns bound
-        # the scan (the unique (tenant, user, session, seq) index's prefix).
-        sessions = select(EventRow.session_id).where(
-            *EventRow.owned_by(tenant_id, user_id), EventRow.event_id.in_(list(event_ids))
-        )
-        rows = self.session.execute(
-            update(EventRow)
-            .where(
-                *EventRow.owned_by(tenant_id, user_id),
-                EventRow.session_id.in_(sessions.scalar_subquery()),
-                EventRow.window_ids.overlap(list(event_ids)),
-            )
-            .values(embedding=None, embedding_model=None, turn_indexed=True, window_ids=[])
-            .returning(EventRow.event_id)
-        )
-        return sorted(r.event_id for r in rows)
-
-    def turn_rows(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[TurnRow]:
-        if not event_ids:
-            return []
-        rows = self.session.scalars(
-            select(EventRow)
-            .options(undefer(EventRow.embedding))
-            .where(
-                *EventRow.owned_by(tenant_id, user_id),
-                EventRow.event_id.in_(list(event_ids)),
-                EventRow.embedding.is_not(None),
-            )
-            .order_by(EventRow.event_id)
-        )
-        return self._turn_rows(list(rows))
-
-    def _turn_rows(self, rows: Sequence[EventRow]) -> list[TurnRow]:
-        """The rows as the turn index sees them, their window's context texts read in one query."""
-        wanted = sorted({i for r in rows for i in (r.window_ids or ())})
-        texts: dict[tuple[str, str, str], str] = {}
-        if wanted:
-            owners = sorted({(r.tenant_id, r.user_id) for r in rows})
-            found = self.session.execute(
-                select(EventRow.tenant_id, EventRow.user_id, EventRow.event_id, EventRow.content).where(
-                    tuple_(EventRow.tenant_id, EventRow.user_id).in_(owners), EventRow.event_id.in_(wanted)
-                )
-            )
-            texts = {(f.tenant_id, f.user_id, f.event_id): f.content for f in found}
-        return [
-            TurnRow(
-                event_from_row(r).event,
-                list(r.embedding) if r.embedding is not None else None,
-                r.embedding_model,
-                tuple(texts.get((r.tenant_id, r.user_id, i), "") for i in (r.window_ids or ())),
-            )
-            for r in rows
-        ]
-
-    def turns_to_index(
-        self, tenant_id: str, user_id: str, limit: int, after_event_id: str = ""
-    ) -> list[TurnRow]:
-        rows = self.session.scalars(
-            select(EventRow)
-            .options(undefer(EventRow.embedding))
-            .where(
-                *EventRow.owned_by(tenant_id, user_id),
-                EventRow.embedding.is_not(None),
-                EventRow.turn_indexed.is_(False),
-                EventRow.event_id > after_event_id,
-            )
-            .order_by(EventRow.event_id)
-            .limit(limit)
-        )
-        return [
-            row._replace(vector=row.vector or [], model=row.model or "")
-            for row in self._turn_rows(list(rows))
-        ]
-
-    def mark_turns_indexed(self, refs: Sequence[str], indexed: bool = True) -> None:
-        if refs:
-            self.session.execute(update(EventRow).where(_by_refs(refs)).values(turn_indexed=indexed))
-
-    def page_turns(self, after: str, limit: int) -> list[TurnRow]:
-        # The primary key's order, (tenant, event id): an event id alone would skip the second
-        # tenant's row of an id two tenants hold when a page ends between them.
-        tenant, event_id = split_ref(after) if after else ("", "")
-        rows = self.session.scalars(
-            select(EventRow)
-            .options(undefer(EventRow.embedding))
-            .where(tuple_(EventRow.tenant_id, EventRow.event_id) > tuple_(tenant or "", event_id))
-            .order_by(EventRow.tenant_id, EventRow.event_id)
-            .limit(limit)
-        )
-        return self._turn_rows(list(rows))
-
-    def reset_turns_indexed(self) -> None:
-        self.session.execute(update(EventRow).values(turn_indexed=False))
-
-    def turn_states(self, tenant_id: str, user_id: str) -> list[TurnState]:
-        rows = self.session.execute(
-            select(EventRow, EventRow.embedding.is_not(None).label("has_embedding"))
-            .where(*EventRow.owned_by(tenant_id, user_id))
-            .order_by(EventRow.event_id)
-        )
-        return [
-            TurnState(
-                event=event_from_row(row).event,
-                stage=row.stage,
-                embedding_model=(row.embedding_model or "") if has_embedding else None,
-                turn_indexed=bool(row.turn_indexed),
-            )
-            for row, has_embedding in rows
-        ]
-
-    def turn_vectors(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> dict[str, list[float]]:
-        if not event_ids:
-            return {}
-        rows = self.session.execute(
-            select(EventRow.event_id, EventRow.embedding).where(
-                *EventRow.owned_by(tenant_id, user_id),
-                EventRow.event_id.in_(list(event_ids)),
-                EventRow.embedding.is_not(None),
-            )
-        )
-        return {r.event_id: list(r.embedding) for r in rows}
-
-    def users_page(self, after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
-        return self._users_after(EventRow, after, limit)
 
     def stalled(self, stuck_before: datetime, limit: int) -> list[tuple[str, str]]:
         rows = self.session.execute(

@@ -10,9 +10,9 @@ from typing import Any
 from sqlalchemy import delete, text
 from sqlalchemy.dialects.postgresql import insert
 
-from shared.lifecycle_repository import StatusChange
 from shared.models import MemoryStatus
 from shared.scoring import DecayPolicy, score_sql
+from shared.storage import StatusChange
 from workers.db.session import SessionRepository
 from workers.db.tables import (
     RecallClaimRow,

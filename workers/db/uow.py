@@ -8,17 +8,18 @@ from sqlalchemy.orm import Session, sessionmaker
 from shared.api_keys import ApiKeyRepository
 from shared.erasure import RowData
 from shared.insight import InsightRepository, TraceContextRepository
-from shared.lifecycle_repository import LifecycleRepository
 from shared.storage import (
     CurationRepository,
     DeadLetterRepository,
     EventRepository,
     HistoryRepository,
+    LifecycleRepository,
     LlmCallRepository,
     MemoryIndexRepository,
     MemoryRepository,
     MetaRepository,
     ReceiptRepository,
+    TurnIndexRepository,
 )
 from shared.transfer import TransferRepository
 from workers.db.curation import SqlApiKeyRepository, SqlCurationRepository
@@ -35,6 +36,7 @@ from workers.db.records import (
     SqlMetaRepository,
 )
 from workers.db.transfer import SqlTransfer
+from workers.db.turn_index import SqlTurnIndexRepository
 
 
 class SqlUnitOfWork:
@@ -50,6 +52,7 @@ class SqlUnitOfWork:
         self.receipts: ReceiptRepository = SqlReceiptRepository(self.session)
         self.memories: MemoryRepository = SqlMemoryRepository(self.session)
         self.memory_index: MemoryIndexRepository = SqlMemoryIndexRepository(self.session)
+        self.turn_index: TurnIndexRepository = SqlTurnIndexRepository(self.session)
         self.lifecycle: LifecycleRepository = SqlLifecycleRepository(self.session)
         self.dead_letters: DeadLetterRepository = SqlDeadLetterRepository(self.session)
         self.meta: MetaRepository = SqlMetaRepository(self.session)

@@ -1,8 +1,9 @@
 """The lifecycle's set-based changes over memories (``shared/lifecycle/sweeps.py``,
-``maintenance.py``): the port ``UnitOfWork.lifecycle`` (``shared.storage``) and what it returns.
+``maintenance.py``): the port ``UnitOfWork.lifecycle`` and what it returns
+(``workers/db/lifecycle.py``).
 
-Beside ``shared.storage``, which composes it, not in ``shared/lifecycle/``: the storage port sits
-below every room of the core, lifecycle included."""
+Here in the storage package, not in ``shared/lifecycle/``: the storage port sits below every room
+of the core, lifecycle included, and a port kept in the room above would be a back-edge."""
 
 from __future__ import annotations
 
