@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from shared.events import event_ref, split_ref
+from shared.public import public_fields
+
 
 @dataclass(frozen=True)
 class HistoryEntry:
@@ -47,11 +50,50 @@ class DeadLetter:
     deliveries: int
 
 
+@dataclass(frozen=True)
+class DeadLetterView:
+    """A stored dead letter as the operator sees it: its row id, when it was parked and replayed."""
+
+    id: int
+    task_name: str
+    task_id: str | None
+    event_id: str | None
+    reason: str
+    deliveries: int
+    created_at: datetime
+    replayed_at: datetime | None
+    args: list[Any]
+
+    def to_public(self) -> dict[str, Any]:
+        return public_fields(
+            self, "id task_name task_id event_id reason deliveries created_at replayed_at args"
+        )
+
+    @property
+    def ref(self) -> str | None:
+        """The pipeline key of the event the letter's message names (tenant and event id): a
+        record message holds the turn, a stage message the key itself."""
+        first = self.args[0] if self.args else None
+        if isinstance(first, dict) and isinstance(first.get("event_id"), str):
+            return event_ref(str(first.get("tenant_id") or "default"), first["event_id"])
+        if isinstance(first, str) and split_ref(first)[0] is not None:
+            return first
+        return event_ref("default", self.event_id) if self.event_id else None
+
+
 class DeadLetterRepository(Protocol):
     def add(self, letter: DeadLetter) -> None: ...
 
     def for_events(self, event_ids: Sequence[str]) -> dict[str, str]:
         """event id -> reason, for dead letters that name an event."""
+
+    def listed(self, include_replayed: bool = True) -> list[DeadLetterView]:
+        """Every dead letter, oldest first (``include_replayed=False``: those not yet replayed)."""
+
+    def by_ids(self, ids: Sequence[int]) -> dict[int, DeadLetterView]:
+        """The letters with these ids that exist."""
+
+    def mark_replayed(self, letter_id: int, at: datetime) -> None: ...
 
 
 # The meta key naming the model every stored vector comes from: set by the first embedding and by

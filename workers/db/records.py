@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.dialects.postgresql import insert
 
-from shared.storage import DeadLetter, HistoryEntry
+from shared.storage import DeadLetter, DeadLetterView, HistoryEntry
 from workers.db.mapping import column_values, from_columns
 from workers.db.session import SessionRepository
 from workers.db.tables import DeadLetterRow, HistoryRow, LlmCallRow, MetaRow
@@ -58,6 +59,35 @@ class SqlDeadLetterRepository(SessionRepository):
             )
         )
         return {r.event_id: r.reason for r in rows}
+
+    def listed(self, include_replayed: bool = True) -> list[DeadLetterView]:
+        query = select(DeadLetterRow).order_by(DeadLetterRow.id)
+        if not include_replayed:
+            query = query.where(DeadLetterRow.replayed_at.is_(None))
+        return [_letter(row) for row in self.session.scalars(query)]
+
+    def by_ids(self, ids: Sequence[int]) -> dict[int, DeadLetterView]:
+        rows = self.session.scalars(select(DeadLetterRow).where(DeadLetterRow.id.in_(list(ids))))
+        return {row.id: _letter(row) for row in rows}
+
+    def mark_replayed(self, letter_id: int, at: datetime) -> None:
+        self.session.execute(
+            update(DeadLetterRow).where(DeadLetterRow.id == letter_id).values(replayed_at=at)
+        )
+
+
+def _letter(row: DeadLetterRow) -> DeadLetterView:
+    return DeadLetterView(
+        id=row.id,
+        task_name=row.task_name,
+        task_id=row.task_id,
+        event_id=row.event_id,
+        reason=row.reason,
+        deliveries=row.deliveries,
+        created_at=row.created_at,
+        replayed_at=row.replayed_at,
+        args=list(row.args) if isinstance(row.args, list) else [row.args],
+    )
 
 
 class SqlMetaRepository(SessionRepository):
