@@ -130,7 +130,7 @@ def measure_noop(cfg: IngestConfig, settings: Settings, concurrency: int) -> dic
     import redis
     from tqdm import tqdm
 
-    from producers.broker import send_only_app
+    from infra.broker import send_only_app
     from workers.runtime.processes import check_alive
 
     client = redis.Redis.from_url(cfg.redis_url)

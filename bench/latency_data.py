@@ -249,20 +249,19 @@ def vacuum_analyze(db_url: str) -> None:
 
 def fill_working_memory(client: Any, users: Sequence[str], now: datetime) -> None:
     from bench import synthetic
-    from shared import keys
+    from infra import redis_layout
+    from shared.events import Role, TurnPublished
 
     for n, user in enumerate(users):
         turns = synthetic.make_turns(20, users=1, seed=100 + n)
         session = f"{user}-live"
-        wm_key = keys.working_memory_key(TENANT, user, session)
+        wm_key = redis_layout.working_memory_key(TENANT, user, session)
         pipe = client.pipeline()
         for seq, turn in enumerate(turns, start=1):
-            member = json.dumps(
-                {"event_id": f"wm-{user}-{seq}", "role": turn.role, "content": turn.content,
-                 "at": now.isoformat()},
-                ensure_ascii=False,
-                sort_keys=True,
-            )  # fmt: skip
-            pipe.zadd(wm_key, {member: seq})
-        pipe.zadd(keys.user_sessions_key(TENANT, user), {session: int(now.timestamp() * 1000)})
+            # The entry the Publisher writes (the one format: infra/redis_layout.py).
+            event = TurnPublished(
+                f"wm-{user}-{seq}", TENANT, user, session, seq, Role(turn.role), turn.content, now, {}
+            )
+            pipe.zadd(wm_key, {redis_layout.working_memory_member(event): seq})
+        pipe.zadd(redis_layout.user_sessions_key(TENANT, user), {session: int(now.timestamp() * 1000)})
         pipe.execute()

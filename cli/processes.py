@@ -95,7 +95,7 @@ def beat(data_dir: DataDir = None) -> None:
 
 def _refuse_second_beat(settings: Settings) -> None:
     """Say it plainly before exec: the scheduler itself refuses too (workers/redis/beat_lock.py)."""
-    from producers.broker import open_redis
+    from infra.broker import open_redis
     from workers.redis.beat_lock import BeatLock
 
     url = settings.effective_redis_url

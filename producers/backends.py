@@ -14,9 +14,9 @@ Two implementations here:
   recall callable and a publisher the app wires itself.
 
 The in-process one, ``LibraryBackend`` over a container, is a use case and lives with them
-(:mod:`service.operations.library_backend`): ``producers`` imports ``shared`` only (an app that only
-publishes, or only uses the API, must not pull in Celery workers, SQLAlchemy or the embedder), and
-``lint-imports`` holds it to that.
+(:mod:`service.operations.library_backend`): ``producers`` imports ``shared`` and ``infra`` only
+(an app that only publishes, or only uses the API, must not pull in Celery workers, SQLAlchemy or
+the embedder), and ``lint-imports`` holds it to that.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from collections import Counter
 
 import redis
 
-from shared import keys
+from infra import redis_layout
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ BACKLOG_PRIORITY = 9  # kombu Redis transport: the last of its priority steps [0
 
 
 def share_key(tenant_id: str) -> str:
-    return f"{keys.PREFIX}:fair_share:{tenant_id}"
+    return f"{redis_layout.PREFIX}:fair_share:{tenant_id}"
 
 
 class FairShare:

@@ -4,7 +4,7 @@ Publishing one turn is two steps:
 1. one atomic Redis script assigns the turn's ``seq`` in its conversation (INCR, or "at least
    this" for an explicit seq replaying a log) and appends the turn to the conversation's working
    memory, so recall can see it at once (read-your-writes), before any worker ran;
-2. the event is noted in the publish ledger (``shared.keys.UNRECORDED``) and sent to the broker as
+2. the event is noted in the publish ledger (``infra.redis_layout.UNRECORDED``) and sent to the broker as
    a ``memory.record`` task, by name. The ledger entry stays until the record committed, so a
    message a Redis broker lost (a worker killed right after popping it) is sent again by the
    stalled sweep.
@@ -13,7 +13,6 @@ Only step 2 is retried (with tenacity): retrying step 1 would burn a new seq.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import Counter
@@ -26,10 +25,9 @@ import redis
 from kombu.exceptions import OperationalError
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
-from producers import tracing
-from producers.broker import open_redis, send_only_app
+from infra import redis_layout, tracing
+from infra.broker import open_redis, send_only_app
 from producers.fair_share import FairShare
-from shared import keys
 from shared.events import (
     MAX_SEQ,
     EventLimits,
@@ -44,27 +42,6 @@ from shared.queues import ROUTES, TaskName
 from shared.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
-
-# KEYS: seq key, working-memory zset, user's sessions zset
-# ARGV: explicit seq or "", wm member, wm size, ttl seconds, session score (ms), session id
-_ASSIGN_SCRIPT = """
-local seq
-if ARGV[1] ~= '' then
-  seq = tonumber(ARGV[1])
-  local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-  if seq > cur then redis.call('SET', KEYS[1], seq) end
-else
-  -- Past 2^53 - 1 (ARGV[7]) Lua's doubles would hand out one seq twice: refuse, writing nothing.
-  if tonumber(redis.call('GET', KEYS[1]) or '0') >= tonumber(ARGV[7]) then return -1 end
-  seq = redis.call('INCR', KEYS[1])
-end
-redis.call('ZADD', KEYS[2], seq, ARGV[2])
-redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -(tonumber(ARGV[3]) + 1))
-redis.call('EXPIRE', KEYS[2], tonumber(ARGV[4]))
-redis.call('ZADD', KEYS[3], tonumber(ARGV[5]), ARGV[6])
-redis.call('EXPIRE', KEYS[3], tonumber(ARGV[4]))
-return seq
-"""
 
 _BROKER_ERRORS = (
     OperationalError,
@@ -106,20 +83,6 @@ class BatchResult:
     errors: list[tuple[int, InvalidEvent]] = field(default_factory=list)
 
 
-def working_memory_member(event: TurnPublished) -> str:
-    # The seq is the zset score, so it is not repeated in the member.
-    return json.dumps(
-        {
-            "event_id": event.event_id,
-            "role": event.role.value,
-            "content": event.content,
-            "at": event.at.isoformat(),
-        },
-        ensure_ascii=False,
-        sort_keys=True,
-    )
-
-
 class Publisher:
     def __init__(
         self,
@@ -141,7 +104,7 @@ class Publisher:
         self._wm_turns = working_memory_turns
         self._wm_ttl = working_memory_ttl_s
         self._redis = redis_client or open_redis(redis_url)
-        self._assign = self._redis.register_script(_ASSIGN_SCRIPT)
+        self._assign = self._redis.register_script(redis_layout.ASSIGN_SEQ_SCRIPT)
         self._fair_share = FairShare(self._redis, fair_share_turns, fair_share_window_s)
         # Tasks are sent by name: producers never import the workers' app.
         self._app = send_only_app(broker_url)
@@ -262,25 +225,13 @@ class Publisher:
         return replace(event, seq=self._assign_seq(event, explicit)), explicit is None
 
     def _assign_seq(self, event: TurnPublished, explicit: Any) -> int:
-        tenant, user, session = event.conversation
-        args: list[str | int] = [
-            "" if explicit is None else str(int(explicit)),
-            working_memory_member(event),
-            self._wm_turns,
-            self._wm_ttl,
-            int(event.at.timestamp() * 1000),
-            session,
-            MAX_SEQ,
-        ]
-        keys_ = [
-            keys.seq_key(tenant, user, session),
-            keys.working_memory_key(tenant, user, session),
-            keys.user_sessions_key(tenant, user),
-        ]
+        keys, args = redis_layout.assign_seq_call(
+            event, None if explicit is None else int(explicit), self._wm_turns, self._wm_ttl
+        )
         for attempt in self._retrying():
             with attempt:
-                seq = int(self._assign(keys=keys_, args=args))
-        if seq < 0:
+                seq = int(self._assign(keys=keys, args=args))
+        if seq == redis_layout.SEQS_USED_UP:
             raise InvalidEvent(
                 [FieldError("seq", f"the conversation's seqs are used up (the largest is {MAX_SEQ}); "
                                    "continue it under a new session_id")]
@@ -288,21 +239,11 @@ class Publisher:
         return seq
 
     def _note_unrecorded(self, entries: Mapping[str, dict[str, Any]]) -> None:
-        now_ms = int(time.time() * 1000)
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.zadd(keys.UNRECORDED, dict.fromkeys(entries, now_ms))
-        pipe.hset(
-            keys.UNRECORDED_MESSAGES,
-            mapping={m: json.dumps(message, ensure_ascii=False) for m, message in entries.items()},
-        )
-        pipe.execute()
+        redis_layout.add_to_ledger(self._redis, entries, int(time.time() * 1000))
 
     def _forget_unrecorded(self, members: list[str]) -> None:
         try:
-            pipe = self._redis.pipeline(transaction=True)
-            pipe.zrem(keys.UNRECORDED, *members)
-            pipe.hdel(keys.UNRECORDED_MESSAGES, *members)
-            pipe.execute()
+            redis_layout.drop_from_ledger(self._redis, members)
         except _BROKER_ERRORS:
             log.warning("could not drop %s from the publish ledger; the sweep may record them", members)
 
@@ -314,7 +255,9 @@ class Publisher:
         # Marked when the counter chose the seq: should Redis lose the counter's last increments
         # in a crash, the recorder renumbers a clash instead of rejecting it.
         entries = {
-            keys.ledger_member(event.tenant_id, event.event_id): record_message(event, seq_assigned=assigned)
+            redis_layout.ledger_member(event.tenant_id, event.event_id): record_message(
+                event, seq_assigned=assigned
+            )
             for event, assigned in events
         }
         messages = list(entries.values())

@@ -66,7 +66,7 @@ class InsightRepository(Protocol):
 
 
 class TraceContextRepository(Protocol):
-    """The trace context each turn was recorded under (``producers/tracing.py``), so that a recall
+    """The trace context each turn was recorded under (``infra/tracing.py``), so that a recall
     can link to the traces of the turns it drew on. Used only when tracing is on."""
 
     def note(self, refs: Sequence[str], traceparent: str) -> None:

@@ -95,7 +95,7 @@ class PublishLedger(Protocol):
 
     def settle(self, members: Sequence[str]) -> None:
         """Forget turns whose record committed (accepted, duplicate or rejected); ``members`` are
-        ``shared.keys.ledger_member(tenant, event id)``."""
+        ``infra.redis_layout.ledger_member(tenant, event id)``."""
 
     def overdue(self, published_before_ms: int, limit: int) -> list[dict[str, Any]]:
         """Record messages of turns published before the given time and still not recorded; each
@@ -137,7 +137,8 @@ class WorkingMemory(Protocol):
 
 
 class SeqCounter(Protocol):
-    """The per-conversation seq counters the producer draws from (Redis, ``shared.keys.seq_key``)."""
+    """The per-conversation seq counters the producer draws from (Redis,
+    ``infra.redis_layout.seq_key``)."""
 
     def next_after(self, tenant_id: str, user_id: str, session_id: str, floor: int) -> int:
         """A new seq for the conversation above both its counter and ``floor``; the counter moves to

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from producers import tracing
+from infra import tracing
 from shared.erasure import UserData
 from shared.events import EventLimits, TurnPublished, event_ref
 from shared.indexing.collections import COLLECTIONS, Collection
@@ -222,7 +222,7 @@ class Container:
     def ledger(self) -> PublishLedger | None:
         """The publish ledger in Redis, or None when no Redis is configured."""
         if self._ledger is None:
-            from producers.broker import is_redis_url
+            from infra.broker import is_redis_url
             from workers.redis.ledger import RedisPublishLedger
 
             # The broker's queue depth is read when the broker is a Redis we can reach.
@@ -277,7 +277,7 @@ class Container:
     def _owner_app(self) -> Any:
         """A send-only Celery app with results, to ask the index owner (one per process)."""
         if self._owner is None:
-            from producers.broker import send_only_app
+            from infra.broker import send_only_app
 
             broker = self.settings.broker_url
             if not broker:
@@ -339,7 +339,7 @@ _EDGE_DIRS = {IndexKind.MEMORIES: "qdrant", IndexKind.TURNS: "qdrant-turns"}
 
 
 def _broker_dispatcher(settings: Settings) -> Callable[[Sequence[FollowUp]], None]:
-    from producers.broker import send_only_app
+    from infra.broker import send_only_app
 
     if not settings.broker_url:
         raise RuntimeError("CUEMEM_BROKER_URL is not set; follow-up tasks cannot be enqueued")

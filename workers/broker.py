@@ -1,8 +1,8 @@
 """The Redis broker as the workers, the API and the CLI read it: one shared client per Redis for a
 process, and the queue depths.
 
-Clients are opened by ``producers.broker.open_redis`` (the one factory; it lives in ``producers``
-because the producer's Publisher needs it too, and producers may import only ``shared``).
+Clients are opened by ``infra.broker.open_redis`` (the one factory, in the I/O commons because the
+producer's Publisher needs it too).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import redis
 
-from producers.broker import open_redis, redis_py_url
+from infra.broker import open_redis, redis_py_url
 from shared.queues import Queue
 
 # kombu's Redis transport keeps delivered, not yet acknowledged messages in this hash.

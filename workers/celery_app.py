@@ -85,8 +85,8 @@ def _say_queue_order(instance: Any = None, conf: Any = None, **_: object) -> Non
 
 def _trace_tasks() -> None:
     # Before the first task: the Celery instrumentation must be in place when a task starts,
-    # so that its span continues the trace its message carries (producers/tracing.py).
-    from producers import tracing
+    # so that its span continues the trace its message carries (infra/tracing.py).
+    from infra import tracing
     from shared.settings import get_settings
 
     tracing.configure(get_settings(), tracing.WORKER_SERVICE)
@@ -111,7 +111,7 @@ def _fresh_process(**_: object) -> None:
 
 @worker_process_shutdown.connect
 def _close_process(**_: object) -> None:
-    from producers import tracing
+    from infra import tracing
     from workers.bootstrap import reset_container
 
     reset_container()
@@ -120,7 +120,7 @@ def _close_process(**_: object) -> None:
 
 @worker_shutdown.connect
 def _worker_stopped(**_: object) -> None:
-    from producers import tracing
+    from infra import tracing
 
     tracing.flush()
 

@@ -17,7 +17,7 @@ import redis
 from kombu.exceptions import OperationalError as BrokerUnreachable
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from shared import keys
+from infra import redis_layout
 from shared.events import InvalidEvent, split_ref
 from shared.ingest.common import EventVanished
 from shared.ingest.record import SeqContended
@@ -63,7 +63,7 @@ def count_delivery(container: Any, task_id: str | None, attempt: int) -> int:
     client = container.redis_client()
     if client is None:
         return 1
-    key = keys.deliveries_key(task_id, attempt)
+    key = redis_layout.deliveries_key(task_id, attempt)
     pipe = client.pipeline()
     pipe.incr(key)
     pipe.expire(key, DELIVERY_COUNTER_TTL_S)
@@ -83,7 +83,7 @@ def dead_letter(container: Any, task_name: str, task_id: str | None, args: list[
         if task_name == "memory.record" and event_id and ledger is not None:
             tenant = args[0].get("tenant_id") if args and isinstance(args[0], dict) else None
             # Parked with its reason: the sweep must not send it again.
-            ledger.settle([keys.ledger_member(str(tenant or "default"), event_id)])
+            ledger.settle([redis_layout.ledger_member(str(tenant or "default"), event_id)])
     except (DBAPIError, OSError):
         # The database is the place of record; when it is down the log must carry the message.
         log.critical(

@@ -31,7 +31,7 @@ from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.storage import MemoryStorage, RedisStorage, Storage
 from limits.strategies import SlidingWindowCounterRateLimiter
 
-from producers.broker import redis_py_url
+from infra.broker import redis_py_url
 from service.http.deps import Tenant
 from service.http.errors import ApiError, error_response
 from shared.events import FieldError

@@ -37,7 +37,7 @@ def api_container(settings: Settings, *, search_timeout_s: float = 10.0) -> Cont
     index, one whose indexes only search through the index worker (see the module doc)."""
     if settings.qdrant_url:
         return build_container(settings)
-    from producers.broker import send_only_app
+    from infra.broker import send_only_app
     from workers.index.remote import RemoteSearchIndex
 
     if not settings.broker_url:
@@ -272,7 +272,7 @@ def readiness(container: Container) -> dict[str, str]:
 
 
 def _redis_ready(settings: Settings) -> str:
-    from producers.broker import open_redis
+    from infra.broker import open_redis
 
     url = settings.effective_redis_url
     if url is None:
@@ -290,7 +290,7 @@ def _redis_ready(settings: Settings) -> str:
 def queue_depths(settings: Settings) -> dict[str, int]:
     """Messages waiting per cuemem queue (LLEN on the Redis broker), plus ``unacked``: delivered
     to a worker and not yet acknowledged. Empty when the broker is not a reachable Redis."""
-    from producers.broker import is_redis_url, open_redis
+    from infra.broker import is_redis_url, open_redis
     from workers import broker
 
     url = settings.broker_url
@@ -308,7 +308,7 @@ def queue_depths(settings: Settings) -> dict[str, int]:
 
 def task_runs(settings: Settings) -> dict[str, dict[str, Any]]:
     """Run times per task recorded by every worker (workers/redis/task_metrics.py); empty without Redis."""
-    from producers.broker import open_redis
+    from infra.broker import open_redis
     from workers.redis.task_metrics import read_task_runs
 
     url = settings.effective_redis_url

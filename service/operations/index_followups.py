@@ -139,7 +139,7 @@ def reindex(container: Container) -> dict[str, int]:
         return rebuild_indexes(c.uow, c.indexes(), c.embedder)
 
     def at_owner() -> dict[str, int]:
-        from producers.broker import send_only_app
+        from infra.broker import send_only_app
 
         remote = send_only_app(c.settings.broker_url or "", with_results=True)
         result = remote.send_task(TaskName.REINDEX.value, queue=ROUTES[TaskName.REINDEX].value)

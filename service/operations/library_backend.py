@@ -2,7 +2,7 @@
 
 It searches with :func:`service.operations.recall.recall_for` on a container and publishes through
 a ``Publisher``, so it needs the workers' adapters: it lives here, in the service layer, and
-``producers`` (which imports ``shared`` only) keeps the two backends that need none
+``producers`` (which imports ``shared`` and ``infra`` only) keeps the two backends that need none
 (:mod:`producers.backends`).
 """
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from producers import tracing
+from infra import tracing
 from shared.events import SAFE_ID_TEXT, is_safe_id
 from shared.lifecycle.sweeps import statuses_for
 from shared.ports import EmbeddingModelMismatch

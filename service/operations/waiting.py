@@ -56,7 +56,7 @@ def wait_for(rt: Runtime, event_ids: list[str], timeout_s: float, *, show: bool 
 
 def broker_idle(settings: Settings) -> bool:
     """No message waiting in any cuemem queue and none delivered but unacknowledged."""
-    from producers.broker import open_redis
+    from infra.broker import open_redis
     from workers.broker import queue_depths
 
     url = settings.effective_redis_url
@@ -72,7 +72,7 @@ def broker_idle(settings: Settings) -> bool:
 def work_seconds(settings: Settings) -> dict[str, float] | None:
     """The workers' totals so far (seconds in the embedding model, seconds of pipeline tasks; see
     ``workers/redis/task_metrics.py``), or None without a Redis to read them from."""
-    from producers.broker import open_redis
+    from infra.broker import open_redis
     from workers.redis.task_metrics import read_work_seconds
 
     url = settings.effective_redis_url

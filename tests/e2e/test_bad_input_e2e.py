@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from producers.broker import send_only_app
+from infra.broker import send_only_app
 from producers.publisher import Publisher
 from service.operations.waiting import broker_idle
 from shared.events import InvalidEvent

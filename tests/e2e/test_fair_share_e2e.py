@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from producers.broker import open_redis
+from infra.broker import open_redis
 from producers.publisher import Publisher
 from tests.support.services import wait_until
 from workers.broker import queue_depths, queue_lists

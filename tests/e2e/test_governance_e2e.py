@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
-from producers.broker import send_only_app
+from infra.broker import send_only_app
 from producers.publisher import Publisher
 from shared.events import validate_turn
 from shared.ingest.extraction import extract

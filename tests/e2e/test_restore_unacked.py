@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from producers.broker import open_redis
+from infra.broker import open_redis
 from producers.publisher import Publisher
 from service.operations.waiting import wait_for
 from shared.queues import Queue

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from producers import tracing
+from infra import tracing
 from producers.publisher import Publisher
 from service.operations.recall import recall_for
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
@@ -110,7 +110,7 @@ def test_an_apps_publish_reports_the_documented_service_and_scope(it_settings, r
     # The names are the README's: the service `cuemem` (as the API's and the CLI's), the scope
     # `cuemem`; the workers' `cuemem-worker` is checked above.
     code = (
-        "from producers import tracing\n"
+        "from infra import tracing\n"
         "from producers.publisher import Publisher\n"
         "from shared.settings import Settings\n"
         "with Publisher.from_settings(Settings(tracing=True)) as pub:\n"
@@ -139,7 +139,7 @@ def test_off_needs_nothing_of_opentelemetry():
         "sys.meta_path.insert(0, Block())\n"
     )
     code = blocked + (
-        "from producers import tracing\n"
+        "from infra import tracing\n"
         "import producers.publisher, workers.bootstrap, workers.tasks, service.operations.recall\n"
         "from shared.settings import Settings\n"
         "assert not tracing.configure(Settings(), 'x')\n"

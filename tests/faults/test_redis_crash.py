@@ -12,8 +12,8 @@ from typing import Any
 
 import redis
 
+from infra import redis_layout
 from producers.publisher import Published, Publisher
-from shared import keys
 from shared.events import event_ref
 from shared.queues import Queue
 from shared.settings import Settings
@@ -106,7 +106,7 @@ def crash_redis(server: OwnRedis, ingest: faults.Ingest, caught_up: bool) -> Cra
         tail = [p.event_id for p in ingest.published[-TAIL_TURNS:]]
         published_at_kill = len(ingest.published)
     tenant = ingest.settings.tenant_id
-    counter_keys = [keys.seq_key(tenant, user, session) for user, session in conversations]
+    counter_keys = [redis_layout.seq_key(tenant, user, session) for user, session in conversations]
     client = redis.Redis.from_url(server.url)
     try:
         queued = int(client.llen(Queue.INGEST.value))
@@ -118,7 +118,7 @@ def crash_redis(server: OwnRedis, ingest: faults.Ingest, caught_up: bool) -> Cra
     data = aof.read_bytes()
     # The first write of the oldest publish of the tail: its ledger entry (the publish writes it in
     # one transaction with its message and seq).
-    first = data.find(keys.ledger_member(tenant, tail[0]).encode())
+    first = data.find(redis_layout.ledger_member(tenant, tail[0]).encode())
     assert first > 0, f"the ledger entry of {tail[0]} is not in the append-only file Redis appends to"
     keep = whole_commands(data[:first])  # cut where Redis itself would stop loading
     with aof.open("r+b") as fh:
@@ -244,7 +244,7 @@ def test_redis_crash_mid_ingest_loses_only_the_cut_tail_which_the_app_can_resend
     tenant = settings.tenant_id
 
     def member(event_id: str) -> bytes:
-        return keys.ledger_member(tenant, event_id).encode()
+        return redis_layout.ledger_member(tenant, event_id).encode()
 
     durable = [e for e in unrecorded if any(member(e) in k.kept for k in done)]
     assert not durable, f"{len(durable)} turns were lost although their ledger entry survived: {durable}"

@@ -12,8 +12,8 @@ import json
 import pytest
 import redis
 
+from infra import redis_layout
 from service.operations.curation import revoke_key
-from shared import keys as redis_keys
 from shared.models import MemoryStatus, MemoryType
 from tests.support.api import INDEXES, api_settings, build_env, error_of, fields_of, seed_memory
 
@@ -128,9 +128,9 @@ def test_publish_one_event(env, it_settings):
     # The turn is in the key's tenant, not the default one: read-your-writes working memory.
     client = redis.Redis.from_url(it_settings.redis_url)
     try:
-        assert client.zcard(redis_keys.working_memory_key(A, "u1", "s1")) == 2
-        assert client.zcard(redis_keys.working_memory_key("default", "u1", "s1")) == 0
-        assert client.zcard(redis_keys.working_memory_key(B, "u1", "s1")) == 0
+        assert client.zcard(redis_layout.working_memory_key(A, "u1", "s1")) == 2
+        assert client.zcard(redis_layout.working_memory_key("default", "u1", "s1")) == 0
+        assert client.zcard(redis_layout.working_memory_key(B, "u1", "s1")) == 0
     finally:
         client.close()
     recalled = c.post(

@@ -15,9 +15,9 @@ import redis
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
+from infra import redis_layout
 from service.http.app import create_app
 from service.operations.curation import api_container, create_key
-from shared import keys
 from shared.settings import Settings
 from shared.storage import DeadLetter
 from tests.support.api import publish_turns
@@ -48,8 +48,8 @@ def _rows(c: Any) -> dict[tuple[str, str, str], int]:
 def _redis_keys(url: str) -> set[str]:
     client = redis.Redis.from_url(url)
     try:
-        found = {k.decode() for k in client.scan_iter(match=f"{keys.PREFIX}:*")}
-        ledger = {m.decode() for m in client.hkeys(keys.UNRECORDED_MESSAGES)}
+        found = {k.decode() for k in client.scan_iter(match=f"{redis_layout.PREFIX}:*")}
+        ledger = {m.decode() for m in client.hkeys(redis_layout.UNRECORDED_MESSAGES)}
     finally:
         client.close()
     # Rate-limit counters are the tenant's budgets, not user data (delete-user spends one).
@@ -102,10 +102,10 @@ def test_a_user_deleted_everywhere_leaves_everyone_else_untouched(
             uow.commit()
         client_redis = redis.Redis.from_url(settings.redis_url or "")
         for tenant, user, event_id in (("acme", "u1", "late-1"), ("acme", "u10", "late-2")):
-            member = keys.ledger_member(tenant, event_id)
+            member = redis_layout.ledger_member(tenant, event_id)
             message = {"event_id": event_id, "tenant_id": tenant, "user_id": user, "content": "late turn"}
-            client_redis.zadd(keys.UNRECORDED, {member: 1})
-            client_redis.hset(keys.UNRECORDED_MESSAGES, member, json.dumps(message))
+            client_redis.zadd(redis_layout.UNRECORDED, {member: 1})
+            client_redis.hset(redis_layout.UNRECORDED_MESSAGES, member, json.dumps(message))
         client_redis.close()
 
         assert any("P-7731" in t for t in _recall(client, api_keys["acme"], "u1", "passport number"))

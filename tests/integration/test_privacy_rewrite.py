@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import redis
 
+from infra import redis_layout
 from service.operations.erasure import erase_user
-from shared import keys
 from shared.settings import Settings
 from workers.bootstrap import build_container, install_container, reset_container
 from workers.redis.rewrite import PENDING_KEY, WINDOW_KEY, after_privacy_delete, flush_pending
@@ -85,7 +85,7 @@ def test_deleting_a_user_rewrites_only_when_something_was_deleted(
     install_container(c)  # the container beat's task body uses
     try:
         for tenant in ("acme", "globex"):
-            client.set(keys.seq_key(tenant, "u1", "s1"), 3)
+            client.set(redis_layout.seq_key(tenant, "u1", "s1"), 3)
         start = _forks(client)
         for tenant in ("acme", "globex"):
             assert erase_user(c, tenant, "nobody").deleted == 0

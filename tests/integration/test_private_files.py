@@ -7,8 +7,8 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+from infra import redis_layout
 from service.operations.erasure import erase_user
-from shared import keys
 from shared.settings import Settings
 from workers.bootstrap import build_container
 from workers.runtime.embedded import embedded_services
@@ -31,8 +31,8 @@ def test_the_embedded_redis_files_are_private_and_a_privacy_delete_rewrites_them
         try:
             client = container.redis_client()
             assert client is not None
-            client.rpush(keys.working_memory_key("default", "alice", "s1"), SECRET)
-            client.rpush(keys.working_memory_key("default", "bob", "s1"), "bob's own words")
+            client.rpush(redis_layout.working_memory_key("default", "alice", "s1"), SECRET)
+            client.rpush(redis_layout.working_memory_key("default", "bob", "s1"), "bob's own words")
             client.save()  # an RDB snapshot holding the secret, as a periodic save would leave
 
             redis_files = [p for p in _files(data_dir) if "pg" not in p.relative_to(data_dir).parts]

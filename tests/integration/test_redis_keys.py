@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from shared import keys
+from infra import redis_layout as layout
 from shared.settings import Settings
 from tests.support.services import run_cuemem
 from workers.redis.key_migration import upgrade_keys
@@ -38,7 +38,7 @@ def _contents(client: redis.Redis, tenant: str, user: str, session: str | None) 
 
 
 def _all_keys(client: redis.Redis) -> set[str]:
-    return {k.decode() for k in client.scan_iter(match=f"{keys.PREFIX}:*")}
+    return {k.decode() for k in client.scan_iter(match=f"{layout.PREFIX}:*")}
 
 
 # --- the upgrade -------------------------------------------------------------------------------
@@ -83,7 +83,7 @@ def test_old_keys_are_moved_and_ambiguous_ones_given_to_no_one(client: redis.Red
     assert seqs.next_after("acme", "u1", "t:2", 0) == 5
     assert seqs.next_after("acme", "u10", "s1", 0) == 6
     assert sorted(_contents(client, "acme", "u1", None)) == ["I moved to Lisbon", "new turn"]
-    assert 60 < client.ttl(keys.working_memory_key("acme", "u1", "s:1")) <= 3600
+    assert 60 < client.ttl(layout.working_memory_key("acme", "u1", "s:1")) <= 3600
     # Neither candidate owner of the ambiguous keys sees them; their counters start anew.
     for tenant, user in (("ac", "me:bob"), ("ac:me", "bob")):
         assert _contents(client, tenant, user, None) == []
@@ -114,19 +114,19 @@ USERS = {
 def _seed(client: redis.Redis) -> None:
     for (tenant, user), sessions in USERS.items():
         for session in sessions:
-            client.set(keys.seq_key(tenant, user, session), 3)
-            client.zadd(keys.working_memory_key(tenant, user, session), {_turn(f"{user}-e", "hi"): 3})
-            client.zadd(keys.user_sessions_key(tenant, user), {session: 1000})
+            client.set(layout.seq_key(tenant, user, session), 3)
+            client.zadd(layout.working_memory_key(tenant, user, session), {_turn(f"{user}-e", "hi"): 3})
+            client.zadd(layout.user_sessions_key(tenant, user), {session: 1000})
     for tenant, user, event in (("acme", "u1", "e1"), ("acme", "u10", "e2"), ("globex", "u1", "e1")):
-        member = keys.ledger_member(tenant, event)
-        client.zadd(keys.UNRECORDED, {member: 1})
-        client.hset(keys.UNRECORDED_MESSAGES, member, json.dumps({"tenant_id": tenant, "user_id": user}))
+        member = layout.ledger_member(tenant, event)
+        client.zadd(layout.UNRECORDED, {member: 1})
+        client.hset(layout.UNRECORDED_MESSAGES, member, json.dumps({"tenant_id": tenant, "user_id": user}))
 
 
 def _owned(tenant: str, user: str) -> set[str]:
     sessions = USERS[(tenant, user)]
-    return {keys.user_sessions_key(tenant, user)} | {
-        build(tenant, user, s) for s in sessions for build in (keys.seq_key, keys.working_memory_key)
+    return {layout.user_sessions_key(tenant, user)} | {
+        build(tenant, user, s) for s in sessions for build in (layout.seq_key, layout.working_memory_key)
     }
 
 
@@ -147,9 +147,9 @@ def test_deleting_u1_leaves_u10_and_every_look_alike_and_reports_only_its_tenant
     }
     assert data.erase("acme", "u1") == {"ledger": 1, "seq_counters": 2, "working_memory": 2, "sessions": 1}
     assert _all_keys(client) == before - _owned("acme", "u1")
-    assert set(client.hkeys(keys.UNRECORDED_MESSAGES)) == {
-        keys.ledger_member("acme", "e2").encode(),
-        keys.ledger_member("globex", "e1").encode(),
+    assert set(client.hkeys(layout.UNRECORDED_MESSAGES)) == {
+        layout.ledger_member("acme", "e2").encode(),
+        layout.ledger_member("globex", "e1").encode(),
     }
     seqs = RedisSeqCounter(client)
     assert seqs.next_after("acme", "u10", "s1", 0) == 4  # u10's counter is where it was
@@ -167,11 +167,11 @@ def test_a_delete_takes_the_old_shared_keys_that_may_hold_the_users_turns(client
     user's delete: it may hold the deleted user's words."""
     client.zadd("cuemem:wm:{ac:me:bob}:s1", {_turn("p1", "my bank PIN is 4321"): 1})
     client.set("cuemem:seq:{ac:me:bob}:s1", 1)
-    client.set(keys.seq_key("ac:me", "bob", "s1"), 4)  # bob's own counter, new form: stays
+    client.set(layout.seq_key("ac:me", "bob", "s1"), 4)  # bob's own counter, new form: stays
     client.set("cuemem:seq:{ac:me:bobby}:s1", 1)  # an old key of ac/me:bobby: stays
     deleted = RedisUserKeys(client).erase("ac", "me:bob")
     assert deleted["working_memory"] == 1 and deleted["seq_counters"] == 1
-    assert _all_keys(client) == {keys.seq_key("ac:me", "bob", "s1"), "cuemem:seq:{ac:me:bobby}:s1"}
+    assert _all_keys(client) == {layout.seq_key("ac:me", "bob", "s1"), "cuemem:seq:{ac:me:bobby}:s1"}
 
 
 def test_cuemem_migrate_moves_old_keys(it_settings: Settings, client: redis.Redis) -> None:
@@ -181,8 +181,8 @@ def test_cuemem_migrate_moves_old_keys(it_settings: Settings, client: redis.Redi
     client.set("cuemem:seq:{ac:me:bob}:s1", 2)
     done = run_cuemem(it_settings, "migrate")
     assert done.returncode == 0, done.stderr
-    assert _all_keys(client) == {keys.seq_key("acme", "u1", "s:1"), "cuemem:seq:{ac:me:bob}:s1"}
-    assert client.get(keys.seq_key("acme", "u1", "s:1")) == b"7"
+    assert _all_keys(client) == {layout.seq_key("acme", "u1", "s:1"), "cuemem:seq:{ac:me:bob}:s1"}
+    assert client.get(layout.seq_key("acme", "u1", "s:1")) == b"7"
     assert "name two possible users" in done.stderr
 
 
@@ -192,6 +192,6 @@ def test_a_report_counts_no_old_key_that_may_be_another_tenants(client: redis.Re
     candidate user's delete, above)."""
     client.set("cuemem:seq:{ac:me:bob}:s1", 1)
     client.zadd("cuemem:sessions:{ac:me:bob}", {"s1": 1000})
-    client.set(keys.seq_key("ac", "u10", "s1"), 2)  # another user of tenant ac: counted
+    client.set(layout.seq_key("ac", "u10", "s1"), 2)  # another user of tenant ac: counted
     counts = RedisUserKeys(client).count("ac", "u1")
     assert counts["seq_counters"] == (0, 1) and counts["sessions"] == (0, 0)

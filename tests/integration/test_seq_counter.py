@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import redis
 
+from infra import redis_layout
 from producers.publisher import Publisher
-from shared import keys
 from shared.events import SEQ_ASSIGNED
 from shared.ingest.record import record_event
 from shared.queues import ROUTES, TaskName
@@ -47,7 +47,7 @@ def test_the_producer_marks_only_the_seqs_its_counter_chose(it_settings):
     assert messages[auto.event_id][SEQ_ASSIGNED] is True and messages[auto.event_id]["seq"] == 1
     assert SEQ_ASSIGNED not in messages[given.event_id]
     # The ledger keeps the same message, so the stalled sweep re-sends the mark with it.
-    kept = client.hget(keys.UNRECORDED_MESSAGES, keys.ledger_member("default", auto.event_id))
+    kept = client.hget(redis_layout.UNRECORDED_MESSAGES, redis_layout.ledger_member("default", auto.event_id))
     assert kept is not None and json.loads(kept)[SEQ_ASSIGNED] is True
     client.close()
 
@@ -61,7 +61,7 @@ def test_a_turn_handed_a_taken_seq_after_the_counter_fell_back_is_renumbered(it_
         for m in take_record_messages(client):
             record(c, m)
         # Redis comes back from a host crash without the last two increments.
-        client.set(keys.seq_key("default", "u", "s"), 1)
+        client.set(redis_layout.seq_key("default", "u", "s"), 1)
         late = pub.publish(user_id="u", session_id="s", role="user", content="测试环境端口是8080")
         assert late.seq == 2, "the counter did not fall back; the test proves nothing"
         [message] = take_record_messages(client)

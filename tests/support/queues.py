@@ -45,7 +45,7 @@ def assert_queues_drain(broker_url: str, timeout: float) -> None:
 
 def broker_sender(broker_url: str) -> Any:
     """A send-only Celery app on the broker, as the producers build it."""
-    from producers.broker import send_only_app
+    from infra.broker import send_only_app
 
     return send_only_app(broker_url)
 

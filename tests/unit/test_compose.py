@@ -347,7 +347,7 @@ def test_dockerignore_keeps_state_out_and_the_package_in() -> None:
     ]
     for excluded in (".venv", ".git", ".cuemem", ".env"):
         assert excluded in patterns, f".dockerignore must exclude {excluded}"
-    packages = ("shared", "workers", "producers", "service")
+    packages = ("shared", "infra", "workers", "producers", "service")
     for needed in ("pyproject.toml", *packages, "beat_schedule.py", "README.md"):
         hits = [p for p in patterns if not p.startswith("!") and fnmatch.fnmatch(needed, p)]
         assert not hits, f"{needed} is excluded by {hits}, but `pip install .` needs it"

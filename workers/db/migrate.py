@@ -34,7 +34,7 @@ def upgrade_redis(redis_url: str | None) -> None:
     without a Redis)."""
     if not redis_url:
         return
-    from producers.broker import open_redis
+    from infra.broker import open_redis
     from workers.redis.key_migration import upgrade_keys
 
     client = open_redis(redis_url)

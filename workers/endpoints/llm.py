@@ -30,7 +30,8 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, SecretStr, ValidationError
 from tenacity import RetryCallState
 
-from producers import tracing
+from infra import tracing
+from infra.redact import redact_url, scrub
 from shared.llm import LLMOperation, LLMUsage, UsageSink, delimit, system_prompt
 from workers.endpoints.call_options import CallOptions, ClientPerProcess, api_key_or_none
 from workers.endpoints.embedders.openai_compat import (
@@ -39,7 +40,6 @@ from workers.endpoints.embedders.openai_compat import (
     openai_client,
     retry_after_s,
 )
-from workers.endpoints.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -217,11 +217,7 @@ class OpenAIJsonLLM:
 
     def _scrub(self, text: str) -> str:
         """``text`` with the API key masked, should a server have echoed it in an error."""
-        if self._api_key is not None:
-            key = self._api_key.get_secret_value()
-            if len(key) >= 4:
-                text = text.replace(key, "***")
-        return text
+        return scrub(text, self._api_key)
 
     def _log_retry(self, what: str, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None

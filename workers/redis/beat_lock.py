@@ -24,7 +24,7 @@ from typing import Any
 import redis
 from celery.beat import PersistentScheduler
 
-from producers.broker import open_redis, redis_py_url
+from infra.broker import open_redis, redis_py_url
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Per-user Redis keys written before the injective encoding (``shared/keys.py``), renamed.
+"""Per-user Redis keys written before the injective encoding (``infra/redis_layout.py``), renamed.
 
 Before it, a user's keys carried the raw ids, ``{<tenant>:<user>}`` and a raw session id, so tenant
 ``ac`` with user ``me:bob`` and tenant ``ac:me`` with user ``bob`` shared one key. ``upgrade_keys``
@@ -30,7 +30,7 @@ from urllib.parse import unquote
 
 import redis
 
-from shared import keys
+from infra import redis_layout
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +71,8 @@ def _glob_escaped(value: str) -> str:
 def legacy_pattern(family: str, tenant_id: str, user_id: str) -> str:
     """``SCAN MATCH`` pattern of the keys written for this user before the encoding (raw ids in
     the tag). Where an id holds ``:`` such a key may also be another user's."""
-    tail = ":*" if family in keys.CONVERSATION_FAMILIES else ""
-    return f"{keys.PREFIX}:{family}:{{{_glob_escaped(tenant_id)}:{_glob_escaped(user_id)}}}{tail}"
+    tail = ":*" if family in redis_layout.CONVERSATION_FAMILIES else ""
+    return f"{redis_layout.PREFIX}:{family}:{{{_glob_escaped(tenant_id)}:{_glob_escaped(user_id)}}}{tail}"
 
 
 @dataclass
@@ -92,18 +92,18 @@ class KeyUpgrade:
 
 
 def _is_encoded(value: str) -> bool:
-    return keys.part(unquote(value, errors="surrogatepass")) == value
+    return redis_layout.part(unquote(value, errors="surrogatepass")) == value
 
 
 def _target(family: str, key: str) -> tuple[str | None, str]:
     """The new key of an old one (None when there is none to give), and why not."""
-    rest = key[len(f"{keys.PREFIX}:{family}:") :]
+    rest = key[len(f"{redis_layout.PREFIX}:{family}:") :]
     close = rest.find("}")
     if not rest.startswith("{") or close < 0:
         return None, "left"
     tag, tail = rest[1:close], rest[close + 1 :]
     session: str | None = None
-    if family in keys.CONVERSATION_FAMILIES:
+    if family in redis_layout.CONVERSATION_FAMILIES:
         if not tail.startswith(":"):
             return None, "left"
         session = tail[1:]
@@ -117,15 +117,15 @@ def _target(family: str, key: str) -> tuple[str | None, str]:
     tenant, user = ids
     if all(_is_encoded(v) for v in (tenant, user, *([session] if session is not None else []))):
         return None, "current"
-    return keys.family_key(family, tenant, user, session), "moved"
+    return redis_layout.family_key(family, tenant, user, session), "moved"
 
 
 def upgrade_keys(client: redis.Redis) -> KeyUpgrade:
     """Move every old-form per-user key to its new name (see the module's docstring)."""
     move = client.register_script(_MOVE)
     report = KeyUpgrade()
-    for family in keys.USER_FAMILIES:
-        for raw in client.scan_iter(match=f"{keys.PREFIX}:{family}:{{*", count=1000):
+    for family in redis_layout.USER_FAMILIES:
+        for raw in client.scan_iter(match=f"{redis_layout.PREFIX}:{family}:{{*", count=1000):
             key = raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else str(raw)
             new, why = _target(family, key)
             if new is None or new == key:

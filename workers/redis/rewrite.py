@@ -24,7 +24,7 @@ from pathlib import Path
 
 import redis
 
-from shared.keys import PREFIX
+from infra.redis_layout import PREFIX
 
 log = logging.getLogger(__name__)
 

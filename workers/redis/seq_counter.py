@@ -11,23 +11,13 @@ from __future__ import annotations
 
 import redis
 
-from shared import keys
-
-# KEYS: the seq key. ARGV: the floor (the conversation's highest recorded seq).
-_NEXT_AFTER = """
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-local floor = tonumber(ARGV[1])
-if floor > cur then cur = floor end
-local seq = cur + 1
-redis.call('SET', KEYS[1], seq)
-return seq
-"""
+from infra import redis_layout
 
 
 class RedisSeqCounter:
     def __init__(self, client: redis.Redis) -> None:
-        self._next_after = client.register_script(_NEXT_AFTER)
+        self._next_after = client.register_script(redis_layout.NEXT_SEQ_AFTER_SCRIPT)
 
     def next_after(self, tenant_id: str, user_id: str, session_id: str, floor: int) -> int:
-        key = keys.seq_key(tenant_id, user_id, session_id)
+        key = redis_layout.seq_key(tenant_id, user_id, session_id)
         return int(self._next_after(keys=[key], args=[int(floor)]))

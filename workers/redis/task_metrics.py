@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from shared.keys import PREFIX
+from infra.redis_layout import PREFIX
 from shared.ports import Embedder
 from workers.endpoints.embedders.wrapping import Wrapping
 

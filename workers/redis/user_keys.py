@@ -1,14 +1,15 @@
 """A user's data in Redis, counted and deleted (``shared.erasure.UserData``).
 
-Per user (``shared/keys.py``): the seq counter and the working memory of each conversation, and
-the list of the user's sessions, all under the user's hash tag; and in the publish ledger, the
-user's turns still unrecorded, whose messages carry tenant and user. The user's keys are found by
-the exact pattern of its tag (``keys.user_pattern``: the encoded ids hold no glob character and the
-tag's ``}`` ends the user id, so user ``u1`` never matches ``u10``), plus the keys written before
-that encoding under the user's raw ``{tenant:user}`` tag (``key_migration.legacy_pattern``): such a
-key may be shared with another user (the ambiguity the encoding removed) and goes with either
-user's delete. Everyone else's is counted within the caller's tenant only (``keys.tenant_pattern``
-and the ledger messages' tenant): a report never shows another tenant's volume.
+Per user (``infra/redis_layout.py``): the seq counter and the working memory of each
+conversation, and the list of the user's sessions, all under the user's hash tag; and in the
+publish ledger, the user's turns still unrecorded, whose messages carry tenant and user. The user's
+keys are found by the exact pattern of its tag (``redis_layout.user_pattern``: the encoded ids hold
+no glob character and the tag's ``}`` ends the user id, so user ``u1`` never matches ``u10``), plus
+the keys written before that encoding under the user's raw ``{tenant:user}`` tag
+(``key_migration.legacy_pattern``): such a key may be shared with another user (the ambiguity the
+encoding removed) and goes with either user's delete. Everyone else's is counted within the
+caller's tenant only (``redis_layout.tenant_pattern`` and the ledger messages' tenant): a report
+never shows another tenant's volume.
 """
 
 from __future__ import annotations
@@ -17,10 +18,14 @@ import json
 
 import redis
 
-from shared import keys
+from infra import redis_layout
 from workers.redis.key_migration import legacy_pattern
 
-FAMILIES = {"seq_counters": keys.SEQ, "working_memory": keys.WORKING_MEMORY, "sessions": keys.SESSIONS}
+FAMILIES = {
+    "seq_counters": redis_layout.SEQ,
+    "working_memory": redis_layout.WORKING_MEMORY,
+    "sessions": redis_layout.SESSIONS,
+}
 
 
 class RedisUserKeys:
@@ -32,7 +37,7 @@ class RedisUserKeys:
         return {k.decode() if isinstance(k, bytes) else str(k) for k in found}
 
     def _mine(self, family: str, tenant_id: str, user_id: str) -> set[str]:
-        current = keys.user_pattern(family, tenant_id, user_id)
+        current = redis_layout.user_pattern(family, tenant_id, user_id)
         legacy = legacy_pattern(family, tenant_id, user_id)  # the same for most ids: scanned once
         return self._scan(current) | (self._scan(legacy) if legacy != current else set())
 
@@ -41,7 +46,7 @@ class RedisUserKeys:
         users'."""
         mine: list[str] = []
         others = 0
-        for member, raw in self._redis.hscan_iter(keys.UNRECORDED_MESSAGES, count=1000):
+        for member, raw in self._redis.hscan_iter(redis_layout.UNRECORDED_MESSAGES, count=1000):
             try:
                 message = json.loads(raw)
                 owner = (message.get("tenant_id"), message.get("user_id"))
@@ -59,7 +64,9 @@ class RedisUserKeys:
             mine = self._mine(family, tenant_id, user_id)
             # An old-form key whose raw tag holds two or more `:` (`{a:b:c}`) matches tenant `a`'s
             # pattern but may be tenant `a:b`'s: not provably this tenant's, so not counted.
-            tenants = {k for k in self._scan(keys.tenant_pattern(family, tenant_id)) if _one_colon_tag(k)}
+            tenants = {
+                k for k in self._scan(redis_layout.tenant_pattern(family, tenant_id)) if _one_colon_tag(k)
+            }
             counts[part] = (len(mine), len(tenants - mine))
         ledger, others = self._ledger(tenant_id, user_id)
         counts["ledger"] = (len(ledger), others)
@@ -70,11 +77,7 @@ class RedisUserKeys:
         # The ledger first: the stalled sweep re-sends what it holds, which would record the
         # user's turns again.
         ledger, _ = self._ledger(tenant_id, user_id)
-        if ledger:
-            pipe = self._redis.pipeline(transaction=True)
-            pipe.zrem(keys.UNRECORDED, *ledger)
-            pipe.hdel(keys.UNRECORDED_MESSAGES, *ledger)
-            pipe.execute()
+        redis_layout.drop_from_ledger(self._redis, ledger)
         deleted["ledger"] = len(ledger)
         for part, family in FAMILIES.items():
             mine = sorted(self._mine(family, tenant_id, user_id))

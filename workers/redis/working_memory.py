@@ -1,15 +1,14 @@
-"""Reads the working memory the producer writes to Redis (the last turns of each conversation)."""
+"""Reads the working memory the producer writes to Redis (the last turns of each conversation), in
+the layout ``infra/redis_layout.py`` owns."""
 
 from __future__ import annotations
 
-import json
 import logging
-from datetime import datetime
 
 import redis
 
-from shared import keys
-from shared.events import Role, TurnPublished
+from infra import redis_layout
+from shared.events import TurnPublished
 
 log = logging.getLogger(__name__)
 
@@ -23,29 +22,16 @@ class RedisWorkingMemory:
         if session_id is not None:
             sessions = [session_id]
         else:
-            raw_sessions = self._redis.zrevrange(keys.user_sessions_key(tenant_id, user_id), 0, 4)
+            raw_sessions = self._redis.zrevrange(redis_layout.user_sessions_key(tenant_id, user_id), 0, 4)
             sessions = [s.decode() if isinstance(s, bytes) else str(s) for s in raw_sessions]
         turns: list[TurnPublished] = []
         for session in sessions:
             rows: list[tuple[bytes, float]] = self._redis.zrevrange(  # type: ignore[assignment]
-                keys.working_memory_key(tenant_id, user_id, session), 0, limit - 1, withscores=True
+                redis_layout.working_memory_key(tenant_id, user_id, session), 0, limit - 1, withscores=True
             )
             for member, score in rows:
                 try:
-                    data = json.loads(member)
-                    turns.append(
-                        TurnPublished(
-                            event_id=data["event_id"],
-                            tenant_id=tenant_id,
-                            user_id=user_id,
-                            session_id=session,
-                            seq=int(score),
-                            role=Role(data["role"]),
-                            content=data["content"],
-                            at=datetime.fromisoformat(data["at"]),
-                            metadata={},
-                        )
-                    )
+                    turns.append(redis_layout.working_memory_turn(member, score, tenant_id, user_id, session))
                 except (ValueError, KeyError, TypeError):
                     log.warning("skipping a malformed working-memory entry for %s/%s", user_id, session)
         turns.sort(key=lambda t: (t.at, t.session_id, t.seq), reverse=True)
@@ -57,11 +43,11 @@ class RedisWorkingMemory:
         removed = 0
         for session in sorted({session for _, session in turns}):
             wanted = {event_id for event_id, s in turns if s == session}
-            key = keys.working_memory_key(tenant_id, user_id, session)
+            key = redis_layout.working_memory_key(tenant_id, user_id, session)
             members: list[bytes] = self._redis.zrange(key, 0, -1)  # type: ignore[assignment]
             for member in members:
                 try:
-                    event_id = json.loads(member)["event_id"]
+                    event_id = redis_layout.working_memory_event_id(member)
                 except (ValueError, KeyError, TypeError):
                     continue
                 if event_id in wanted:

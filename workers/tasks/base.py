@@ -13,7 +13,7 @@ from typing import Any
 
 from celery import Task
 
-from producers import tracing
+from infra import tracing
 from shared.queues import TaskName
 from shared.settings import get_settings
 from shared.storage import FollowUp, UnitOfWork

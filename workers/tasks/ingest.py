@@ -10,8 +10,7 @@ from typing import Any
 
 from celery import Task
 
-from producers import tracing
-from shared import keys
+from infra import redis_layout, tracing
 from shared.events import event_ref
 from shared.ingest import resume
 from shared.ingest.advance import FUSED_STAGES, IngestSteps, advance_events
@@ -79,7 +78,7 @@ def record_batch(self: Task, messages: list[Any]) -> None:
 
 def note_trace(c: Container, messages: list[Any]) -> None:
     """With tracing on, store the recording task's trace context with its turns, for the recalls
-    that draw on them to link to (``producers/tracing.py``). Nothing when off."""
+    that draw on them to link to (``infra/tracing.py``). Nothing when off."""
     if not tracing.enabled():
         return
     context = tracing.current_context()
@@ -99,7 +98,7 @@ def settle_published(c: Any, messages: list[Any]) -> None:
     """The turns' record committed (or they were parked): the publish ledger may forget them."""
     ledger = c.ledger
     members = [
-        keys.ledger_member(str(m.get("tenant_id") or "default"), m["event_id"])
+        redis_layout.ledger_member(str(m.get("tenant_id") or "default"), m["event_id"])
         for m in messages
         if isinstance(m, dict) and isinstance(m.get("event_id"), str)
     ]

@@ -21,9 +21,9 @@ from tenacity import (
     RetryCallState,
 )
 
+from infra.redact import redact_url, scrub
 from workers.endpoints.call_options import CallOptions, ClientPerProcess, api_key_or_none
 from workers.endpoints.embedders import EmbeddingError
-from workers.endpoints.redact import redact_url, scrub
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,11 @@
 """An embedder whose calls are spans (GenAI semantic conventions: ``embeddings {model}``), used
-when tracing is on (``producers/tracing.py``); the texts themselves are never recorded."""
+when tracing is on (``infra/tracing.py``); the texts themselves are never recorded."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from producers import tracing
+from infra import tracing
 from shared.ports import Embedder
 from workers.endpoints.embedders.wrapping import Wrapping
 

@@ -30,8 +30,8 @@ from tenacity import (
     RetryCallState,
 )
 
+from infra.redact import redact_url, scrub
 from workers.endpoints.call_options import CallOptions, ClientPerProcess, api_key_or_none
-from workers.endpoints.redact import redact_url, scrub
 from workers.endpoints.rerankers import RerankError
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """events.trace_context: the W3C traceparent of the task that recorded the turn, when tracing is on.
 
 A recall links its span to the traces of the turns whose memories it returned
-(``producers/tracing.py``), so one turn can be followed from its publish to the recall that used
+(``infra/tracing.py``), so one turn can be followed from its publish to the recall that used
 it. NULL when tracing is off (the column costs nothing then: no write, no index).
 
 Revision ID: 0016

@@ -2,7 +2,7 @@
 endpoint URLs without their credentials.
 
 Kept apart from the adapters so that a light one (the reranker) does not import the openai SDK
-to use it."""
+to use it, and in the I/O commons so that any process's code may mask a URL it logs."""
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
-"""The Redis key encoding (shared/keys.py) is injective over any ids, keeps one user's keys under one
-hash tag (one Redis Cluster slot) and gives another user another tag; the ledger member and the
-re-drive counter name one (tenant, event) pair each."""
+"""The Redis key encoding (infra/redis_layout.py) is injective over any ids, keeps one user's keys
+under one hash tag (one Redis Cluster slot) and gives another user another tag; the ledger member
+and the re-drive counter name one (tenant, event) pair each."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import keys
+from infra import redis_layout as layout
 
 # Any text, the separators and brackets of the encoding among them, lone surrogates included.
 IDS = st.one_of(
@@ -37,9 +37,9 @@ def near_pairs(draw: st.DrawFn, sep: str = ":", n: int = 3) -> tuple[tuple[str, 
 
 def _all_keys(tenant: str, user: str, session: str) -> list[str]:
     return [
-        keys.seq_key(tenant, user, session),
-        keys.working_memory_key(tenant, user, session),
-        keys.user_sessions_key(tenant, user),
+        layout.seq_key(tenant, user, session),
+        layout.working_memory_key(tenant, user, session),
+        layout.user_sessions_key(tenant, user),
     ]
 
 
@@ -58,11 +58,11 @@ def hash_tag(key: str) -> str:
 @given(near_pairs())
 def test_no_two_triples_share_a_key(pair: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
     a, b = pair
-    for build in (keys.seq_key, keys.working_memory_key):
+    for build in (layout.seq_key, layout.working_memory_key):
         assert (build(*a) == build(*b)) == (a == b)
-    assert (keys.user_sessions_key(*a[:2]) == keys.user_sessions_key(*b[:2])) == (a[:2] == b[:2])
+    assert (layout.user_sessions_key(*a[:2]) == layout.user_sessions_key(*b[:2])) == (a[:2] == b[:2])
     # Families never meet: a seq counter is never a working memory or a session list.
-    assert len(set(_all_keys(*a)) | {keys.working_memory_key(*b), keys.user_sessions_key(*b[:2])}) >= 3
+    assert len(set(_all_keys(*a)) | {layout.working_memory_key(*b), layout.user_sessions_key(*b[:2])}) >= 3
 
 
 @settings(max_examples=400, deadline=None)
@@ -72,14 +72,14 @@ def test_one_users_keys_share_one_tag_and_another_user_has_another(
 ) -> None:
     tenant, user, session = a
     tags = {hash_tag(k) for k in _all_keys(tenant, user, session) + _all_keys(tenant, user, other_session)}
-    assert tags == {keys.user_tag(tenant, user)[1:-1]}
+    assert tags == {layout.user_tag(tenant, user)[1:-1]}
 
 
 @settings(max_examples=400, deadline=None)
 @given(near_pairs())
 def test_two_users_never_share_a_tag(pair: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
     (t1, u1, _), (t2, u2, _) = pair
-    same = hash_tag(keys.user_sessions_key(t1, u1)) == hash_tag(keys.user_sessions_key(t2, u2))
+    same = hash_tag(layout.user_sessions_key(t1, u1)) == hash_tag(layout.user_sessions_key(t2, u2))
     assert same == ((t1, u1) == (t2, u2))
 
 
@@ -89,10 +89,10 @@ def test_ledger_members_and_redrive_counters_name_one_pair(
     ledger: tuple[tuple[str, ...], tuple[str, ...]], redrive: tuple[tuple[str, ...], tuple[str, ...]]
 ) -> None:
     (t1, e1), (t2, e2) = ledger
-    assert (keys.ledger_member(t1, e1) == keys.ledger_member(t2, e2)) == ((t1, e1) == (t2, e2))
+    assert (layout.ledger_member(t1, e1) == layout.ledger_member(t2, e2)) == ((t1, e1) == (t2, e2))
     # (stage, event ref): the ref is the pipeline's tenant/event key, any text here.
     (s1, r1), (s2, r2) = redrive
-    assert (keys.redrives_key(r1, s1) == keys.redrives_key(r2, s2)) == ((s1, r1) == (s2, r2))
+    assert (layout.redrives_key(r1, s1) == layout.redrives_key(r2, s2)) == ((s1, r1) == (s2, r2))
 
 
 @settings(max_examples=300, deadline=None)
@@ -104,18 +104,18 @@ def test_scan_patterns_match_one_user_and_one_tenant(t1: str, u1: str, t2: str, 
         # The encoded ids hold no glob character, so fnmatch reads the patterns as Redis does.
         return fnmatch.fnmatchcase(key, pattern)
 
-    for family in keys.USER_FAMILIES:
-        session = None if family == keys.SESSIONS else "s:1"
-        key = keys.family_key(family, t2, u2, session)
-        assert matches(keys.user_pattern(family, t1, u1), key) == ((t1, u1) == (t2, u2))
-        assert matches(keys.tenant_pattern(family, t1), key) == (t1 == t2)
+    for family in layout.USER_FAMILIES:
+        session = None if family == layout.SESSIONS else "s:1"
+        key = layout.family_key(family, t2, u2, session)
+        assert matches(layout.user_pattern(family, t1, u1), key) == ((t1, u1) == (t2, u2))
+        assert matches(layout.tenant_pattern(family, t1), key) == (t1 == t2)
 
 
 def test_the_issue_pairs_get_their_own_keys() -> None:
     """Tenant ``ac`` user ``me:bob`` and tenant ``ac:me`` user ``bob`` shared every key; ``u1`` and
     ``u10``, tenants ``ac`` and ``ac:me`` are prefixes of each other."""
-    assert keys.seq_key("ac", "me:bob", "s1") == "cuemem:seq:{ac:me%3Abob}:s1"
-    assert keys.seq_key("ac:me", "bob", "s1") == "cuemem:seq:{ac%3Ame:bob}:s1"
-    assert keys.user_sessions_key("acme", "bob@example.com") == "cuemem:sessions:{acme:bob@example.com}"
-    assert keys.ledger_member("ac:me", "e1") == "ac:me\x1fe1"  # valid ids read as they did
-    assert keys.redrives_key("acme/e1", "extracted") == "cuemem:redrives:extracted:acme/e1"
+    assert layout.seq_key("ac", "me:bob", "s1") == "cuemem:seq:{ac:me%3Abob}:s1"
+    assert layout.seq_key("ac:me", "bob", "s1") == "cuemem:seq:{ac%3Ame:bob}:s1"
+    assert layout.user_sessions_key("acme", "bob@example.com") == "cuemem:sessions:{acme:bob@example.com}"
+    assert layout.ledger_member("ac:me", "e1") == "ac:me\x1fe1"  # valid ids read as they did
+    assert layout.redrives_key("acme/e1", "extracted") == "cuemem:redrives:extracted:acme/e1"

@@ -1,8 +1,9 @@
 """The one way any cuemem process opens Redis, and the one send-only Celery app.
 
-Here rather than in ``workers/``: the producer's ``Publisher`` needs both, and producers may import
-``shared`` only, while workers, the service and the CLI may all import producers. ``shared`` would
-not do either: it is the pure core and imports no I/O library.
+In the I/O commons, below both sides: the producer's ``Publisher`` needs them and may not import
+``workers``; the workers, the service and the CLI need them and have no business importing the
+app-facing ``producers``. ``shared`` would not do either: it is the pure core and imports no I/O
+library.
 """
 
 from __future__ import annotations

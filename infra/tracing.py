@@ -22,8 +22,8 @@ worker and as ``cuemem`` otherwise (the API, the CLI, an application's ``Publish
 in-process recall), whichever of its parts sets tracing up first. ``OTEL_SERVICE_NAME`` overrides
 the service name, as everywhere in OpenTelemetry.
 
-The producer side lives here because the ``Publisher`` may import ``shared`` only of cuemem's own
-packages; workers and the API import it from here too (one mechanism, one home).
+It lives in the I/O commons because the ``Publisher`` and the workers both open spans and neither
+may import the other; the API and the CLI import it from here too (one mechanism, one home).
 """
 
 from __future__ import annotations
