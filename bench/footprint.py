@@ -334,7 +334,7 @@ def _commit() -> str | None:
 
 
 def _queue_depths(broker: str) -> dict[str, int]:
-    from producers.broker import open_redis
+    from infra.broker import open_redis
     from workers.broker import queue_depths
 
     client = open_redis(broker)
