@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from service.http.deps import key_of
 from service.http.serve import ServeRefused, check_options
-from shared.api_keys import hash_key, issue_key, key_prefix, matches, presented_key
+from shared.api_keys import hash_key, issue_key, key_prefix, matches
 from shared.lifecycle import curation
 from shared.models import MemoryStatus, MemoryType
 
@@ -26,12 +27,12 @@ def test_issued_keys_are_random_hashed_and_found_by_prefix() -> None:
         assert key_prefix(malformed) is None, malformed
 
 
-def test_presented_key_prefers_bearer_then_x_api_key() -> None:
-    assert presented_key("Bearer k1", "k2") == "k1"
-    assert presented_key("bearer  k1 ", None) == "k1"
-    assert presented_key("Basic k1", "k2") == "k2"
-    assert presented_key(None, " k2 ") == "k2"
-    assert presented_key("Bearer ", "") is None and presented_key(None, None) is None
+def test_the_key_of_a_request_is_bearer_first_then_x_api_key() -> None:
+    assert key_of("Bearer k1", "k2") == "k1"
+    assert key_of("bearer  k1 ", None) == "k1"
+    assert key_of("Basic k1", "k2") == "k2"
+    assert key_of(None, " k2 ") == "k2"
+    assert key_of("Bearer ", "") == "" and key_of(None, None) == ""
 
 
 def test_statuses_types_ids_edits_and_reasons() -> None:
