@@ -26,13 +26,12 @@ from datetime import datetime
 from typing import Any
 
 from infra import tracing
-from shared.ports import EmbeddingModelMismatch
 from shared.queues import IndexKind, TaskName
 from shared.recall.cascade import gather, recall
 from shared.recall.explain import Trace
 from shared.recall.prompt import DEFAULT_PROMPT_BUDGET, fit_budget, prompt_block
 from shared.recall.request import RecallAsk, RecallRequest, RecallResult, parse_recall
-from shared.storage import EMBEDDING_MODEL_KEY, FollowUp, UnitOfWork
+from shared.storage import FollowUp, UnitOfWork, check_embedding_model
 from workers.bootstrap import Container
 
 log = logging.getLogger(__name__)
@@ -46,17 +45,14 @@ WORKING = "working"
 MODEL_RECHECK_S = 30.0
 
 
-def check_embedding_model(container: Container, monotonic: Callable[[], float] = time.monotonic) -> None:
-    """Refuse to search vectors of another model (the fix is `cuemem reindex`). A passed check
-    holds for ``MODEL_RECHECK_S`` (on ``monotonic``) in this process; a failed one is never
-    remembered."""
+def check_model_cached(container: Container, monotonic: Callable[[], float] = time.monotonic) -> None:
+    """Refuse to search vectors of another model (``shared.storage.check_embedding_model``; the fix
+    is `cuemem reindex`). A passed check holds for ``MODEL_RECHECK_S`` (on ``monotonic``) in this
+    process; a failed one is never remembered."""
     if monotonic() < container.model_checked_until:
         return
     with container.uow() as uow:
-        stored = uow.meta.get(EMBEDDING_MODEL_KEY)
-    configured = container.embedder.model_name
-    if stored is not None and stored != configured:
-        raise EmbeddingModelMismatch(stored, configured)
+        check_embedding_model(uow.meta, container.embedder.model_name)
     container.model_checked_until = monotonic() + MODEL_RECHECK_S
 
 
@@ -120,7 +116,7 @@ def answer_recall(container: Container, asked: RecallAsk) -> dict[str, Any]:
     """
     tenant_id = asked.tenant_id or container.settings.tenant_id
     user_id, query, k, budget_tokens = asked.user_id, asked.query, asked.k, asked.budget_tokens
-    check_embedding_model(container)
+    check_model_cached(container)
     index = container.search_index()
     request = RecallRequest(
         tenant_id=tenant_id,
@@ -191,7 +187,7 @@ def recall_candidates(
     """Every candidate the paths propose for ``query``, with its row of relevance features
     (``shared.recall.features.FEATURES``), before any model or floor: what the relevance model is
     fitted on (``cuemem bench train-ranker``). Read-only."""
-    check_embedding_model(container)
+    check_model_cached(container)
     tenant_id = tenant_id or container.settings.tenant_id
     request = RecallRequest(
         tenant_id=tenant_id,
