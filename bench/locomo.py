@@ -134,7 +134,7 @@ def run_locomo(
     ``yardstick``: on a fresh ingest, also time the same texts through the model alone."""
     from tqdm import tqdm
 
-    from service.operations.operator_recall import operator_recall
+    from service.operations.recall import recall_for
     from shared.language.text import approx_token_count
     from shared.models import RECALLABLE_STATUSES
     from shared.settings import Settings
@@ -203,9 +203,7 @@ def run_locomo(
                 conv_records, desc=f"recall {conv.sample_id}", unit="q", disable=not progress, file=sys.stderr
             ):
                 t = time.perf_counter()
-                out = operator_recall(
-                    rt.container, conv.sample_id, rec.question.text, k=k_max, now=now, session=None
-                )
+                out = recall_for(rt.container, conv.sample_id, rec.question.text, k=k_max, now=now)
                 rec.recall_ms = (time.perf_counter() - t) * 1e3
                 rec.trace_ms = float(out["trace"]["timings_ms"].get("total_ms", 0.0))
                 rec.rank_ms = float(out["trace"]["timings_ms"].get("rank_ms", 0.0))

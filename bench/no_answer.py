@@ -57,7 +57,7 @@ def ask_foreign(container: Any, convs: Sequence[Conversation], k: int, progress:
     first's), as cuemem's recall answers them: the item scores of each answer, in rank order."""
     from tqdm import tqdm
 
-    from service.operations.operator_recall import operator_recall
+    from service.operations.recall import recall_for
 
     out: list[list[float]] = []
     for i, conv in enumerate(convs):
@@ -66,7 +66,7 @@ def ask_foreign(container: Any, convs: Sequence[Conversation], k: int, progress:
             conv.questions, desc=f"no-answer {conv.sample_id}→{other.sample_id}", unit="q",
             disable=not progress, file=sys.stderr,
         ):  # fmt: skip
-            answer = operator_recall(container, other.sample_id, q.text, k=k, now=other.now, session=None)
+            answer = recall_for(container, other.sample_id, q.text, k=k, now=other.now)
             out.append([float(item["score"]) for item in answer["items"]])
     return out
 

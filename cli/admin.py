@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from cli.common import CliError, DataDir, check_user, echo_json, parse_now, settings_for, setup_logging
-from service.operations.recall import check_embedding_model
+from service.operations.recall import check_model_cached
 from workers.runtime.local import open_runtime
 
 
@@ -43,7 +43,7 @@ def maintain(
     at = parse_now(now)
     with open_runtime(settings_for(data_dir)) as rt:
         c = rt.container
-        check_embedding_model(c)
+        check_model_cached(c)
         store, touched = maintain_store(c.uow, c.embedder, at, c.lifecycle)
         index, optimized = maintain_index(c, touched)
     summary = {"now": at.isoformat(), **store, **index, "index_optimized": optimized}

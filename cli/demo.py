@@ -13,7 +13,7 @@ import typer
 from cli.common import DataDir, settings_for, setup_logging
 from producers.jsonl import read_jsonl
 from producers.publisher import Publisher
-from service.operations.operator_recall import operator_recall
+from service.operations.recall import recall_for
 from service.operations.waiting import wait_for
 from shared.models import RECALLABLE_STATUSES
 from shared.settings import Settings
@@ -82,7 +82,7 @@ def run_demo(
         now = datetime.fromisoformat(DEMO_NOW)
         echo("\nrecall:")
         for query in DEMO_QUERIES:
-            out = operator_recall(rt.container, DEMO_USER, query, k=3, now=now, session=None)
+            out = recall_for(rt.container, DEMO_USER, query, k=3, now=now)
             took = out["trace"]["timings_ms"].get("total_ms", 0.0)
             echo(f"\n? {query}   [stage: {out['stage']}, {took:.1f} ms]")
             if not out["items"]:

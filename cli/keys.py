@@ -22,7 +22,7 @@ def keys_create(
     """Create a key and print it once, as JSON {id, tenant_id, name, key}: only its hash is kept."""
     from service.operations.curation import create_key
     from shared.api_keys import MAX_NAME_CHARS
-    from shared.lifecycle.curation import InvalidInput
+    from shared.events import InvalidInput
 
     setup_logging(False)
     if not name.strip() or len(name) > MAX_NAME_CHARS:

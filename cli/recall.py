@@ -6,19 +6,32 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.common import CliError, DataDir, check_user, echo_json, parse_now, settings_for, setup_logging
-from service.operations.operator_recall import operator_recall
+from cli.common import CliError, DataDir, check_user, echo_json, settings_for, setup_logging
+from service.operations.recall import answer_recall
+from shared.events import InvalidInput
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES
+from shared.recall.request import parse_recall
 from shared.zones import local_time, zone_name
 from workers.runtime.local import open_runtime
 
 RECALL_FORMATS = ("items", "prompt")
+# What `cuemem recall` calls each field of a recall (shared.recall.request.parse_recall), so that
+# an error names the option to fix; the problem text is the one every entry point gives.
+RECALL_OPTIONS = {
+    "user_id": "--user",
+    "query": "QUERY",
+    "k": "--k",
+    "now": "--now",
+    "session_id": "--session",
+    "budget_tokens": "--budget",
+    "tenant_id": "CUEMEM_TENANT_ID",
+}
 
 
 def recall_cmd(
     query: Annotated[str, typer.Argument(help="What to remember", metavar="QUERY")],
     user: Annotated[str, typer.Option("--user", help="Whose memory (required)")],
-    k: Annotated[int, typer.Option("--k", min=1, max=200, help="How many items")] = 5,
+    k: Annotated[int, typer.Option("--k", help="How many items (1 to 200)")] = 5,
     now: Annotated[str | None, typer.Option("--now", help="ISO 8601 time to recall at")] = None,
     session: Annotated[str | None, typer.Option("--session", help="Current conversation")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
@@ -50,27 +63,27 @@ def recall_cmd(
 ) -> None:
     """Recall memories for one user: exact cues first, then vector and keyword search."""
     setup_logging(verbose)
-    check_user(user)
-    at = parse_now(now)
-    if not query.strip():
-        raise CliError("QUERY: must not be empty")
     if fmt not in RECALL_FORMATS:
         raise CliError(f"--format: {fmt!r} is not one of {', '.join(RECALL_FORMATS)}")
-    if budget is not None and budget < 1:
-        raise CliError(f"--budget: must be at least 1 token, got {budget}")
-    with open_runtime(settings_for(data_dir)) as rt:
-        out = operator_recall(
-            rt.container,
-            user,
-            query,
+    settings = settings_for(data_dir)
+    try:
+        asked = parse_recall(
+            user_id=user,
+            query=query,
             k=k,
-            now=at,
-            session=session,
-            budget=budget,
+            now=now,
+            session_id=session,
+            budget_tokens=budget,
             include_archived=include_archived,
-            reinforce=reinforce,
             include_history=include_history,
+            reinforce=reinforce,
+            tenant_id=settings.tenant_id,
+            max_id_chars=settings.max_id_chars,
         )
+    except InvalidInput as exc:
+        raise CliError(option_errors(exc)) from None
+    with open_runtime(settings) as rt:
+        out = answer_recall(rt.container, asked)
     if fmt == "prompt":
         if out["prompt"]:
             typer.echo(out["prompt"])
@@ -78,6 +91,12 @@ def recall_cmd(
         echo_json(out)
     else:
         _print_recall(query, out)
+
+
+def option_errors(exc: InvalidInput) -> str:
+    """A recall's errors (:func:`shared.recall.request.parse_recall`), each named by the option to
+    fix: ``--k: must be between 1 and 200, got 0``."""
+    return "; ".join(f"{RECALL_OPTIONS.get(e.field, e.field)}: {e.problem}" for e in exc.errors)
 
 
 def _print_recall(query: str, out: dict[str, Any]) -> None:

@@ -41,8 +41,9 @@ from producers.backends import (
     PublisherLike,
     RecallFn,
 )
-from shared.events import SAFE_ID_TEXT, InvalidEvent, is_safe_id
+from shared.events import SAFE_ID_TEXT, InvalidEvent, InvalidInput, is_safe_id
 from shared.recall.prompt import DEFAULT_PROMPT_BUDGET, prompt_block
+from shared.recall.request import parse_recall
 
 log = logging.getLogger(__name__)
 
@@ -168,9 +169,9 @@ def _decode(tool: str, arguments: str | Mapping[str, Any] | None) -> dict[str, A
     return data
 
 
-def _string(
-    tool: str, data: Mapping[str, Any], name: str, *, required: bool, max_chars: int | None = None
-) -> str | None:
+def _typed_string(tool: str, data: Mapping[str, Any], name: str, *, required: bool) -> str | None:
+    """The argument if it is a string (None when absent and not ``required``): the JSON shape only;
+    what a recall's values must be is :func:`shared.recall.request.parse_recall`'s to say."""
     value = data.get(name)
     if value is None:
         if required:
@@ -178,6 +179,15 @@ def _string(
         return None
     if not isinstance(value, str):
         raise ToolArgumentError(f"{tool}: argument {name!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _string(
+    tool: str, data: Mapping[str, Any], name: str, *, required: bool, max_chars: int | None = None
+) -> str | None:
+    value = _typed_string(tool, data, name, required=required)
+    if value is None:
+        return None
     if not value.strip():
         raise ToolArgumentError(f"{tool}: argument {name!r} must not be empty")
     if max_chars is not None and len(value) > max_chars:
@@ -199,6 +209,7 @@ def _choice(tool: str, data: Mapping[str, Any], name: str, choices: tuple[str, .
 
 
 def _k(tool: str, data: Mapping[str, Any]) -> int:
+    """``k`` as an integer (its bounds are parse_recall's, with the schema's maximum)."""
     value = data.get("k")
     if value is None:
         return K_DEFAULT
@@ -209,8 +220,6 @@ def _k(tool: str, data: Mapping[str, Any]) -> int:
         raise ToolArgumentError(
             f"{tool}: argument 'k' must be an integer from {K_MIN} to {K_MAX}, got {value!r}"
         )
-    if not K_MIN <= value <= K_MAX:
-        raise ToolArgumentError(f"{tool}: argument 'k' must be from {K_MIN} to {K_MAX}, got {value}")
     return value
 
 
@@ -287,7 +296,7 @@ class MemoryTools:
             return self._remember(data)
         except ToolArgumentError as exc:
             return _error(str(exc))
-        except InvalidEvent as exc:  # the publisher's validation, naming the field
+        except (InvalidEvent, InvalidInput) as exc:  # the publisher's or recall's checks, naming the field
             return _error(f"{name}: {exc}")
         except Exception as exc:  # never raise into the agent loop
             log.exception("memory tool %s failed", name)
@@ -295,13 +304,22 @@ class MemoryTools:
 
     def _search(self, data: Mapping[str, Any]) -> str:
         tool = SEARCH_MEMORY
-        query = _string(tool, data, "query", required=True)
+        query = _typed_string(tool, data, "query", required=True)
         assert query is not None
         k = _k(tool, data)
-        session = _session(tool, data, self.session_id)
+        session = _typed_string(tool, data, "session_id", required=False)
         fmt = _choice(tool, data, "format", FORMATS) or "items"
-        result = self.backend.search(self.user_id, query, k, session)
-        items = list(result.get("items") or [])[:k]
+        # The rules of a recall, as the API, the CLI and the library check them; the schema offers
+        # a model at most K_MAX items, so that is this tool's bound of k.
+        asked = parse_recall(
+            user_id=self.user_id,
+            query=query,
+            k=k,
+            session_id=self.session_id if session is None else session,
+            max_k=K_MAX,
+        )
+        result = self.backend.search(asked.user_id, asked.query, asked.k, asked.session_id)
+        items = list(result.get("items") or [])[: asked.k]
         if fmt == "prompt":
             block = prompt_block(
                 items,

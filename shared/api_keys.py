@@ -76,17 +76,6 @@ def matches(key: str, key_hash: str) -> bool:
     return hmac.compare_digest(hash_key(key), key_hash)
 
 
-def presented_key(authorization: str | None, x_api_key: str | None) -> str | None:
-    """The key a request carries: ``Authorization: Bearer <key>``, else ``X-API-Key``."""
-    if authorization:
-        scheme, _, value = authorization.strip().partition(" ")
-        if scheme.lower() == "bearer" and value.strip():
-            return value.strip()
-    if x_api_key and x_api_key.strip():
-        return x_api_key.strip()
-    return None
-
-
 class ApiKeyRepository(Protocol):
     """API keys (``shared/api_keys.py``): records and hashes, never the keys themselves."""
 

@@ -60,6 +60,15 @@ class InvalidEvent(ValueError):
         super().__init__("; ".join(str(e) for e in errors))
 
 
+class InvalidInput(ValueError):
+    """Raised with every problem found in one request (a recall, an edit of a memory...), each
+    naming its field; the API answers 422, the CLI names the option, an agent tool the argument."""
+
+    def __init__(self, errors: list[FieldError]):
+        self.errors = errors
+        super().__init__("; ".join(str(e) for e in errors))
+
+
 @dataclass(frozen=True)
 class TurnPublished:
     """A chat turn, as published by a producer. ``seq`` orders it inside its conversation."""

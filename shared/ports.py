@@ -117,7 +117,7 @@ class LossAwareIndex(Protocol):
     """An index that can lose its files under the process holding it (the embedded engine) and
     remembers the loss until a reconciliation has rebuilt it from Postgres. Meanwhile its searches
     raise IndexUnavailable, since a partial index would answer "no such memory" for what it lost.
-    ``shared.lifecycle.sweeps.reconcile`` uses it when the index offers it."""
+    ``shared.indexing.reconcile`` uses it when the index offers it."""
 
     def lost(self) -> str | None:
         """The note of a loss not repaired yet (when and what), or None when the index is whole."""

@@ -15,8 +15,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shared.erasure import ErasureFailed
-from shared.events import FieldError, InvalidEvent
-from shared.lifecycle.curation import InvalidInput, MemoryNotFound, Refused
+from shared.events import FieldError, InvalidEvent, InvalidInput
+from shared.lifecycle.curation import MemoryNotFound, Refused
 from shared.ports import EmbeddingModelMismatch, IndexUnavailable
 from shared.transfer import ImportRefused
 

@@ -67,14 +67,24 @@ def build_server(tools: MemoryTools, *, instructions: str | None = None) -> MCPS
 
     # Sync functions on purpose: the SDK runs them in a worker thread, so a blocking recall (Postgres,
     # Redis, HTTP) never stalls the stdio loop.
+    # The schema shows the model the bounds; the SDK does not enforce them (json_schema_extra, not
+    # min_length/ge/le): a recall's values are checked by parse_recall alone (in MemoryTools), so
+    # the error names the field as the API's and the CLI's do.
     @server.tool(name=SEARCH_MEMORY, description=_DESCRIPTIONS[SEARCH_MEMORY])
     def search_memory(
         query: Annotated[
             str,
-            Field(min_length=1, description="What to look for, in the user's words (Chinese or English)."),
+            Field(
+                json_schema_extra={"minLength": 1},
+                description="What to look for, in the user's words (Chinese or English).",
+            ),
         ],
         k: Annotated[
-            int, Field(ge=K_MIN, le=K_MAX, description="How many memories to return at most.")
+            int,
+            Field(
+                json_schema_extra={"minimum": K_MIN, "maximum": K_MAX},
+                description="How many memories to return at most.",
+            ),
         ] = K_DEFAULT,
     ) -> str:
         return _result(tools.handle(SEARCH_MEMORY, {"query": query, "k": k}))

@@ -26,15 +26,12 @@ from datetime import datetime
 from typing import Any
 
 from infra import tracing
-from shared.events import SAFE_ID_TEXT, is_safe_id
-from shared.lifecycle.sweeps import statuses_for
-from shared.ports import EmbeddingModelMismatch
 from shared.queues import IndexKind, TaskName
 from shared.recall.cascade import gather, recall
 from shared.recall.explain import Trace
 from shared.recall.prompt import DEFAULT_PROMPT_BUDGET, fit_budget, prompt_block
-from shared.recall.request import RecallRequest, RecallResult
-from shared.storage import EMBEDDING_MODEL_KEY, FollowUp, UnitOfWork
+from shared.recall.request import RecallAsk, RecallRequest, RecallResult, parse_recall
+from shared.storage import FollowUp, UnitOfWork, check_embedding_model
 from workers.bootstrap import Container
 
 log = logging.getLogger(__name__)
@@ -48,17 +45,14 @@ WORKING = "working"
 MODEL_RECHECK_S = 30.0
 
 
-def check_embedding_model(container: Container, monotonic: Callable[[], float] = time.monotonic) -> None:
-    """Refuse to search vectors of another model (the fix is `cuemem reindex`). A passed check
-    holds for ``MODEL_RECHECK_S`` (on ``monotonic``) in this process; a failed one is never
-    remembered."""
+def check_model_cached(container: Container, monotonic: Callable[[], float] = time.monotonic) -> None:
+    """Refuse to search vectors of another model (``shared.storage.check_embedding_model``; the fix
+    is `cuemem reindex`). A passed check holds for ``MODEL_RECHECK_S`` (on ``monotonic``) in this
+    process; a failed one is never remembered."""
     if monotonic() < container.model_checked_until:
         return
     with container.uow() as uow:
-        stored = uow.meta.get(EMBEDDING_MODEL_KEY)
-    configured = container.embedder.model_name
-    if stored is not None and stored != configured:
-        raise EmbeddingModelMismatch(stored, configured)
+        check_embedding_model(uow.meta, container.embedder.model_name)
     container.model_checked_until = monotonic() + MODEL_RECHECK_S
 
 
@@ -76,53 +70,66 @@ def recall_for(
     include_history: bool = False,
     tenant_id: str | None = None,
 ) -> dict[str, Any]:
-    """Recall for one user of ``tenant_id`` (default: the container's tenant, ``CUEMEM_TENANT_ID``);
-    the public result plus ``"prompt"`` and ``"user_offset_s"`` (the user's zone, seconds east of
-    UTC: ``EventRepository.user_offset``, None when the user has no turn of role user; the zone the
-    block's dates are in, for a caller that builds its own block from the items with
-    :func:`shared.recall.prompt.prompt_block`). The HTTP API passes the tenant of the request's key.
+    """Recall for one user of ``tenant_id`` (default: the container's tenant, ``CUEMEM_TENANT_ID``):
+    the library's form of :func:`answer_recall`, its arguments checked by
+    :func:`shared.recall.request.parse_recall` as every entry point's are.
 
-    ``include_archived`` adds archived memories to what may be returned; ``include_history`` adds
-    every past statement (superseded, archived, expired), each item marked by its ``status``.
-    Recall is read-only: it changes no memory. With ``reinforce`` the caller says it uses what it
-    gets, and the memories returned count as used: the task ``memory.reinforce`` is enqueued with
-    the recall's id (``trace["recall_id"]``) and ``now``, and recall does not wait for it.
-
-    ``now`` defaults to the container's clock. With ``budget_tokens``, the items are cut with
-    :func:`shared.recall.prompt.fit_budget` (contents in rank order, skipping what does not fit) and the
-    prompt block gets the same budget (its headers and dates count too, so it may hold fewer
-    items); without, the items are the top ``k`` and the block has the default budget
-    (:data:`shared.recall.prompt.DEFAULT_PROMPT_BUDGET`). The block's language follows the query;
-    its dates are in the user's zone (``EventRepository.user_offset``).
-
-    Raises ``ValueError`` for an empty query, a ``k`` under 1 or an id outside the safe alphabet, and
+    Raises :class:`shared.events.InvalidInput` (a ``ValueError``) naming each bad argument (an
+    empty or over-long query, a ``k`` outside 1..200, an id outside the safe alphabet...), and
     :class:`shared.ports.EmbeddingModelMismatch` when the stored vectors are of another model.
     """
-    if not query.strip():
-        raise ValueError("query: must not be empty")
-    if k < 1:
-        raise ValueError(f"k: must be at least 1, got {k}")
-    tenant_id = tenant_id or container.settings.tenant_id
-    for name, value in (("user_id", user_id), ("tenant_id", tenant_id)):
-        # No stored turn or memory can have another id (shared.events validates them on the way
-        # in); refusing here names the field instead of failing in Postgres (a NUL in a look-alike
-        # id raised DataError, found by tests/integration/test_isolation.py).
-        if not is_safe_id(value):
-            raise ValueError(f"{name}: {str(value)[:40]!r} must be non-empty and use only {SAFE_ID_TEXT}")
-    check_embedding_model(container)
+    asked = parse_recall(
+        user_id=user_id,
+        query=query,
+        k=k,
+        now=now,
+        session_id=session_id,
+        budget_tokens=budget_tokens,
+        include_archived=include_archived,
+        include_history=include_history,
+        reinforce=reinforce,
+        tenant_id=tenant_id or container.settings.tenant_id,
+        max_id_chars=container.settings.max_id_chars,
+    )
+    return answer_recall(container, asked)
+
+
+def answer_recall(container: Container, asked: RecallAsk) -> dict[str, Any]:
+    """Answer a checked recall (:func:`shared.recall.request.parse_recall`: the HTTP API, MCP,
+    the CLI and :func:`recall_for` all build it there): the public result plus ``"prompt"`` and
+    ``"user_offset_s"`` (the user's zone, seconds east of UTC: ``EventRepository.user_offset``,
+    None when the user has no turn of role user; the zone the block's dates are in, for a caller
+    that builds its own block from the items with :func:`shared.recall.prompt.prompt_block`).
+
+    ``asked.statuses`` says what may be returned (``include_archived`` adds archived memories,
+    ``include_history`` every past statement, each item marked by its ``status``). Recall is
+    read-only: it changes no memory. With ``reinforce`` the caller says it uses what it gets, and
+    the memories returned count as used: the task ``memory.reinforce`` is enqueued with the
+    recall's id (``trace["recall_id"]``) and ``now``, and recall does not wait for it.
+
+    ``now`` defaults to the container's clock, the tenant to the container's. With
+    ``budget_tokens``, the items are cut with :func:`shared.recall.prompt.fit_budget` (contents in
+    rank order, skipping what does not fit) and the prompt block gets the same budget (its headers
+    and dates count too, so it may hold fewer items); without, the items are the top ``k`` and the
+    block has the default budget (:data:`shared.recall.prompt.DEFAULT_PROMPT_BUDGET`). The block's
+    language follows the query; its dates are in the user's zone (``EventRepository.user_offset``).
+    """
+    tenant_id = asked.tenant_id or container.settings.tenant_id
+    user_id, query, k, budget_tokens = asked.user_id, asked.query, asked.k, asked.budget_tokens
+    check_model_cached(container)
     index = container.search_index()
     request = RecallRequest(
         tenant_id=tenant_id,
         user_id=user_id,
         query=query,
-        now=now or container.clock(),
+        now=asked.now or container.clock(),
         k=k,
-        session_id=session_id,
+        session_id=asked.session_id,
         candidates=container.settings.recall_candidates,
         min_relevance=container.settings.recall_min_relevance,
         query_lines=container.settings.recall_query_lines,
         working_turns=container.settings.working_memory_turns,
-        statuses=statuses_for(include_archived, include_history),
+        statuses=asked.statuses,
     )
     traced = (
         {
@@ -158,7 +165,7 @@ def recall_for(
     items = list(result.items)
     out = result.to_public()
     trace = out.setdefault("trace", {})
-    if reinforce:
+    if asked.reinforce:
         trace["recall_id"] = enqueue_reinforcement(container, request, items)
     trace["vector_backend"] = getattr(index, "backend", "qdrant-server")
     trace["embedding_model"] = container.embedder.model_name
@@ -180,7 +187,7 @@ def recall_candidates(
     """Every candidate the paths propose for ``query``, with its row of relevance features
     (``shared.recall.features.FEATURES``), before any model or floor: what the relevance model is
     fitted on (``cuemem bench train-ranker``). Read-only."""
-    check_embedding_model(container)
+    check_model_cached(container)
     tenant_id = tenant_id or container.settings.tenant_id
     request = RecallRequest(
         tenant_id=tenant_id,

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from service.operations.index_followups import sync_index
-from shared.ingest.embed import check_embedding_model, embed_windows
+from shared.ingest.embed import claim_embedding_model, embed_windows
 from shared.models import imported_memory_id
 from shared.storage import UnitOfWork
 from shared.transfer import (
@@ -74,7 +74,7 @@ def import_lines(container: Container, lines: Iterable[str], tenant_id: str | No
         (header.embedding_model, header.dim) != (embedder.model_name, embedder.dim),
     )
     with container.uow() as uow:
-        check_embedding_model(uow, embedder)
+        claim_embedding_model(uow, embedder)
         for table, batch in file.batches(BATCH):
             run.write(uow, table, batch)
         uow.commit()

@@ -13,17 +13,15 @@ from shared.ingest.plans import as_said
 from shared.ingest.slot_meaning import gives_a_value, prototypes, slot_by_meaning
 from shared.language.links import about_someone_else
 from shared.models import EventStage, Memory, MemoryStatus, MemoryType, is_redacted
-from shared.ports import Embedder, EmbeddingModelMismatch
-from shared.storage import EMBEDDING_MODEL_KEY, FollowUp, UnitOfWork
+from shared.ports import Embedder
+from shared.storage import EMBEDDING_MODEL_KEY, FollowUp, UnitOfWork, check_embedding_model
 
 
-def check_embedding_model(uow: UnitOfWork, embedder: Embedder) -> None:
-    """Refuse to mix vectors of two models; the first embedding fixes the deployment's model."""
-    stored = uow.meta.get(EMBEDDING_MODEL_KEY)
-    if stored is None:
+def claim_embedding_model(uow: UnitOfWork, embedder: Embedder) -> None:
+    """Refuse to mix vectors of two models (``shared.storage.check_embedding_model``); the first
+    embedding fixes the deployment's model."""
+    if check_embedding_model(uow.meta, embedder.model_name) is None:
         uow.meta.set(EMBEDDING_MODEL_KEY, embedder.model_name)
-    elif stored != embedder.model_name:
-        raise EmbeddingModelMismatch(stored, embedder.model_name)
 
 
 def embed_event(
@@ -56,7 +54,7 @@ def embed_events(
     text falls with the batch, and the fixed cost of a call is paid once."""
     if not events:
         return {}
-    check_embedding_model(uow, embedder)
+    claim_embedding_model(uow, embedder)
     texts: dict[str, None] = {}  # ordered and unique: a text repeated in the batch is embedded once
     plans: list[tuple[TurnPublished, list[Memory], str | None, list[str]]] = []
     for event in events:

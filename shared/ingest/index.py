@@ -17,12 +17,6 @@ from shared.storage import FollowUp, UnitOfWork
 log = logging.getLogger(__name__)
 
 
-def index_event(uow: UnitOfWork, indexes: Indexes, embedder: Embedder, event_id: str) -> list[FollowUp]:
-    """Push the user's rows not yet in each of ``indexes`` (changed memories and, when the
-    conversation log is indexed, turns). An event that made no memory is done here."""
-    return index_events(uow, indexes, embedder, [event_id])
-
-
 def index_events(
     uow: UnitOfWork, indexes: Indexes, embedder: Embedder, event_ids: Sequence[str], resolved: bool = False
 ) -> list[FollowUp]:

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from shared import fields
-from shared.events import FieldError, bounded_at, id_problem, text_problem
+from shared.events import FieldError, InvalidInput, id_problem, text_problem
 from shared.ingest.extract import memory_hash
 from shared.language.cues import cues_for_memory, entities, lexicon_tags, slot_for
 from shared.language.timeexpr import happened
@@ -30,9 +30,6 @@ JUDGE = "api"
 MAX_TAGS = 50
 MAX_TAG_CHARS = 64
 MAX_REASON_CHARS = 1000
-MAX_QUERY_CHARS = 4000
-MAX_K = 200
-MAX_BUDGET_TOKENS = 100_000
 # Statuses an edit may touch: a pending draft still belongs to the pipeline, a forgotten memory
 # to the audit.
 EDITABLE = frozenset(
@@ -52,14 +49,6 @@ class MemoryNotFound(LookupError):
 
 class Refused(ValueError):
     """The memory's state does not allow the change (the API answers 409); the message says why."""
-
-
-class InvalidInput(ValueError):
-    """Raised with every problem found in one request, each naming its field (the API answers 422)."""
-
-    def __init__(self, errors: list[FieldError]):
-        self.errors = errors
-        super().__init__("; ".join(str(e) for e in errors))
 
 
 # --- input checks (pure) ----------------------------------------------------------------------
@@ -83,39 +72,6 @@ def check_ids(values: Mapping[str, str | None], max_chars: int) -> None:
     ]
     if errors:
         raise InvalidInput(errors)
-
-
-@dataclass(frozen=True)
-class RecallInput:
-    query: str
-    k: int
-    now: datetime | None
-    budget_tokens: int | None
-
-
-def check_recall(query: str, k: int, now: str | None, budget_tokens: int | None) -> RecallInput:
-    errors: list[FieldError] = []
-    if not query.strip():
-        errors.append(FieldError("query", "must not be empty"))
-    elif len(query) > MAX_QUERY_CHARS:
-        errors.append(FieldError("query", f"is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}"))
-    elif (problem := text_problem(query)) is not None:
-        errors.append(FieldError("query", problem))
-    if not 1 <= k <= MAX_K:
-        errors.append(FieldError("k", f"must be between 1 and {MAX_K}, got {k}"))
-    at = None
-    if now is not None:
-        try:
-            at = bounded_at(now)
-        except ValueError as exc:
-            errors.append(FieldError("now", str(exc)))
-    if budget_tokens is not None and not 1 <= budget_tokens <= MAX_BUDGET_TOKENS:
-        errors.append(
-            FieldError("budget_tokens", f"must be between 1 and {MAX_BUDGET_TOKENS}, got {budget_tokens}")
-        )
-    if errors:
-        raise InvalidInput(errors)
-    return RecallInput(query, k, at, budget_tokens)
 
 
 def parse_statuses(raw: str | None) -> frozenset[MemoryStatus]:

@@ -25,7 +25,7 @@ from shared.indexing.reconcile import reconcile_indexes
 from shared.indexing.sync import push_unindexed
 from shared.lifecycle.consolidation import Group
 from shared.lifecycle.maintenance import consolidate, recompute_scores
-from shared.models import HISTORICAL_STATUSES, Memory, MemoryStatus
+from shared.models import Memory, MemoryStatus
 from shared.ports import Embedder, VectorIndex
 from shared.scoring import DecayPolicy, score
 from shared.settings import Settings
@@ -293,18 +293,6 @@ def maintain_index(
     scores = push_scores(uow_factory, index, policy.score_tolerance)
     drift = reconcile_indexes(uow_factory, indexes, embedder, policy.score_tolerance)
     return {"indexed": indexed, "scores": scores, "reconcile": drift}
-
-
-def statuses_for(include_archived: bool, include_history: bool = False) -> frozenset[MemoryStatus]:
-    """What a recall returns: active memories, plus archived ones on request, or with
-    ``include_history`` every past statement too (superseded, archived, expired); each item
-    carries its status, so the caller can tell them apart."""
-    wanted = {MemoryStatus.ACTIVE}
-    if include_archived:
-        wanted.add(MemoryStatus.ARCHIVED)
-    if include_history:
-        wanted |= HISTORICAL_STATUSES
-    return frozenset(wanted)
 
 
 def policy_from(settings: Settings) -> LifecyclePolicy:

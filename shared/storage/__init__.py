@@ -22,6 +22,7 @@ from shared.storage.records import (
     HistoryRepository,
     LlmCallRepository,
     MetaRepository,
+    check_embedding_model,
 )
 from shared.storage.turn_index import TurnIndexRepository, TurnRow, TurnState
 from shared.storage.unit_of_work import FollowUp, UnitOfWork
@@ -52,4 +53,5 @@ __all__ = [
     "TurnRow",
     "TurnState",
     "UnitOfWork",
+    "check_embedding_model",
 ]

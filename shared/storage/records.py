@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from shared.events import event_ref, split_ref
+from shared.ports import EmbeddingModelMismatch
 from shared.public import public_fields
 
 
@@ -97,7 +98,7 @@ class DeadLetterRepository(Protocol):
 
 
 # The meta key naming the model every stored vector comes from: set by the first embedding and by
-# a rebuild of the index, compared by whatever embeds (``shared.ports.EmbeddingModelMismatch``).
+# a rebuild of the index, compared by whatever embeds or searches (``check_embedding_model``).
 EMBEDDING_MODEL_KEY = "embedding_model"
 
 
@@ -105,3 +106,14 @@ class MetaRepository(Protocol):
     def get(self, key: str) -> str | None: ...
 
     def set(self, key: str, value: str) -> None: ...
+
+
+def check_embedding_model(meta: MetaRepository, model_name: str) -> str | None:
+    """The one rule of the deployment's embedding model, for whoever embeds or searches: vectors
+    of two models never mix. Raises :class:`shared.ports.EmbeddingModelMismatch` when the stored
+    model is another than ``model_name``; returns the stored one, None when nothing is embedded yet
+    (no mismatch: the first embedding claims the model, ``shared.ingest.embed``)."""
+    stored = meta.get(EMBEDDING_MODEL_KEY)
+    if stored is not None and stored != model_name:
+        raise EmbeddingModelMismatch(stored, model_name)
+    return stored

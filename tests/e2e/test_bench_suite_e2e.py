@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_bench_locomo_e2e import BM25_FOUND, EVIDENCE, SAMPLES, _covered, _sample
 from tests.support.bench import bench_dir
 from tests.support.cli import Run, child_env, cuemem
+from tests.support.locomo_files import BM25_FOUND, EVIDENCE, SAMPLES, _covered, _sample
 
 BASELINES = ("bm25", "dense", "hybrid")
 

@@ -402,9 +402,9 @@ def test_recall_searches_through_the_index_worker_while_it_owns_the_index(e5_set
         ]
     workers = start_workers(it_settings)
     wait_processed(c, ids, workers)
-    from service.operations.operator_recall import operator_recall
+    from service.operations.recall import recall_for
 
-    out = operator_recall(c, "v", "what should I drink", k=2, now=datetime.now(UTC), session=None)
+    out = recall_for(c, "v", "what should I drink", k=2, now=datetime.now(UTC))
     assert out["trace"]["vector_backend"] == "qdrant-edge (via the index worker)"
     assert out["items"] and out["items"][0]["content"].startswith("I prefer oat milk"), json.dumps(
         out["items"], ensure_ascii=False

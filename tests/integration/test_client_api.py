@@ -14,7 +14,6 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import httpx
 import pytest
-from fastapi.testclient import TestClient
 
 from producers.agent_tools import MemoryTools
 from producers.backends import ApiBackend
@@ -22,22 +21,9 @@ from producers.client import AsyncCuememClient, CuememAPIError, CuememClient
 from producers.publisher import Published
 from shared.events import Role, TurnPublished
 from shared.models import MemoryType
-from tests.support.api import ApiEnv, api_settings, running_api, seed_memory
+from tests.support.api import ApiEnv, AppTransport, api_settings, running_api, seed_memory
 
 A, B = "tenant-a", "tenant-b"
-
-
-class AppTransport(httpx.BaseTransport):
-    """Send the client's requests through the app's TestClient (httpx.ASGITransport is async only)."""
-
-    def __init__(self, client: TestClient):
-        self.client = client
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        answer = self.client.request(
-            request.method, str(request.url), headers=dict(request.headers), content=request.content
-        )
-        return httpx.Response(answer.status_code, headers=answer.headers, content=answer.content)
 
 
 @pytest.fixture

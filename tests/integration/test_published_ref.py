@@ -10,7 +10,7 @@ import redis
 
 from producers.publisher import Published, Publisher
 from shared.ingest.progress import progress
-from tests.integration.test_seq_counter import record, take_record_messages
+from tests.support.queues import record, take_record_messages
 from workers.bootstrap import build_container
 
 

@@ -17,8 +17,7 @@ import redis
 
 from producers.client import CuememClient
 from shared.settings import Settings
-from tests.integration.test_client_api import AppTransport
-from tests.support.api import ApiEnv, api_settings, build_env, error_of, running_api
+from tests.support.api import ApiEnv, AppTransport, api_settings, build_env, error_of, running_api
 
 A, B = "tenant-a", "tenant-b"
 

@@ -5,9 +5,7 @@ was accepted. The crash itself is `tests/faults/test_redis_crash.py`."""
 
 from __future__ import annotations
 
-import base64
 import json
-from typing import Any
 
 import pytest
 import redis
@@ -15,27 +13,8 @@ import redis
 from infra import redis_layout
 from producers.publisher import Publisher
 from shared.events import SEQ_ASSIGNED
-from shared.ingest.record import record_event
-from shared.queues import ROUTES, TaskName
-from workers.bootstrap import Container, build_container
-
-RECORD_QUEUE = ROUTES[TaskName.RECORD].value
-
-
-def take_record_messages(client: redis.Redis) -> list[dict[str, Any]]:
-    """Pop the queued ``memory.record`` messages, oldest first, as a worker would take them."""
-    out = []
-    while (raw := client.rpop(RECORD_QUEUE)) is not None:
-        envelope = json.loads(raw)
-        args, _kwargs, _embed = json.loads(base64.b64decode(envelope["body"]))
-        out.append(args[0])
-    return out
-
-
-def record(c: Container, message: dict[str, Any]) -> None:
-    with c.uow() as uow:
-        record_event(uow, message, c.limits, c.seq_counter)
-        uow.commit()
+from tests.support.queues import record, take_record_messages
+from workers.bootstrap import build_container
 
 
 def test_the_producer_marks_only_the_seqs_its_counter_chose(it_settings):

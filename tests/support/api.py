@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+import httpx
 from fastapi.testclient import TestClient
 
 from service.operations.curation import create_key
@@ -163,3 +164,16 @@ def publish_turns(
     r = client.post("/v1/events/batch", json={"events": events}, headers={"Authorization": f"Bearer {key}"})
     assert r.status_code == 200 and not r.json()["errors"], r.text
     return [p["event_id"] for p in r.json()["published"]]
+
+
+class AppTransport(httpx.BaseTransport):
+    """Send the client's requests through the app's TestClient (httpx.ASGITransport is async only)."""
+
+    def __init__(self, client: TestClient):
+        self.client = client
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        answer = self.client.request(
+            request.method, str(request.url), headers=dict(request.headers), content=request.content
+        )
+        return httpx.Response(answer.status_code, headers=answer.headers, content=answer.content)

@@ -16,7 +16,7 @@ from shared.indexing.sync import push_unindexed
 from shared.ingest.conflicts import judge_by_rules
 from shared.ingest.embed import embed_event
 from shared.ingest.extract import extract_event
-from shared.ingest.index import index_event
+from shared.ingest.index import index_events
 from shared.ingest.persist import persist_event
 from shared.ingest.record import record_event
 from shared.ingest.resolve import resolve_event
@@ -73,7 +73,10 @@ class Harness:
             elif task == TaskName.PERSIST:
                 out = persist_event(uow, args[0], NOW)
             elif task == TaskName.INDEX:
-                out = index_event(uow, self.indexes, self.embedder, args[0])
+                # As the index task (workers/tasks/ingest.py: index) calls it: one id or a batch.
+                ids = [args[0]] if isinstance(args[0], str) else list(args[0])
+                resolved = len(args) > 1 and args[1] is True
+                out = index_events(uow, self.indexes, self.embedder, ids, resolved)
             elif task == TaskName.RESOLVE:
                 out = resolve_event(uow, args[0], judge_by_rules, self.embedder, NOW)
             elif task == TaskName.SYNC_INDEX:

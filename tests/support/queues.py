@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -9,8 +10,10 @@ from typing import Any
 
 import redis
 
+from shared.ingest.record import record_event
 from shared.queues import ROUTES, TaskName
 from tests.support.services import wait_until
+from workers.bootstrap import Container
 from workers.broker import queue_lists
 
 
@@ -60,3 +63,22 @@ def beat_sweep(settings: Any, older_than_s: int) -> Callable[[], None]:
         )
 
     return send
+
+
+RECORD_QUEUE = ROUTES[TaskName.RECORD].value
+
+
+def take_record_messages(client: redis.Redis) -> list[dict[str, Any]]:
+    """Pop the queued ``memory.record`` messages, oldest first, as a worker would take them."""
+    out = []
+    while (raw := client.rpop(RECORD_QUEUE)) is not None:
+        envelope = json.loads(raw)
+        args, _kwargs, _embed = json.loads(base64.b64decode(envelope["body"]))
+        out.append(args[0])
+    return out
+
+
+def record(c: Container, message: dict[str, Any]) -> None:
+    with c.uow() as uow:
+        record_event(uow, message, c.limits, c.seq_counter)
+        uow.commit()

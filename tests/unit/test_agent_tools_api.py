@@ -112,9 +112,7 @@ def test_api_errors_come_back_as_tool_errors_naming_the_field() -> None:
     }
     # Bad arguments are refused before any request.
     api = Api()
-    assert "argument 'k' must be from 1 to 20" in api_tools(api).handle(
-        "search_memory", {"query": "q", "k": 0}
-    )
+    assert "k: must be between 1 and 20" in api_tools(api).handle("search_memory", {"query": "q", "k": 0})
     assert api.requests == []
 
 

@@ -1,4 +1,5 @@
-"""The pure parts of the HTTP API: key format and checks, header parsing, input validation."""
+"""The pure parts of the HTTP API: key format and checks, header parsing, input validation (a
+recall's: tests/unit/test_recall_request.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from service.http.deps import key_of
 from service.http.serve import ServeRefused, check_options
-from shared.api_keys import hash_key, issue_key, key_prefix, matches, presented_key
+from shared.api_keys import hash_key, issue_key, key_prefix, matches
 from shared.lifecycle import curation
 from shared.models import MemoryStatus, MemoryType
 
@@ -25,27 +27,12 @@ def test_issued_keys_are_random_hashed_and_found_by_prefix() -> None:
         assert key_prefix(malformed) is None, malformed
 
 
-def test_presented_key_prefers_bearer_then_x_api_key() -> None:
-    assert presented_key("Bearer k1", "k2") == "k1"
-    assert presented_key("bearer  k1 ", None) == "k1"
-    assert presented_key("Basic k1", "k2") == "k2"
-    assert presented_key(None, " k2 ") == "k2"
-    assert presented_key("Bearer ", "") is None and presented_key(None, None) is None
-
-
-def test_recall_input_names_each_bad_field() -> None:
-    with pytest.raises(curation.InvalidInput) as err:
-        curation.check_recall("", 0, "yesterday", 0)
-    assert [e.field for e in err.value.errors] == ["query", "k", "now", "budget_tokens"]
-    ok = curation.check_recall("端口", 5, "2026-12-01T10:00:00Z", None)
-    assert ok.now == datetime(2026, 12, 1, 10, tzinfo=UTC)
-    with pytest.raises(curation.InvalidInput):
-        curation.check_recall("a\x00", 5, None, None)
-    # A "now" near year 1 or 9999 overflowed in recall's time arithmetic (a 500): refused, named.
-    for now in ("0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "1969-07-20T20:17:00Z"):
-        with pytest.raises(curation.InvalidInput) as err:
-            curation.check_recall("端口", 5, now, None)
-        assert [e.field for e in err.value.errors] == ["now"] and "out of range" in str(err.value)
+def test_the_key_of_a_request_is_bearer_first_then_x_api_key() -> None:
+    assert key_of("Bearer k1", "k2") == "k1"
+    assert key_of("bearer  k1 ", None) == "k1"
+    assert key_of("Basic k1", "k2") == "k2"
+    assert key_of(None, " k2 ") == "k2"
+    assert key_of("Bearer ", "") == "" and key_of(None, None) == ""
 
 
 def test_statuses_types_ids_edits_and_reasons() -> None:

@@ -13,8 +13,7 @@ from service.http.deps import AppContainer, MemoryId, Tenant, User, checked_user
 from service.http.errors import ApiError
 from service.operations import inspection
 from service.operations.dead_letters import NotReplayable, UnknownDeadLetter
-from shared.events import FieldError
-from shared.lifecycle.curation import InvalidInput
+from shared.events import FieldError, InvalidInput
 
 router = APIRouter()
 

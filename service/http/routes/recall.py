@@ -16,31 +16,30 @@ from service.http.embedding_slots import Slots
 from service.http.metrics import ApiMetrics
 from service.http.rate_limits import RECALL, limited
 from service.http.schemas import RecallIn, RecallOut
-from service.operations.recall import recall_for
-from shared.lifecycle import curation
+from service.operations.recall import answer_recall
+from shared.recall.request import parse_recall
 from workers.bootstrap import Container
 
 router = APIRouter()
 
 
 def _recall(container: Container, metrics: ApiMetrics, body: RecallIn, tenant: str) -> dict[str, Any]:
-    curation.check_ids(
-        {"user_id": body.user_id, "session_id": body.session_id}, container.settings.max_id_chars
-    )
-    checked = curation.check_recall(body.query, body.k, body.now, body.budget_tokens)
-    out = recall_for(
-        container,
-        body.user_id,
-        checked.query,
-        k=checked.k,
-        now=checked.now,
+    # RecallIn declares the body's shape (types, unknown fields: 422 before this); every rule on
+    # the values is parse_recall's, as for MCP, the CLI and the library.
+    asked = parse_recall(
+        user_id=body.user_id,
+        query=body.query,
+        k=body.k,
+        now=body.now,
         session_id=body.session_id,
-        budget_tokens=checked.budget_tokens,
+        budget_tokens=body.budget_tokens,
         include_archived=body.include_archived,
         include_history=body.include_history,
         reinforce=body.reinforce,
         tenant_id=tenant,
+        max_id_chars=container.settings.max_id_chars,
     )
+    out = answer_recall(container, asked)
     metrics.observe_recall(out)
     return out
 

@@ -9,7 +9,7 @@ pipeline runs in parallel up to persist, ran one after the other. LoCoMo conv-26
 218.6 s against 147.5 s on 453bbd2 (measured the same day), with inserts into ``memories``
 waiting up to 35 s (``log_min_duration_statement``: 174 s of 184 s of statement time).
 
-Recall never asks for pending memories (``service/operations/recall.py: statuses_for``), so they
+Recall never asks for pending memories (``shared/recall/request.py: statuses_for``), so they
 need no count. A draft is counted when persist makes it active, under the user's lock, which
 serialises the units of a user at that point anyway.
 
