@@ -2,11 +2,9 @@
 transactions around ``shared.lifecycle.curation``, the index brought up to date after each commit,
 readiness and the numbers ``/metrics`` reads.
 
-An API server is a long-running process beside the workers. On the embedded default it must
-never own the embedded vector index (the engine admits one process, and the index worker is it):
-:func:`api_container` gives it indexes that search through the index worker and refuse writes,
-and every write here falls back to sending the index worker a task
-(:mod:`service.operations.index_followups`).
+An API server runs on ``workers.bootstrap.build_api_container``: on the embedded default its
+indexes only search through the index worker and refuse writes, so every write here falls back
+to sending the index worker a task (:mod:`service.operations.index_followups`).
 """
 
 from __future__ import annotations
@@ -24,34 +22,12 @@ from shared.models import Memory, MemoryStatus, MemoryType, turn_point_id
 from shared.queues import IndexKind
 from shared.settings import Settings
 from shared.storage import UnitOfWork
-from workers.bootstrap import Container, build_container
+from workers.bootstrap import Container
 from workers.redis.rewrite import after_privacy_delete
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-def api_container(settings: Settings, *, search_timeout_s: float = 10.0) -> Container:
-    """The container an API server runs on. With a Qdrant server, the usual one; on the embedded
-    index, one whose indexes only search through the index worker (see the module doc)."""
-    if settings.qdrant_url:
-        return build_container(settings)
-    from infra.broker import send_only_app
-    from workers.index.remote import RemoteSearchIndex
-
-    if not settings.broker_url:
-        raise RuntimeError("CUEMEM_BROKER_URL is not set; the API cannot reach the index worker")
-    app = send_only_app(settings.broker_url, with_results=True)
-    container = build_container(
-        settings,
-        index=RemoteSearchIndex(app, search_timeout_s, IndexKind.MEMORIES),
-        turn_index=RemoteSearchIndex(app, search_timeout_s, IndexKind.TURNS)
-        if settings.index_turns
-        else None,
-    )
-    container._closers.append(app.close)
-    return container
 
 
 # --- API keys ---------------------------------------------------------------------------------
