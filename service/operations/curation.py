@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
 from service.operations.index_followups import Outcome, delete_points, sync_index
+from service.operations.ports import Indexing, Stores
 from shared.api_keys import ApiKey, issue_key, key_prefix, matches
 from shared.ingest.embed import embed_windows
 from shared.lifecycle import curation
@@ -33,7 +34,7 @@ T = TypeVar("T")
 # --- API keys ---------------------------------------------------------------------------------
 
 
-def create_key(container: Container, tenant_id: str, name: str) -> dict[str, Any]:
+def create_key(container: Stores, tenant_id: str, name: str) -> dict[str, Any]:
     """A new key for the tenant: ``{id, tenant_id, name, key}``; the key is not stored, only its hash."""
     curation.check_ids({"tenant": tenant_id}, container.settings.max_id_chars)
     issued = issue_key(tenant_id, name, container.clock())
@@ -44,12 +45,12 @@ def create_key(container: Container, tenant_id: str, name: str) -> dict[str, Any
     return {"id": issued.record.id, "tenant_id": tenant_id, "name": name, "key": issued.key}
 
 
-def list_keys(container: Container, tenant_id: str | None) -> list[ApiKey]:
+def list_keys(container: Stores, tenant_id: str | None) -> list[ApiKey]:
     with container.uow() as uow:
         return uow.api_keys.list(tenant_id)
 
 
-def revoke_key(container: Container, key_id: str) -> ApiKey | None:
+def revoke_key(container: Stores, key_id: str) -> ApiKey | None:
     with container.uow() as uow:
         key = uow.api_keys.revoke(key_id, container.clock())
         uow.commit()
@@ -58,7 +59,7 @@ def revoke_key(container: Container, key_id: str) -> ApiKey | None:
     return key
 
 
-def tenant_of_key(container: Container, key: str) -> str | None:
+def tenant_of_key(container: Stores, key: str) -> str | None:
     """The tenant of a valid, unrevoked key; None otherwise (one indexed read per request, so a
     revocation takes effect at once)."""
     prefix = key_prefix(key)
@@ -85,7 +86,7 @@ class MemoryListing(NamedTuple):
 
 
 def list_memories(
-    container: Container,
+    container: Stores,
     tenant_id: str,
     user_id: str,
     statuses: frozenset[MemoryStatus],
@@ -98,7 +99,7 @@ def list_memories(
         return MemoryListing(items, total, uow.events.user_offset(tenant_id, user_id))
 
 
-def list_users(container: Container, tenant_id: str, limit: int, offset: int) -> dict[str, Any]:
+def list_users(container: Stores, tenant_id: str, limit: int, offset: int) -> dict[str, Any]:
     """The tenant's users that have memories: ``{"items": [{user_id, memories, active}], "total"}``."""
     with container.uow() as uow:
         rows, total = uow.curation.users(tenant_id, limit, offset)
@@ -106,7 +107,7 @@ def list_users(container: Container, tenant_id: str, limit: int, offset: int) ->
     return {"items": items, "total": total}
 
 
-def get_memory(container: Container, tenant_id: str, user_id: str, memory_id: str) -> Memory:
+def get_memory(container: Stores, tenant_id: str, user_id: str, memory_id: str) -> Memory:
     with container.uow() as uow:
         memory = uow.memories.get(tenant_id, user_id, memory_id)
     if memory is None:
@@ -114,7 +115,7 @@ def get_memory(container: Container, tenant_id: str, user_id: str, memory_id: st
     return memory
 
 
-def history(container: Container, tenant_id: str, user_id: str, memory_id: str) -> dict[str, Any]:
+def history(container: Stores, tenant_id: str, user_id: str, memory_id: str) -> dict[str, Any]:
     from shared.lifecycle.maintenance import history_chain
 
     with container.uow() as uow:
@@ -124,13 +125,13 @@ def history(container: Container, tenant_id: str, user_id: str, memory_id: str) 
     return chain
 
 
-def _changed(container: Container, tenant_id: str, user_id: str, change: Callable[[UnitOfWork], T]) -> T:
+def _changed(container: Indexing, tenant_id: str, user_id: str, change: Callable[[UnitOfWork], T]) -> T:
     """Run one change in its own transaction, then bring the user's index up to date."""
     return _changed_and_indexed(container, tenant_id, user_id, change)[0]
 
 
 def _changed_and_indexed(
-    container: Container, tenant_id: str, user_id: str, change: Callable[[UnitOfWork], T]
+    container: Indexing, tenant_id: str, user_id: str, change: Callable[[UnitOfWork], T]
 ) -> tuple[T, Outcome]:
     with container.uow() as uow:
         result = change(uow)
@@ -138,9 +139,7 @@ def _changed_and_indexed(
     return result, sync_index(container, tenant_id, user_id)
 
 
-def edit(
-    container: Container, tenant_id: str, user_id: str, memory_id: str, changes: curation.Edit
-) -> Memory:
+def edit(container: Indexing, tenant_id: str, user_id: str, memory_id: str, changes: curation.Edit) -> Memory:
     c = container
     memory = _changed(
         c,
@@ -154,7 +153,7 @@ def edit(
     return memory
 
 
-def invalidate(container: Container, tenant_id: str, user_id: str, memory_id: str, reason: str) -> Memory:
+def invalidate(container: Indexing, tenant_id: str, user_id: str, memory_id: str, reason: str) -> Memory:
     now = container.clock()
     memory = _changed(
         container,
@@ -167,7 +166,7 @@ def invalidate(container: Container, tenant_id: str, user_id: str, memory_id: st
 
 
 def restore(
-    container: Container, tenant_id: str, user_id: str, memory_id: str, now: datetime | None = None
+    container: Indexing, tenant_id: str, user_id: str, memory_id: str, now: datetime | None = None
 ) -> tuple[Memory, Outcome]:
     """Active again, for the API and ``cuemem restore`` alike: archived memories take the
     lifecycle's restore (a restore is a use), superseded, expired and forgotten ones lose their end
@@ -183,7 +182,7 @@ def restore(
     return memory, indexed
 
 
-def forget(container: Container, tenant_id: str, user_id: str, memory_id: str) -> list[str]:
+def forget(container: Indexing, tenant_id: str, user_id: str, memory_id: str) -> list[str]:
     now = container.clock()
     memory = _changed(
         container, tenant_id, user_id, lambda uow: curation.forget(uow, tenant_id, user_id, memory_id, now)
@@ -297,7 +296,7 @@ def task_runs(settings: Settings) -> dict[str, dict[str, Any]]:
         client.close()
 
 
-def store_counts(container: Container) -> dict[str, Any]:
+def store_counts(container: Stores) -> dict[str, Any]:
     """Memories by status, events by stage, LLM calls and tokens: one GROUP BY each."""
     with container.uow() as uow:
         return {
