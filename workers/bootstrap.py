@@ -421,8 +421,8 @@ def build_container(
 
 
 def build_api_container(settings: Settings, *, search_timeout_s: float = 10.0) -> Container:
-    """The container of an API server (also ``cuemem mcp``'s library backend and the commands that
-    run beside the workers): the one :func:`build_container`, in its API role.
+    """The container of an API server (and of ``cuemem mcp``'s library backend): the one
+    :func:`build_container`, in its API role.
 
     An API server is a long-running process beside the workers. On the embedded default it must
     never own the embedded vector index (the engine admits one process, and the index worker is it):
