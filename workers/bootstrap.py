@@ -1,9 +1,10 @@
 """The composition root: the one place that turns settings into adapters.
 
 Tasks, the CLI and tests all get their ports from :func:`build_container`; tests pass fakes in
-through its keyword arguments instead of patching imports. Engines, clients, the embedding model
-and the vector index are created lazily, on first use in the process that uses them, never at
-import and never before a fork.
+through its keyword arguments instead of patching imports. An API server (and ``cuemem mcp``'s
+library backend) gets the same container in its API role, :func:`build_api_container`. Engines,
+clients, the embedding model and the vector index are created lazily, on first use in the process
+that uses them, never at import and never before a fork.
 """
 
 from __future__ import annotations
@@ -417,6 +418,34 @@ def build_container(
         _llm=llm,
         _reranker=reranker,
     )
+
+
+def build_api_container(settings: Settings, *, search_timeout_s: float = 10.0) -> Container:
+    """The container of an API server (and of ``cuemem mcp``'s library backend): the one
+    :func:`build_container`, in its API role.
+
+    An API server is a long-running process beside the workers. On the embedded default it must
+    never own the embedded vector index (the engine admits one process, and the index worker is it):
+    its indexes only search, through the index worker, and refuse writes, so every write falls back
+    to sending the index worker a task (``service/operations/index_followups.py``). With a Qdrant
+    server it is the usual container."""
+    if settings.qdrant_url:
+        return build_container(settings)
+    from infra.broker import send_only_app
+    from workers.index.remote import RemoteSearchIndex
+
+    if not settings.broker_url:
+        raise RuntimeError("CUEMEM_BROKER_URL is not set; the API cannot reach the index worker")
+    app = send_only_app(settings.broker_url, with_results=True)
+    container = build_container(
+        settings,
+        index=RemoteSearchIndex(app, search_timeout_s, IndexKind.MEMORIES),
+        turn_index=RemoteSearchIndex(app, search_timeout_s, IndexKind.TURNS)
+        if settings.index_turns
+        else None,
+    )
+    container._closers.append(app.close)  # the search app lives and closes with the container
+    return container
 
 
 _current: Container | None = None

@@ -5,9 +5,9 @@ and includes one router per resource (``service/http/routes/``), whose thin hand
 the path or the body, the tenant never does.
 
     from service.http.app import create_app
-    from service.operations.curation import api_container
+    from workers.bootstrap import build_api_container
 
-    app = create_app(api_container(settings))   # uvicorn service.http.app:... or `cuemem serve`
+    app = create_app(build_api_container(settings))   # uvicorn service.http.app:... or `cuemem serve`
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 
 def create_app(container: Container, *, auth: bool = True, publisher: Publisher | None = None) -> FastAPI:
-    """The API on ``container`` (build it with ``service.operations.curation.api_container`` so that an
+    """The API on ``container`` (build it with ``workers.bootstrap.build_api_container`` so that an
     embedded index stays with its worker). ``auth=False`` serves ``CUEMEM_TENANT_ID`` without keys:
     ``cuemem serve --no-auth`` allows it on a loopback address only."""
     settings = container.settings

@@ -150,7 +150,7 @@ def _announce_and_serve(
 
     from service.http import logs
     from service.http.app import create_app
-    from service.operations.curation import api_container
+    from workers.bootstrap import build_api_container
     from workers.runtime.embedded import settings_env
 
     embedded = not settings.broker_url
@@ -187,7 +187,7 @@ def _announce_and_serve(
             access_log=False,
         )
         return
-    container = api_container(rt.settings)
+    container = build_api_container(rt.settings)
     app = create_app(container, auth=auth)
     try:
         uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
@@ -201,11 +201,11 @@ def api_process_app() -> FastAPI:
     and options its parent exported, its own container, closed when the process stops."""
     from service.http import logs
     from service.http.app import create_app
-    from service.operations.curation import api_container
+    from workers.bootstrap import build_api_container
 
     settings = Settings()
     logs.configure(settings.log_level, as_json=os.environ.get(_LOG_JSON_ENV, "1") == "1")
-    container = api_container(settings)
+    container = build_api_container(settings)
     app = create_app(container, auth=os.environ.get(_AUTH_ENV, "1") == "1")
 
     opened = app.router.lifespan_context

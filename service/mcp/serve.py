@@ -11,7 +11,7 @@ Two backends (``producers/backends.py``, ``service/operations/library_backend.py
 Either way ``search_memory`` is read-only unless the server is started with ``--reinforce``
 (``reinforce``): then the memories each search returns count as used.
 
-The library backend runs on ``service.operations.curation.api_container``, as the HTTP API does: a
+The library backend runs on ``workers.bootstrap.build_api_container``, as the HTTP API does: a
 long-running process beside the workers must never take the embedded vector index from the index
 worker, so its searches go through that worker and its index writes become tasks for it.
 
@@ -34,7 +34,7 @@ from service.mcp.server import build_server  # the optional `mcp` extra: fails h
 from service.operations import curation as curation_api
 from service.operations.library_backend import LibraryBackend
 from shared.settings import Settings
-from workers.bootstrap import Container
+from workers.bootstrap import Container, build_api_container
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def serve_library(settings: Settings, user_id: str, session_id: str, *, reinforc
                 open_runtime(settings, start_workers=start_workers, command="cuemem mcp")
             )
             publisher = stack.enter_context(Publisher.from_settings(rt.settings))
-            container = curation_api.api_container(rt.settings)
+            container = build_api_container(rt.settings)
             stack.callback(container.close)
         tenant_id = rt.settings.tenant_id
         backend = LibraryBackend(

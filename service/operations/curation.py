@@ -2,11 +2,9 @@
 transactions around ``shared.lifecycle.curation``, the index brought up to date after each commit,
 readiness and the numbers ``/metrics`` reads.
 
-An API server is a long-running process beside the workers. On the embedded default it must
-never own the embedded vector index (the engine admits one process, and the index worker is it):
-:func:`api_container` gives it indexes that search through the index worker and refuse writes,
-and every write here falls back to sending the index worker a task
-(:mod:`service.operations.index_followups`).
+An API server runs on ``workers.bootstrap.build_api_container``: on the embedded default its
+indexes only search through the index worker and refuse writes, so every write here falls back
+to sending the index worker a task (:mod:`service.operations.index_followups`).
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
 from service.operations.index_followups import Outcome, delete_points, sync_index
+from service.operations.ports import Indexing, Stores
 from shared.api_keys import ApiKey, issue_key, key_prefix, matches
 from shared.ingest.embed import embed_windows
 from shared.lifecycle import curation
@@ -24,7 +23,7 @@ from shared.models import Memory, MemoryStatus, MemoryType, turn_point_id
 from shared.queues import IndexKind
 from shared.settings import Settings
 from shared.storage import UnitOfWork
-from workers.bootstrap import Container, build_container
+from workers.bootstrap import Container
 from workers.redis.rewrite import after_privacy_delete
 
 log = logging.getLogger(__name__)
@@ -32,32 +31,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def api_container(settings: Settings, *, search_timeout_s: float = 10.0) -> Container:
-    """The container an API server runs on. With a Qdrant server, the usual one; on the embedded
-    index, one whose indexes only search through the index worker (see the module doc)."""
-    if settings.qdrant_url:
-        return build_container(settings)
-    from infra.broker import send_only_app
-    from workers.index.remote import RemoteSearchIndex
-
-    if not settings.broker_url:
-        raise RuntimeError("CUEMEM_BROKER_URL is not set; the API cannot reach the index worker")
-    app = send_only_app(settings.broker_url, with_results=True)
-    container = build_container(
-        settings,
-        index=RemoteSearchIndex(app, search_timeout_s, IndexKind.MEMORIES),
-        turn_index=RemoteSearchIndex(app, search_timeout_s, IndexKind.TURNS)
-        if settings.index_turns
-        else None,
-    )
-    container._closers.append(app.close)
-    return container
-
-
 # --- API keys ---------------------------------------------------------------------------------
 
 
-def create_key(container: Container, tenant_id: str, name: str) -> dict[str, Any]:
+def create_key(container: Stores, tenant_id: str, name: str) -> dict[str, Any]:
     """A new key for the tenant: ``{id, tenant_id, name, key}``; the key is not stored, only its hash."""
     curation.check_ids({"tenant": tenant_id}, container.settings.max_id_chars)
     issued = issue_key(tenant_id, name, container.clock())
@@ -68,12 +45,12 @@ def create_key(container: Container, tenant_id: str, name: str) -> dict[str, Any
     return {"id": issued.record.id, "tenant_id": tenant_id, "name": name, "key": issued.key}
 
 
-def list_keys(container: Container, tenant_id: str | None) -> list[ApiKey]:
+def list_keys(container: Stores, tenant_id: str | None) -> list[ApiKey]:
     with container.uow() as uow:
         return uow.api_keys.list(tenant_id)
 
 
-def revoke_key(container: Container, key_id: str) -> ApiKey | None:
+def revoke_key(container: Stores, key_id: str) -> ApiKey | None:
     with container.uow() as uow:
         key = uow.api_keys.revoke(key_id, container.clock())
         uow.commit()
@@ -82,7 +59,7 @@ def revoke_key(container: Container, key_id: str) -> ApiKey | None:
     return key
 
 
-def tenant_of_key(container: Container, key: str) -> str | None:
+def tenant_of_key(container: Stores, key: str) -> str | None:
     """The tenant of a valid, unrevoked key; None otherwise (one indexed read per request, so a
     revocation takes effect at once)."""
     prefix = key_prefix(key)
@@ -109,7 +86,7 @@ class MemoryListing(NamedTuple):
 
 
 def list_memories(
-    container: Container,
+    container: Stores,
     tenant_id: str,
     user_id: str,
     statuses: frozenset[MemoryStatus],
@@ -122,7 +99,7 @@ def list_memories(
         return MemoryListing(items, total, uow.events.user_offset(tenant_id, user_id))
 
 
-def list_users(container: Container, tenant_id: str, limit: int, offset: int) -> dict[str, Any]:
+def list_users(container: Stores, tenant_id: str, limit: int, offset: int) -> dict[str, Any]:
     """The tenant's users that have memories: ``{"items": [{user_id, memories, active}], "total"}``."""
     with container.uow() as uow:
         rows, total = uow.curation.users(tenant_id, limit, offset)
@@ -130,7 +107,7 @@ def list_users(container: Container, tenant_id: str, limit: int, offset: int) ->
     return {"items": items, "total": total}
 
 
-def get_memory(container: Container, tenant_id: str, user_id: str, memory_id: str) -> Memory:
+def get_memory(container: Stores, tenant_id: str, user_id: str, memory_id: str) -> Memory:
     with container.uow() as uow:
         memory = uow.memories.get(tenant_id, user_id, memory_id)
     if memory is None:
@@ -138,7 +115,7 @@ def get_memory(container: Container, tenant_id: str, user_id: str, memory_id: st
     return memory
 
 
-def history(container: Container, tenant_id: str, user_id: str, memory_id: str) -> dict[str, Any]:
+def history(container: Stores, tenant_id: str, user_id: str, memory_id: str) -> dict[str, Any]:
     from shared.lifecycle.maintenance import history_chain
 
     with container.uow() as uow:
@@ -148,13 +125,13 @@ def history(container: Container, tenant_id: str, user_id: str, memory_id: str) 
     return chain
 
 
-def _changed(container: Container, tenant_id: str, user_id: str, change: Callable[[UnitOfWork], T]) -> T:
+def _changed(container: Indexing, tenant_id: str, user_id: str, change: Callable[[UnitOfWork], T]) -> T:
     """Run one change in its own transaction, then bring the user's index up to date."""
     return _changed_and_indexed(container, tenant_id, user_id, change)[0]
 
 
 def _changed_and_indexed(
-    container: Container, tenant_id: str, user_id: str, change: Callable[[UnitOfWork], T]
+    container: Indexing, tenant_id: str, user_id: str, change: Callable[[UnitOfWork], T]
 ) -> tuple[T, Outcome]:
     with container.uow() as uow:
         result = change(uow)
@@ -162,9 +139,7 @@ def _changed_and_indexed(
     return result, sync_index(container, tenant_id, user_id)
 
 
-def edit(
-    container: Container, tenant_id: str, user_id: str, memory_id: str, changes: curation.Edit
-) -> Memory:
+def edit(container: Indexing, tenant_id: str, user_id: str, memory_id: str, changes: curation.Edit) -> Memory:
     c = container
     memory = _changed(
         c,
@@ -178,7 +153,7 @@ def edit(
     return memory
 
 
-def invalidate(container: Container, tenant_id: str, user_id: str, memory_id: str, reason: str) -> Memory:
+def invalidate(container: Indexing, tenant_id: str, user_id: str, memory_id: str, reason: str) -> Memory:
     now = container.clock()
     memory = _changed(
         container,
@@ -191,7 +166,7 @@ def invalidate(container: Container, tenant_id: str, user_id: str, memory_id: st
 
 
 def restore(
-    container: Container, tenant_id: str, user_id: str, memory_id: str, now: datetime | None = None
+    container: Indexing, tenant_id: str, user_id: str, memory_id: str, now: datetime | None = None
 ) -> tuple[Memory, Outcome]:
     """Active again, for the API and ``cuemem restore`` alike: archived memories take the
     lifecycle's restore (a restore is a use), superseded, expired and forgotten ones lose their end
@@ -207,7 +182,7 @@ def restore(
     return memory, indexed
 
 
-def forget(container: Container, tenant_id: str, user_id: str, memory_id: str) -> list[str]:
+def forget(container: Indexing, tenant_id: str, user_id: str, memory_id: str) -> list[str]:
     now = container.clock()
     memory = _changed(
         container, tenant_id, user_id, lambda uow: curation.forget(uow, tenant_id, user_id, memory_id, now)
@@ -321,7 +296,7 @@ def task_runs(settings: Settings) -> dict[str, dict[str, Any]]:
         client.close()
 
 
-def store_counts(container: Container) -> dict[str, Any]:
+def store_counts(container: Stores) -> dict[str, Any]:
     """Memories by status, events by stage, LLM calls and tokens: one GROUP BY each."""
     with container.uow() as uow:
         return {

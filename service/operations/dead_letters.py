@@ -19,9 +19,9 @@ import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from service.operations.ports import Dispatching, Stores
 from shared.queues import TaskName
 from shared.storage import DeadLetterView, FollowUp
-from workers.bootstrap import Container
 
 __all__ = ["DeadLetterView", "NotReplayable", "UnknownDeadLetter", "list_dead_letters", "replay"]
 
@@ -36,13 +36,13 @@ class NotReplayable(ValueError):
     """A stored task that cannot be sent again (unknown task name or malformed arguments)."""
 
 
-def list_dead_letters(container: Container, *, include_replayed: bool = True) -> list[DeadLetterView]:
+def list_dead_letters(container: Stores, *, include_replayed: bool = True) -> list[DeadLetterView]:
     """Every dead letter, oldest first (``include_replayed=False``: only those not yet replayed)."""
     with container.uow() as uow:
         return uow.dead_letters.listed(include_replayed)
 
 
-def replay(container: Container, ids: Sequence[int] | None = None) -> list[DeadLetterView]:
+def replay(container: Dispatching, ids: Sequence[int] | None = None) -> list[DeadLetterView]:
     """Re-send the named dead letters (``None``: every one not yet replayed); returns them marked.
 
     A named id is replayed even if it was replayed before (an operator asking twice gets two

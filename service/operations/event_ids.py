@@ -18,15 +18,15 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from service.operations.ports import Stores
 from shared.events import FieldError, InvalidEvent, validate_turn
 from shared.ingest.record import reused_id_problem
 from shared.storage import UnitOfWork
-from workers.bootstrap import Container
 
 log = logging.getLogger(__name__)
 
 
-def reused(container: Container, tenant: str, turns: Sequence[tuple[int, Any]]) -> dict[int, InvalidEvent]:
+def reused(container: Stores, tenant: str, turns: Sequence[tuple[int, Any]]) -> dict[int, InvalidEvent]:
     """The positions among ``turns`` (position, raw turn as sent) whose event id ``tenant``
     already holds for another turn, each with its reason naming ``event_id``."""
     wanted = {
@@ -46,7 +46,7 @@ def reused(container: Container, tenant: str, turns: Sequence[tuple[int, Any]]) 
 
 
 def _reused(
-    container: Container,
+    container: Stores,
     uow: UnitOfWork,
     tenant: str,
     turns: Sequence[tuple[int, Any]],

@@ -19,13 +19,13 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal, TypeVar
 
+from service.operations.ports import Indexing
 from shared.indexing.reindex import rebuild_indexes
 from shared.indexing.sync import push_unindexed
 from shared.lifecycle import sweeps
 from shared.ports import IndexOwnedElsewhere, IndexUnavailable
 from shared.queues import ROUTES, IndexKind, TaskName
 from shared.storage import FollowUp
-from workers.bootstrap import Container
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def here_or_at_owner(
         return at_owner()
 
 
-def sync_index(container: Container, tenant_id: str, user_id: str) -> Outcome:
+def sync_index(container: Indexing, tenant_id: str, user_id: str) -> Outcome:
     """Push the user's changed memories (and turns whose window changed) to the indexes."""
     c = container
 
@@ -74,7 +74,7 @@ def sync_index(container: Container, tenant_id: str, user_id: str) -> Outcome:
 
 
 def delete_points(
-    container: Container,
+    container: Indexing,
     tenant_id: str,
     user_id: str,
     point_ids: list[str],
@@ -100,7 +100,7 @@ def delete_points(
     return here_or_at_owner(here, at_owner)
 
 
-def maintain_index(container: Container, touched: Sequence[tuple[str, str]]) -> tuple[dict[str, Any], bool]:
+def maintain_index(container: Indexing, touched: Sequence[tuple[str, str]]) -> tuple[dict[str, Any], bool]:
     """The index half of ``cuemem maintain``: sync the touched users, push scores, reconcile and
     optimize both graphs. Returns its counts and whether an index was optimized."""
     c = container
@@ -127,7 +127,7 @@ def maintain_index(container: Container, touched: Sequence[tuple[str, str]]) -> 
     return here_or_at_owner(here, at_owner)
 
 
-def reindex(container: Container) -> dict[str, int]:
+def reindex(container: Indexing) -> dict[str, int]:
     """Rebuild both indexes from Postgres; at the owner, wait for its rebuild's counts.
 
     Unlike the fire-and-forget follow-ups, this one waits for its answer, so it goes to the owner

@@ -15,6 +15,7 @@ from typing import Any
 
 from service.operations import dead_letters
 from service.operations.curation import queue_depths
+from service.operations.ports import Dispatching, Stores
 from shared.events import FieldError
 from shared.ingest.resume import STALLED_AFTER_S
 from shared.lifecycle import curation
@@ -23,7 +24,6 @@ from shared.lifecycle.maintenance import history_chain
 from shared.lifecycle.score_history import score_curve
 from shared.models import MemoryStatus
 from shared.storage import StoredEvent
-from workers.bootstrap import Container
 
 TIMELINE_MAX = 2000
 # The bounds of a range open on one side (Postgres holds both).
@@ -47,7 +47,7 @@ def _turn(stored: StoredEvent, memory_ids: list[str]) -> dict[str, Any]:
 
 
 def timeline(
-    container: Container,
+    container: Stores,
     tenant_id: str,
     user_id: str,
     since: datetime | None = None,
@@ -89,7 +89,7 @@ def timeline(
 
 
 def memory_page(
-    container: Container, tenant_id: str, user_id: str, memory_id: str, points: int = 120
+    container: Stores, tenant_id: str, user_id: str, memory_id: str, points: int = 120
 ) -> dict[str, Any]:
     """One memory with its history chain, its score from creation to now with its
     reinforcements, the turns it was made from, and the user's zone to show its times in
@@ -118,9 +118,7 @@ def memory_page(
     }
 
 
-def overview(
-    container: Container, tenant_id: str, user_id: str | None = None, days: int = 90
-) -> dict[str, Any]:
+def overview(container: Stores, tenant_id: str, user_id: str | None = None, days: int = 90) -> dict[str, Any]:
     """The tenant's (or one user's) memories counted by type and status, per day over the last
     ``days`` days and by importance, and its events by stage with the stalled ones."""
     if not 1 <= days <= 3660:
@@ -138,7 +136,7 @@ def overview(
     }
 
 
-def _tenant_letters(container: Container, tenant_id: str) -> list[dead_letters.DeadLetterView]:
+def _tenant_letters(container: Stores, tenant_id: str) -> list[dead_letters.DeadLetterView]:
     letters = dead_letters.list_dead_letters(container)
     wanted = [e for letter in letters for e in event_ids_named(letter.task_name, letter.args)]
     with container.uow() as uow:
@@ -150,7 +148,7 @@ def _tenant_letters(container: Container, tenant_id: str) -> list[dead_letters.D
     ]
 
 
-def pipeline(container: Container, tenant_id: str) -> dict[str, Any]:
+def pipeline(container: Stores, tenant_id: str) -> dict[str, Any]:
     """The pipeline as the tenant can see it: queue depths (deployment-wide), the tenant's
     events by stage and stalled, its dead letters (not yet replayed first, newest first) and
     where Flower is."""
@@ -179,7 +177,7 @@ def _letter(letter: dead_letters.DeadLetterView) -> dict[str, Any]:
     return out
 
 
-def replay_letter(container: Container, tenant_id: str, letter_id: int) -> dict[str, Any]:
+def replay_letter(container: Dispatching, tenant_id: str, letter_id: int) -> dict[str, Any]:
     """Replay one of the tenant's dead letters; another tenant's (or an unknown id) is not found."""
     if letter_id not in {x.id for x in _tenant_letters(container, tenant_id)}:
         raise dead_letters.UnknownDeadLetter(f"no dead letter {letter_id}")

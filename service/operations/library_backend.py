@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from producers.backends import ForgetFn, PublisherLike, PublishingBackend
+from service.operations.ports import RecallPorts
 from service.operations.recall import recall_for
-from workers.bootstrap import Container
 
 
 class LibraryBackend(PublishingBackend):
@@ -27,7 +27,7 @@ class LibraryBackend(PublishingBackend):
 
     def __init__(
         self,
-        container: Container,
+        container: RecallPorts,
         publisher: PublisherLike,
         *,
         forget: ForgetFn | None = None,

@@ -26,13 +26,13 @@ from datetime import datetime
 from typing import Any
 
 from infra import tracing
+from service.operations.ports import Dispatching, RecallPorts
 from shared.queues import IndexKind, TaskName
 from shared.recall.cascade import gather, recall
 from shared.recall.explain import Trace
 from shared.recall.prompt import DEFAULT_PROMPT_BUDGET, fit_budget, prompt_block
 from shared.recall.request import RecallAsk, RecallRequest, RecallResult, parse_recall
 from shared.storage import FollowUp, UnitOfWork, check_embedding_model
-from workers.bootstrap import Container
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ WORKING = "working"
 MODEL_RECHECK_S = 30.0
 
 
-def check_model_cached(container: Container, monotonic: Callable[[], float] = time.monotonic) -> None:
+def check_model_cached(container: RecallPorts, monotonic: Callable[[], float] = time.monotonic) -> None:
     """Refuse to search vectors of another model (``shared.storage.check_embedding_model``; the fix
     is `cuemem reindex`). A passed check holds for ``MODEL_RECHECK_S`` (on ``monotonic``) in this
     process; a failed one is never remembered."""
@@ -57,7 +57,7 @@ def check_model_cached(container: Container, monotonic: Callable[[], float] = ti
 
 
 def recall_for(
-    container: Container,
+    container: RecallPorts,
     user_id: str,
     query: str,
     *,
@@ -94,7 +94,7 @@ def recall_for(
     return answer_recall(container, asked)
 
 
-def answer_recall(container: Container, asked: RecallAsk) -> dict[str, Any]:
+def answer_recall(container: RecallPorts, asked: RecallAsk) -> dict[str, Any]:
     """Answer a checked recall (:func:`shared.recall.request.parse_recall`: the HTTP API, MCP,
     the CLI and :func:`recall_for` all build it there): the public result plus ``"prompt"`` and
     ``"user_offset_s"`` (the user's zone, seconds east of UTC: ``EventRepository.user_offset``,
@@ -182,7 +182,7 @@ def answer_recall(container: Container, asked: RecallAsk) -> dict[str, Any]:
 
 
 def recall_candidates(
-    container: Container, user_id: str, query: str, *, now: datetime, tenant_id: str | None = None
+    container: RecallPorts, user_id: str, query: str, *, now: datetime, tenant_id: str | None = None
 ) -> list[tuple[Any, list[float]]]:
     """Every candidate the paths propose for ``query``, with its row of relevance features
     (``shared.recall.features.FEATURES``), before any model or floor: what the relevance model is
@@ -237,7 +237,7 @@ def _trace_answer(uow: UnitOfWork, current: Any, request: RecallRequest, result:
     )
 
 
-def enqueue_reinforcement(container: Container, request: RecallRequest, items: list[Any]) -> str | None:
+def enqueue_reinforcement(container: Dispatching, request: RecallRequest, items: list[Any]) -> str | None:
     """Send ``memory.reinforce`` for the long-term memories among ``items``; returns the recall id.
 
     Fire and forget: recall answers whether or not the message could be sent (a lost

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from service.operations.index_followups import sync_index
+from service.operations.ports import Indexing
 from shared.ingest.embed import claim_embedding_model, embed_windows
 from shared.models import imported_memory_id
 from shared.storage import UnitOfWork
@@ -29,14 +30,13 @@ from shared.transfer import (
     row_line,
     split_lines,
 )
-from workers.bootstrap import Container
 
 log = logging.getLogger(__name__)
 BATCH = 500  # rows read, checked and written at a time: what an import holds in memory
 READ_BYTES = 1 << 16
 
 
-def export_lines(container: Container, tenant_id: str, user_id: str | None) -> Iterator[str]:
+def export_lines(container: Indexing, tenant_id: str, user_id: str | None) -> Iterator[str]:
     """The header, then every row of the tenant (or of its user), table by table, one snapshot."""
     embedder = container.embedder
     header = Header(tenant_id, user_id, embedder.model_name, embedder.dim)
@@ -51,12 +51,12 @@ def export_lines(container: Container, tenant_id: str, user_id: str | None) -> I
     yield end_line(counts)
 
 
-def import_file(container: Container, file: IO[bytes], tenant_id: str | None = None) -> dict[str, Any]:
+def import_file(container: Indexing, file: IO[bytes], tenant_id: str | None = None) -> dict[str, Any]:
     """Import an export read from a binary file, a chunk at a time (``import_lines``)."""
     return import_lines(container, split_lines(iter(lambda: file.read(READ_BYTES), b"")), tenant_id)
 
 
-def import_lines(container: Container, lines: Iterable[str], tenant_id: str | None = None) -> dict[str, Any]:
+def import_lines(container: Indexing, lines: Iterable[str], tenant_id: str | None = None) -> dict[str, Any]:
     """Import an export. ``tenant_id`` (the API key's) refuses a file of another tenant. The lines
     are read, checked and written a batch at a time (``BATCH`` rows), all in one transaction that
     commits only after the end line: a bad line anywhere writes nothing. Raises ImportRefused."""
@@ -101,7 +101,7 @@ class _Import:
     """One import's writes, a batch at a time, and what it keeps across batches: the users, the
     counts, and the ids of the memories it inserted (their history follows them)."""
 
-    def __init__(self, container: Container, tenant_id: str, reembed: bool) -> None:
+    def __init__(self, container: Indexing, tenant_id: str, reembed: bool) -> None:
         self.container = container
         self.tenant_id = tenant_id
         self.reembed = reembed

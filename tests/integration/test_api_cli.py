@@ -9,10 +9,11 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from service.http.serve import is_loopback
-from service.operations.curation import api_container, create_key
+from service.operations.curation import create_key
 from shared.queues import IndexKind
 from shared.settings import Settings
 from tests.support.services import run_cuemem, wait_processed
+from workers.bootstrap import build_api_container
 
 
 def test_keys_create_list_revoke(it_settings: Settings) -> None:
@@ -58,7 +59,7 @@ def test_publish_recall_edit_and_purge_through_real_workers(
     from shared.models import turn_point_id
 
     settings = it_settings.model_copy(update={"embedder": "hash", "turn_window": 3})  # windows: see the purge
-    container = api_container(settings)
+    container = build_api_container(settings)
     key = create_key(container, "acme", "e2e")["key"]
     client = TestClient(create_app(container), raise_server_exceptions=False)
     h = {"Authorization": f"Bearer {key}"}

@@ -17,11 +17,12 @@ from sqlalchemy import text
 
 from infra import redis_layout
 from service.http.app import create_app
-from service.operations.curation import api_container, create_key
+from service.operations.curation import create_key
 from shared.settings import Settings
 from shared.storage import DeadLetter
 from tests.support.api import publish_turns
 from tests.support.services import run_cuemem, wait_processed
+from workers.bootstrap import build_api_container
 
 USER_TABLES = ["events", "event_receipts", "memories", "memory_history", "memory_cue_counts", "recall_claims"]
 TURNS = {
@@ -72,7 +73,7 @@ def test_a_user_deleted_everywhere_leaves_everyone_else_untouched(
     it_settings: Settings, start_workers: Any
 ) -> None:
     settings = it_settings.model_copy(update={"embedder": "hash"})
-    container = api_container(settings)
+    container = build_api_container(settings)
     api_keys = {t: create_key(container, t, "test")["key"] for t in ("acme", "globex")}
     client = TestClient(create_app(container), raise_server_exceptions=False)
     try:

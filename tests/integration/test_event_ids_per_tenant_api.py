@@ -9,10 +9,11 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from service.http.app import create_app
-from service.operations.curation import api_container, create_key
+from service.operations.curation import create_key
 from shared.events import event_ref
 from shared.settings import Settings
 from tests.support.services import wait_processed
+from workers.bootstrap import build_api_container
 
 TURN = {"event_id": "order-1001", "user_id": "u1", "session_id": "s1", "seq": 1, "role": "user"}
 WORDS = {"acme": "我不吃香菜", "beta": "生产环境部署端口是8443"}
@@ -31,7 +32,7 @@ def test_two_tenants_with_one_event_id_both_recorded_and_a_reuse_refused_with_it
     it_settings: Settings, start_workers: Any
 ) -> None:
     settings = it_settings.model_copy(update={"embedder": "hash"})
-    container = api_container(settings)
+    container = build_api_container(settings)
     keys = {t: create_key(container, t, "test")["key"] for t in WORDS}
     client = TestClient(create_app(container), raise_server_exceptions=False)
     try:

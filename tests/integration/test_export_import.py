@@ -19,12 +19,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
 from service.http.app import create_app
-from service.operations.curation import api_container, create_key
+from service.operations.curation import create_key
 from shared.models import imported_memory_id
 from shared.settings import Settings
 from tests.support.api import publish_turns
 from tests.support.databases import SPARE_REDIS_URL, scratch_database
 from tests.support.services import run_cuemem, wait_processed
+from workers.bootstrap import build_api_container
 from workers.db.migrate import upgrade
 
 TURNS = {
@@ -89,7 +90,7 @@ def test_a_round_trip_answers_the_same_recalls(
 ) -> None:
     source = it_settings.model_copy(update={"embedder": "hash", "turn_window": 3})
     target = target.model_copy(update={"turn_window": 3})
-    container = api_container(source)
+    container = build_api_container(source)
     key = create_key(container, "acme", "test")["key"]
     client = TestClient(create_app(container), raise_server_exceptions=False)
     try:
@@ -156,7 +157,7 @@ def test_a_round_trip_answers_the_same_recalls(
         # The target's own workers (its index owner serves the API's searches), started after the
         # import, which pushed the points itself (no owner was running).
         start_workers(target)
-        target_container = api_container(target)
+        target_container = build_api_container(target)
         target_key = create_key(target_container, "acme", "test")["key"]
         target_client = TestClient(create_app(target_container), raise_server_exceptions=False)
         # The same answers, each memory under the id the import gives it in its tenant

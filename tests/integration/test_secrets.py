@@ -33,11 +33,12 @@ from sqlalchemy import text
 
 from producers.publisher import Publisher
 from service.http.logs import JsonFormatter
-from service.operations.curation import api_container, create_key
+from service.operations.curation import create_key
 from service.operations.recall import recall_for
 from shared.settings import Settings
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, embeddings_body
 from tests.support.services import wait_processed
+from workers.bootstrap import build_api_container
 
 ROOT = Path(__file__).resolve().parents[2]
 LLM_KEY = "sk-llmFAKEk3y-0a1b2c3d4e5f-LLMSECRET"
@@ -111,7 +112,7 @@ def test_no_secret_in_worker_logs_api_logs_traces_or_stored_errors(
             "log_level": "DEBUG",
         }
     )
-    container = api_container(settings)
+    container = build_api_container(settings)
     api_key = create_key(container, "acme", "secrets test")["key"]
     other_key = create_key(container, "acme", "second")["key"]
 

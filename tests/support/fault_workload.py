@@ -29,7 +29,6 @@ from sqlalchemy import text
 
 from producers.publisher import Published
 from service.operations import curation as operations
-from service.operations.curation import api_container
 from shared.lifecycle import curation, sweeps
 from shared.models import Memory, MemoryStatus
 from shared.queues import TaskName
@@ -42,7 +41,7 @@ from tests.support.pipeline import NOW, Harness
 from tests.support.queues import beat_sweep
 from tests.support.services import wait_until
 from tests.support.workload import make_turns
-from workers.bootstrap import Container
+from workers.bootstrap import Container, build_api_container
 from workers.endpoints.embedders.hashing import HashingEmbedder
 
 COMPANIES = ["阿里", "腾讯", "字节", "美团", "京东", "百度", "网易", "小米"]
@@ -226,7 +225,7 @@ class Curation:
         assert made, f"{event_id} made no memory to forget"
 
         def forget_all() -> bool:
-            api = api_container(self.ingest.settings)
+            api = build_api_container(self.ingest.settings)
             try:
                 for memory in made:
                     operations.forget(api, tenant, user, memory)
