@@ -19,9 +19,11 @@ __all__ = ["ASSISTANT_LABELS", "speaker", "without_assistant_lines"]
 # only the assistant's labels below are ever dropped.
 _LABEL_RE = re.compile(r"^\s*<?\s*([^<>:：\n]{1,30}?)\s*>?\s*[:：]")
 
-# Labels that name the assistant (or the system prompt), compared case-insensitively.
+# Labels that name the assistant (or the system prompt), compared case-insensitively. They are
+# dropped only from a transcript whose user has a label of their own (see below): "System: Ubuntu
+# 22.04" in a user's note is not a system prompt.
 ASSISTANT_LABELS = frozenset(
-    {"assistant", "ai", "bot", "chatbot", "agent", "system", "助手", "小助手", "ai助手", "机器人", "系统"}
+    {"assistant", "ai", "bot", "chatbot", "system", "助手", "小助手", "ai助手", "机器人"}
 )
 
 
@@ -32,10 +34,13 @@ def speaker(line: str) -> str | None:
 
 
 def without_assistant_lines(text: str) -> str:
-    """``text`` without the lines an assistant (or the system) said; unlabelled lines stay. A
-    text that holds nothing but such lines is returned whole: there is nothing else to read."""
+    """``text`` without the lines an assistant (or the system) said; unlabelled lines stay. Only a
+    transcript is cut: one where a line that stays has a speaker label of its own (the user's,
+    "user:", "<Bart>:"). Otherwise, or when nothing labelled would stay, the text is returned
+    whole: it is the user's own writing that happens to start a line with such a word, or there
+    is nothing else to read."""
     lines = text.splitlines()
     kept = [line for line in lines if speaker(line) not in ASSISTANT_LABELS]
-    if len(kept) == len(lines) or not any(line.strip() for line in kept):
+    if len(kept) == len(lines) or not any(speaker(line) is not None for line in kept):
         return text
     return "\n".join(kept)

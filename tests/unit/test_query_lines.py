@@ -32,6 +32,14 @@ def test_a_dialogue_is_searched_by_what_the_user_said_in_it() -> None:
         searched("助手：你好！\n我：我住杭州\nAI: noted\nSYSTEM: be brief\nsee you")
         == "我：我住杭州\nsee you"
     )
+    # No user label anywhere: the user's own text that starts a line with such a word stays whole.
+    assert (
+        searched("System: Ubuntu 22.04\nwhy does docker fail?")
+        == "System: Ubuntu 22.04\nwhy does docker fail?"
+    )
+    # A user who goes by an assistant's name: nothing labelled would stay, so the whole dialogue.
+    named_ai = '<BOD>\n<AI>:"我下周考试"\n<Assistant>:"加油"'
+    assert searched(named_ai) == named_ai
     # A line that only holds a colon in its text is no assistant's.
     assert searched("user: note to self: buy milk\nassistant: ok") == "user: note to self: buy milk"
     # Nothing but the assistant's lines: nothing else to read, so the whole query.
