@@ -41,7 +41,7 @@ from producers.backends import (
     PublisherLike,
     RecallFn,
 )
-from shared.events import SAFE_ID_TEXT, InvalidEvent, InvalidInput, is_safe_id
+from shared.events import MAX_ID_CHARS_CEILING, SAFE_ID_TEXT, InvalidEvent, InvalidInput, is_safe_id
 from shared.recall.prompt import DEFAULT_PROMPT_BUDGET, prompt_block
 from shared.recall.request import parse_recall
 
@@ -317,6 +317,9 @@ class MemoryTools:
             k=k,
             session_id=self.session_id if session is None else session,
             max_k=K_MAX,
+            # The server's own limit (``Settings.max_id_chars``) is not known here: the most any
+            # server allows, as ``remember`` does, and the server checks its own.
+            max_id_chars=MAX_ID_CHARS_CEILING,
         )
         result = self.backend.search(asked.user_id, asked.query, asked.k, asked.session_id)
         items = list(result.get("items") or [])[: asked.k]

@@ -36,6 +36,11 @@ class Role(StrEnum):
     TOOL = "tool"
 
 
+# The most ``Settings.max_id_chars`` may allow: what a client that cannot see the server's settings
+# (the agent tools) lets through, leaving the exact limit to the server.
+MAX_ID_CHARS_CEILING = 512
+
+
 @dataclass(frozen=True)
 class EventLimits:
     max_content_chars: int = 32_000

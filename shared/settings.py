@@ -15,6 +15,8 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from shared.events import MAX_ID_CHARS_CEILING
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CUEMEM_", extra="ignore")
@@ -114,7 +116,7 @@ class Settings(BaseSettings):
 
     # Event validation.
     max_content_chars: int = Field(default=32_000, ge=1)
-    max_id_chars: int = Field(default=128, ge=1, le=512)
+    max_id_chars: int = Field(default=128, ge=1, le=MAX_ID_CHARS_CEILING)
     max_metadata_bytes: int = Field(default=16_384, ge=2)
 
     # HTTP request bodies: a body over its route's limit is refused with 413 before it is read

@@ -142,6 +142,18 @@ def test_search_memory_defaults_and_dict_arguments() -> None:
     assert recall.calls == [("香菜", 5, "other-1"), ("香菜", 3, "chat-7")]
 
 
+def test_search_memory_leaves_the_id_length_to_the_server_as_remember_does() -> None:
+    # A server may allow ids up to 512 characters (CUEMEM_MAX_ID_CHARS); the tools cannot see its
+    # setting, so neither tool refuses an id the most generous server would take.
+    recall, pub = FakeRecall(), FakePublisher()
+    t = tools(recall, pub)
+    long_session = "s" * 300
+    assert json.loads(t.handle("search_memory", {"query": "香菜", "session_id": long_session}))["items"]
+    assert json.loads(t.handle("remember", {"content": "I use vim", "session_id": long_session}))
+    assert recall.calls[-1][2] == long_session and pub.calls[-1]["session_id"] == long_session
+    assert "session_id" in error_of(t.handle("search_memory", {"query": "q", "session_id": "s" * 513}))
+
+
 def test_search_memory_as_prompt_block() -> None:
     reply = tools().handle("search_memory", {"query": "我的偏好", "format": "prompt"})
     assert json.loads(reply) == {
