@@ -27,7 +27,7 @@ from service.operations.recall import recall_for
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.settings import Settings
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
-from tests.support.services import publish_processed, wait_processed
+from tests.support.services import publishing_processed, wait_processed
 from workers.bootstrap import Container, build_container
 
 CST = timezone(timedelta(hours=8))
@@ -54,18 +54,13 @@ def it_settings(it_settings: Settings) -> Settings:
 
 @pytest.fixture
 def ingest(it_settings: Settings, start_workers: Callable[..., list[Any]]) -> Iterator[Ingest]:
-    containers: list[Container] = []
+    with publishing_processed(it_settings, start_workers) as publish:
 
-    def run(user_id: str, turns: list[Turn]) -> Container:
-        container, _ = publish_processed(
-            it_settings, start_workers, [(t.user_id or user_id, t.content, t.at) for t in turns]
-        )
-        containers.append(container)
-        return container
+        def run(user_id: str, turns: list[Turn]) -> Container:
+            container, _ = publish([(t.user_id or user_id, t.content, t.at) for t in turns])
+            return container
 
-    yield run
-    for container in containers:
-        container.close()
+        yield run
 
 
 def _memories(c: Container, user_id: str, statuses: list[MemoryStatus] | None = None) -> list[Memory]:
