@@ -26,6 +26,7 @@ from producers.publisher import Publisher
 from service.operations.recall import recall_for
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.settings import Settings
+from tests.support.llm_stub import settings_on_stub
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
 from tests.support.services import publishing_processed, wait_processed
 from workers.bootstrap import Container, build_container
@@ -252,14 +253,7 @@ def test_on_the_llm_path_a_change_supersedes_and_a_plan_stays_a_plan(
     en, zh = "llm-u1", "llm-u10"
     march = datetime(2026, 3, 8, 20, 0, tzinfo=CST)
     with StubServer(default=_echoing_llm) as stub:
-        settings = it_settings.model_copy(
-            update={
-                "llm_base_url": stub.base_url,
-                "llm_timeout_s": 60.0,
-                "llm_max_attempts": 1,
-                "llm_cooldown_s": 0.0,
-            }
-        )
+        settings = settings_on_stub(it_settings, stub)
         c = build_container(settings)
         try:
             with Publisher.from_settings(settings) as pub:
