@@ -22,12 +22,11 @@ from typing import Any
 
 import pytest
 
-from shared.events import Role, TurnPublished
 from shared.models import MemoryStatus, MemoryType
 from shared.queues import TaskName
 from shared.settings import Settings
 from shared.storage import DeadLetter, HistoryEntry
-from tests.support.api import ApiEnv, api_settings, running_api, seed_memory
+from tests.support.api import ApiEnv, api_settings, running_api, seed_memory, seed_turn
 from tests.support.browser import needs_browser, open_page, serve, stop
 
 A = "tenant-a"
@@ -44,12 +43,7 @@ def env(it_settings: Settings) -> Iterator[ApiEnv]:
 
 
 def _turn(env: ApiEnv, n: int, at: datetime, content: str, session: str, role: str = "user") -> str:
-    event_id = f"ev-{A}-{USER}-{n}"
-    turn = TurnPublished(event_id, A, USER, session, n + 1, Role(role), content, at, {})
-    with env.container.uow() as uow:
-        assert uow.events.insert_if_absent(turn, "done")
-        uow.commit()
-    return event_id
+    return seed_turn(env.container, A, USER, n, content, at=at, session=session, role=role)
 
 
 def _seed(env: ApiEnv) -> dict[str, Any]:

@@ -16,9 +16,8 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from shared.events import Role, TurnPublished
 from shared.models import Memory, MemoryStatus, MemoryType
-from tests.support.api import ApiEnv, seed_memory
+from tests.support.api import ApiEnv, seed_memory, seed_turn
 from tests.support.browser import needs_browser, open_page, serve, stop
 
 A = "tenant-a"
@@ -48,12 +47,7 @@ TURNS = [
 
 
 def _turn(env: ApiEnv, user: str, n: int, at: datetime, content: str, session: str, role: str) -> str:
-    event_id = f"ev-{A}-{user}-{n}"
-    turn = TurnPublished(event_id, A, user, session, n + 1, Role(role), content, at, {})
-    with env.container.uow() as uow:
-        assert uow.events.insert_if_absent(turn, "done")
-        uow.commit()
-    return event_id
+    return seed_turn(env.container, A, user, n, content, at=at, session=session, role=role)
 
 
 def _seed(env: ApiEnv) -> dict[str, Memory]:
