@@ -27,7 +27,7 @@ from shared.queues import TaskName
 from shared.settings import Settings
 from shared.storage import DeadLetter, HistoryEntry
 from tests.support.api import ApiEnv, api_settings, running_api, seed_memory, seed_turn
-from tests.support.browser import needs_browser, open_page, serve, stop
+from tests.support.browser import needs_browser, open_page, open_user, serve, stop
 
 A = "tenant-a"
 USER = "u-pics"
@@ -165,9 +165,7 @@ def test_the_inspectors_pictures(env, browser, tmp_path):
     try:
         page, watched = open_page(browser, served.url)
         page.set_viewport_size({"width": 1280, "height": 900})
-        page.fill("#api-key", env.keys[A])
-        page.click("#use-key")
-        page.wait_for_selector(f"#user-list button[data-user='{USER}']").click()
+        open_user(page, env.keys[A], USER)
 
         # Overview: counts by type and status, memories per day, importance, the pipeline.
         page.click("#tab-overview")

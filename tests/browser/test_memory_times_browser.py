@@ -11,7 +11,7 @@ from typing import Any
 
 from shared.models import Memory, MemoryType
 from tests.support.api import ApiEnv, seed_memory, seed_turn
-from tests.support.browser import needs_browser, open_page, serve, stop
+from tests.support.browser import needs_browser, open_page, open_user, serve, stop
 
 A = "tenant-a"
 BEIJING = timezone(timedelta(hours=8))
@@ -57,9 +57,7 @@ def test_memory_list_and_page_show_times_in_the_users_zone(env, browser):
     served = serve(env, env.client.app)
     try:
         page, watched = open_page(browser, served.url, timezone_id="America/New_York")
-        page.fill("#api-key", env.keys[A])
-        page.click("#use-key")
-        page.wait_for_selector("#user-list button[data-user='u1']").click()
+        open_user(page, env.keys[A], "u1")
 
         # The list: validity, creation, due time and sources in Beijing time, named.
         task = _card(page, m["task"])

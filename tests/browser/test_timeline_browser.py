@@ -18,7 +18,7 @@ from typing import Any
 
 from shared.models import Memory, MemoryStatus, MemoryType
 from tests.support.api import ApiEnv, seed_memory, seed_turn
-from tests.support.browser import needs_browser, open_page, serve, stop
+from tests.support.browser import needs_browser, open_page, open_user, serve, stop
 
 A = "tenant-a"
 USER, OTHER = "u1", "u10"
@@ -118,9 +118,7 @@ def _timeline(env: ApiEnv, browser: Any) -> Iterator[tuple[Any, dict[str, Memory
     try:
         page, watched = open_page(browser, served.url, timezone_id="America/New_York")
         page.set_viewport_size({"width": 1280, "height": 900})
-        page.fill("#api-key", env.keys[A])
-        page.click("#use-key")
-        page.wait_for_selector(f"#user-list button[data-user='{USER}']").click()
+        open_user(page, env.keys[A], USER)
         page.click("#tab-timeline")
         page.wait_for_selector("svg.timeline")
         # The whole range: every turn of u1's, none of u10's.
