@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import random
 import shlex
 import sys
 import time
@@ -104,3 +105,22 @@ def machine_markdown(info: dict[str, Any]) -> str:
         f"Python {info['python']}\n"
         f"- versions: {versions}\n"
     )
+
+
+# A long text of mixed English and Chinese words: the kind whose token count strays furthest from
+# its length, which the cut to the model's window is about. Its benchmark
+# (bench/embedding_window.py) and its contract test measure the same text.
+MIXED_WORDS = ("the", "agent", "remembers", "that", "alice", "moved", "to", "lisbon", "in", "march", "and",
+               "她", "喜欢", "喝", "绿茶", "every", "morning")  # fmt: skip
+
+
+def mixed_text(chars: int, seed: int) -> str:
+    """``chars`` characters of words drawn from ``MIXED_WORDS``: the same text for the same seed."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    size = 0
+    while size < chars:
+        word = rng.choice(MIXED_WORDS)
+        out.append(word)
+        size += len(word) + 1
+    return " ".join(out)[:chars]

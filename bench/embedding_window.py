@@ -11,42 +11,14 @@ and the time the cut's own search takes.
 from __future__ import annotations
 
 import argparse
-import random
 import time
 from collections.abc import Callable
 
+from bench.common import mixed_text
 from shared.settings import Settings
 from workers.endpoints.embedders import build_embedder
 from workers.endpoints.embedders.e5 import E5_MAX_TOKENS, E5Embedder
 from workers.endpoints.embedders.window import head_within
-
-WORDS = [
-    "the",
-    "agent",
-    "remembers",
-    "that",
-    "alice",
-    "moved",
-    "to",
-    "lisbon",
-    "in",
-    "march",
-    "and",
-    "她",
-    "喜欢",
-    "喝",
-    "绿茶",
-    "every",
-    "morning",
-]
-
-
-def text(chars: int, seed: int) -> str:
-    rng = random.Random(seed)
-    out: list[str] = []
-    while sum(len(w) + 1 for w in out) < chars:
-        out.append(rng.choice(WORDS))
-    return " ".join(out)[:chars]
 
 
 def timed(call: Callable[[], object]) -> float:
@@ -59,7 +31,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
     threads = parser.parse_args().threads
-    turn, query = text(32_000, 7), text(4_000, 8)
+    turn, query = mixed_text(32_000, 7), mixed_text(4_000, 8)
     whole = E5Embedder(threads=threads)
     whole.embed_query("warm up")
     cut = build_embedder(Settings(embedder="e5", embedding_threads=threads, query_embedding_cache=0))

@@ -22,13 +22,12 @@ from typing import Any
 
 import pytest
 
-from shared.events import Role, TurnPublished
 from shared.models import MemoryStatus, MemoryType
 from shared.queues import TaskName
 from shared.settings import Settings
 from shared.storage import DeadLetter, HistoryEntry
-from tests.support.api import ApiEnv, api_settings, running_api, seed_memory
-from tests.support.browser import needs_browser, open_page, serve, stop
+from tests.support.api import ApiEnv, api_settings, running_api, seed_memory, seed_turn
+from tests.support.browser import needs_browser, open_page, open_user, serve, stop
 
 A = "tenant-a"
 USER = "u-pics"
@@ -44,12 +43,7 @@ def env(it_settings: Settings) -> Iterator[ApiEnv]:
 
 
 def _turn(env: ApiEnv, n: int, at: datetime, content: str, session: str, role: str = "user") -> str:
-    event_id = f"ev-{A}-{USER}-{n}"
-    turn = TurnPublished(event_id, A, USER, session, n + 1, Role(role), content, at, {})
-    with env.container.uow() as uow:
-        assert uow.events.insert_if_absent(turn, "done")
-        uow.commit()
-    return event_id
+    return seed_turn(env.container, A, USER, n, content, at=at, session=session, role=role)
 
 
 def _seed(env: ApiEnv) -> dict[str, Any]:
@@ -171,9 +165,7 @@ def test_the_inspectors_pictures(env, browser, tmp_path):
     try:
         page, watched = open_page(browser, served.url)
         page.set_viewport_size({"width": 1280, "height": 900})
-        page.fill("#api-key", env.keys[A])
-        page.click("#use-key")
-        page.wait_for_selector(f"#user-list button[data-user='{USER}']").click()
+        open_user(page, env.keys[A], USER)
 
         # Overview: counts by type and status, memories per day, importance, the pipeline.
         page.click("#tab-overview")

@@ -9,10 +9,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from shared.events import Role, TurnPublished
 from shared.models import Memory, MemoryType
-from tests.support.api import ApiEnv, seed_memory
-from tests.support.browser import needs_browser, open_page, serve, stop
+from tests.support.api import ApiEnv, seed_memory, seed_turn
+from tests.support.browser import needs_browser, open_page, open_user, serve, stop
 
 A = "tenant-a"
 BEIJING = timezone(timedelta(hours=8))
@@ -23,10 +22,7 @@ U10_TOLD = datetime(2026, 10, 5, 21, 0, tzinfo=NEW_YORK_WINTER)  # 02:00 UTC the
 
 
 def _turn(env: ApiEnv, user: str, n: int, at: datetime, content: str, role: str = "user") -> None:
-    turn = TurnPublished(f"ev-{A}-{user}-{n}", A, user, "s1", n + 1, Role(role), content, at, {})
-    with env.container.uow() as uow:
-        assert uow.events.insert_if_absent(turn, "done")
-        uow.commit()
+    seed_turn(env.container, A, user, n, content, at=at, role=role)
 
 
 def _seed(env: ApiEnv) -> dict[str, Memory]:
@@ -61,9 +57,7 @@ def test_memory_list_and_page_show_times_in_the_users_zone(env, browser):
     served = serve(env, env.client.app)
     try:
         page, watched = open_page(browser, served.url, timezone_id="America/New_York")
-        page.fill("#api-key", env.keys[A])
-        page.click("#use-key")
-        page.wait_for_selector("#user-list button[data-user='u1']").click()
+        open_user(page, env.keys[A], "u1")
 
         # The list: validity, creation, due time and sources in Beijing time, named.
         task = _card(page, m["task"])

@@ -16,10 +16,9 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from shared.events import Role, TurnPublished
 from shared.models import Memory, MemoryStatus, MemoryType
-from tests.support.api import ApiEnv, seed_memory
-from tests.support.browser import needs_browser, open_page, serve, stop
+from tests.support.api import ApiEnv, seed_memory, seed_turn
+from tests.support.browser import needs_browser, open_page, open_user, serve, stop
 
 A = "tenant-a"
 USER, OTHER = "u1", "u10"
@@ -48,12 +47,7 @@ TURNS = [
 
 
 def _turn(env: ApiEnv, user: str, n: int, at: datetime, content: str, session: str, role: str) -> str:
-    event_id = f"ev-{A}-{user}-{n}"
-    turn = TurnPublished(event_id, A, user, session, n + 1, Role(role), content, at, {})
-    with env.container.uow() as uow:
-        assert uow.events.insert_if_absent(turn, "done")
-        uow.commit()
-    return event_id
+    return seed_turn(env.container, A, user, n, content, at=at, session=session, role=role)
 
 
 def _seed(env: ApiEnv) -> dict[str, Memory]:
@@ -124,9 +118,7 @@ def _timeline(env: ApiEnv, browser: Any) -> Iterator[tuple[Any, dict[str, Memory
     try:
         page, watched = open_page(browser, served.url, timezone_id="America/New_York")
         page.set_viewport_size({"width": 1280, "height": 900})
-        page.fill("#api-key", env.keys[A])
-        page.click("#use-key")
-        page.wait_for_selector(f"#user-list button[data-user='{USER}']").click()
+        open_user(page, env.keys[A], USER)
         page.click("#tab-timeline")
         page.wait_for_selector("svg.timeline")
         # The whole range: every turn of u1's, none of u10's.

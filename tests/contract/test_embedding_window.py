@@ -3,49 +3,18 @@ is at most ``CUEMEM_EMBEDDING_MAX_TOKENS`` tokens, counted by the model's own to
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pytest
 from pydantic import SecretStr
 
+from bench.common import mixed_text
 from shared.settings import Settings
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, embeddings_body
 from workers.endpoints.embedders import build_embedder
 from workers.endpoints.embedders.e5 import E5_MAX_TOKENS, E5Embedder
 from workers.endpoints.embedders.window import WindowCut, approximate_tokens, head_within
-
-WORDS = [
-    "the",
-    "agent",
-    "remembers",
-    "that",
-    "alice",
-    "moved",
-    "to",
-    "lisbon",
-    "in",
-    "march",
-    "and",
-    "她",
-    "喜欢",
-    "喝",
-    "绿茶",
-    "every",
-    "morning",
-]
-
-
-def long_text(chars: int, seed: int = 7) -> str:
-    rng = random.Random(seed)
-    out: list[str] = []
-    size = 0
-    while size < chars:
-        word = rng.choice(WORDS)
-        out.append(word)
-        size += len(word) + 1
-    return " ".join(out)[:chars]
 
 
 class Recorder:
@@ -73,7 +42,7 @@ def e5() -> E5Embedder:
 
 
 def test_a_long_turn_and_a_long_query_reach_the_model_at_512_tokens_or_fewer(e5: E5Embedder) -> None:
-    turn, query = long_text(32_000), long_text(4_000, seed=8)
+    turn, query = mixed_text(32_000, 7), mixed_text(4_000, 8)
     assert e5.token_count(turn) > 4 * E5_MAX_TOKENS  # far beyond the window before the cut
     recorder = Recorder()
     cut = WindowCut(recorder, e5.token_count, E5_MAX_TOKENS)
@@ -93,7 +62,7 @@ def test_the_built_e5_embedder_embeds_only_the_window(e5: E5Embedder) -> None:
     # Through build_embedder, the path every worker and the API take: a text past the window has
     # the vector of its head, not of the whole (which the model would otherwise run in full).
     built = build_embedder(Settings(embedder="e5", query_embedding_cache=0))
-    text = long_text(2_600)
+    text = mixed_text(2_600, 7)
     head = head_within(text, E5_MAX_TOKENS, e5.token_count)
     assert len(head) < len(text)
     (whole_vector,) = built.embed_passages([text])
@@ -127,7 +96,7 @@ def test_a_remote_model_gets_the_estimated_window(stub: StubServer) -> None:
             embedding_max_tokens=256,
         )
     )
-    text = long_text(20_000)
+    text = mixed_text(20_000, 7)
     built.embed_passages([text])
     built.embed_query(text)
     sent = [request.json["input"][0] for request in stub.requests]

@@ -26,8 +26,9 @@ from producers.publisher import Publisher
 from service.operations.recall import recall_for
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.settings import Settings
+from tests.support.llm_stub import settings_on_stub
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
-from tests.support.services import publish_processed, wait_processed
+from tests.support.services import publishing_processed, wait_processed
 from workers.bootstrap import Container, build_container
 
 CST = timezone(timedelta(hours=8))
@@ -54,18 +55,13 @@ def it_settings(it_settings: Settings) -> Settings:
 
 @pytest.fixture
 def ingest(it_settings: Settings, start_workers: Callable[..., list[Any]]) -> Iterator[Ingest]:
-    containers: list[Container] = []
+    with publishing_processed(it_settings, start_workers) as publish:
 
-    def run(user_id: str, turns: list[Turn]) -> Container:
-        container, _ = publish_processed(
-            it_settings, start_workers, [(t.user_id or user_id, t.content, t.at) for t in turns]
-        )
-        containers.append(container)
-        return container
+        def run(user_id: str, turns: list[Turn]) -> Container:
+            container, _ = publish([(t.user_id or user_id, t.content, t.at) for t in turns])
+            return container
 
-    yield run
-    for container in containers:
-        container.close()
+        yield run
 
 
 def _memories(c: Container, user_id: str, statuses: list[MemoryStatus] | None = None) -> list[Memory]:
@@ -257,14 +253,7 @@ def test_on_the_llm_path_a_change_supersedes_and_a_plan_stays_a_plan(
     en, zh = "llm-u1", "llm-u10"
     march = datetime(2026, 3, 8, 20, 0, tzinfo=CST)
     with StubServer(default=_echoing_llm) as stub:
-        settings = it_settings.model_copy(
-            update={
-                "llm_base_url": stub.base_url,
-                "llm_timeout_s": 60.0,
-                "llm_max_attempts": 1,
-                "llm_cooldown_s": 0.0,
-            }
-        )
+        settings = settings_on_stub(it_settings, stub)
         c = build_container(settings)
         try:
             with Publisher.from_settings(settings) as pub:

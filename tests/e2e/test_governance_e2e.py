@@ -22,6 +22,7 @@ from shared.models import MemoryStatus, MemoryType
 from shared.queues import ROUTES, TaskName
 from shared.recall.cascade import recall
 from shared.recall.request import RecallRequest
+from tests.support.llm_stub import settings_on_stub
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
 from tests.support.queues import assert_queues_drain
 from tests.support.services import wait_processed, wait_until
@@ -138,18 +139,11 @@ def _llm_responder(request: RecordedRequest) -> StubResponse:
 
 def test_llm_path_and_its_fallback_never_lose_a_memory(it_settings, start_workers):
     with StubServer(default=_llm_responder) as stub:
-        settings = it_settings.model_copy(
-            # A timeout no loaded machine reaches: the stub answers at once, and a timed-out call
-            # would take the rules' path this test tells apart from the LLM's.
-            # No cooldown: the broken answer must not send the other turn down the rules' path
-            # when a worker takes it first.
-            update={
-                "llm_base_url": stub.base_url,
-                "llm_timeout_s": 60.0,
-                "llm_max_attempts": 1,
-                "llm_cooldown_s": 0.0,
-            }
-        )
+        # settings_on_stub's defaults, which this test needs. A timeout no loaded machine reaches:
+        # the stub answers at once, and a timed-out call would take the rules' path this test tells
+        # apart from the LLM's. No cooldown: the broken answer must not send the other turn down
+        # the rules' path when a worker takes it first.
+        settings = settings_on_stub(it_settings, stub)
         c = build_container(settings)
         with Publisher.from_settings(settings) as pub:
             good = pub.publish(

@@ -24,7 +24,7 @@ import pytest
 from shared.events import event_ref
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.settings import Settings
-from tests.support.services import cuemem_in_process, publish_processed
+from tests.support.services import cuemem_in_process, publishing_processed
 from workers.bootstrap import Container
 
 CST = timezone(timedelta(hours=8))
@@ -45,18 +45,13 @@ Ingest = Callable[[list[Turn]], Container]
 @pytest.fixture
 def ingest(it_settings: Settings, start_workers: Callable[..., list[Any]]) -> Iterator[Ingest]:
     """Publish turns (each user in its own session) and wait until real workers processed them."""
-    containers: list[Container] = []
+    with publishing_processed(it_settings, start_workers) as publish:
 
-    def run(turns: list[Turn]) -> Container:
-        container, _ = publish_processed(
-            it_settings, start_workers, [(t.user_id, t.content, t.at) for t in turns]
-        )
-        containers.append(container)
-        return container
+        def run(turns: list[Turn]) -> Container:
+            container, _ = publish([(t.user_id, t.content, t.at) for t in turns])
+            return container
 
-    yield run
-    for container in containers:
-        container.close()
+        yield run
 
 
 def _memories(c: Container, user_id: str) -> list[Memory]:

@@ -22,7 +22,7 @@ from service.operations.recall import recall_for
 from shared.events import Role, TurnPublished
 from shared.ingest.extraction import extract
 from shared.settings import Settings
-from tests.support.services import publish_processed
+from tests.support.services import publishing_processed
 from workers.bootstrap import Container
 
 NOW = datetime(2026, 11, 16, 10, 0, tzinfo=UTC)  # a Monday: "last week" is 2026-11-09 .. 2026-11-15
@@ -55,18 +55,13 @@ def it_settings(it_settings: Settings) -> Settings:
 @pytest.fixture
 def ingest(it_settings: Settings, start_workers: Callable[..., list[Any]]) -> Iterator[Ingest]:
     """Publish turns (one conversation of one user) and wait until real workers processed them."""
-    containers: list[Container] = []
+    with publishing_processed(it_settings, start_workers) as publish:
 
-    def run(user_id: str, turns: list[Turn]) -> World:
-        container, ids = publish_processed(
-            it_settings, start_workers, [(user_id, t.content, t.at) for t in turns]
-        )
-        containers.append(container)
-        return World(container, user_id, ids)
+        def run(user_id: str, turns: list[Turn]) -> World:
+            container, ids = publish([(user_id, t.content, t.at) for t in turns])
+            return World(container, user_id, ids)
 
-    yield run
-    for container in containers:
-        container.close()
+        yield run
 
 
 def _ask(world: World, query: str, k: int = 5) -> dict[str, Any]:

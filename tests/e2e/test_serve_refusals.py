@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.cli import CUEMEM, assert_nothing_running, child_env, cuemem, kill_all
+from tests.support.cli import CUEMEM, assert_nothing_running, child_env, cuemem, kill_all, wait_or_kill_all
 from tests.support.own_servers import free_port
 from tests.support.services import wait_until
 from workers.runtime.serving import serving
@@ -142,11 +142,7 @@ def test_a_second_serve_on_a_served_data_dir_is_refused_naming_the_first(tmp_pat
         assert recalled.status_code == 200, recalled.text
     finally:
         os.killpg(first.pid, signal.SIGTERM)
-        try:
-            first.wait(timeout=COMMAND_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            kill_all(data_dir)
-            raise
+        wait_or_kill_all(first, data_dir, COMMAND_TIMEOUT_S)
     assert_nothing_running(data_dir)
     # The lock went with the process: the data dir can be served again.
     with serving(data_dir.resolve(), "the test"):
@@ -177,11 +173,7 @@ def test_an_mcp_server_on_the_library_holds_the_data_dir(tmp_path: Path) -> None
     finally:
         assert mcp.stdin is not None
         mcp.stdin.close()  # the host closes the server
-        try:
-            mcp.wait(timeout=COMMAND_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            kill_all(data_dir)
-            raise
+        wait_or_kill_all(mcp, data_dir, COMMAND_TIMEOUT_S)
     assert_nothing_running(data_dir)
 
 

@@ -4,8 +4,6 @@ that used it (this process, an in-memory exporter), which links back to the turn
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +12,7 @@ from infra import tracing
 from producers.publisher import Publisher
 from service.operations.recall import recall_for
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
+from tests.support.processes import assert_python_runs
 from tests.support.services import wait_processed, wait_until
 from workers.bootstrap import build_container
 from workers.runtime.embedded import settings_env
@@ -118,8 +117,7 @@ def test_an_apps_publish_reports_the_documented_service_and_scope(it_settings, r
         "tracing.flush()\n"
     )
     env = {k: v for k, v in settings_env(it_settings).items() if k != "OTEL_SERVICE_NAME"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert_python_runs(code, timeout=120, env=env)
     assert wait_until(lambda: any(s.name == "cuemem.publish" for s in receiver.snapshot()), 60)
     [publish] = [s for s in receiver.snapshot() if s.name == "cuemem.publish"]
     assert (publish.service, publish.scope) == ("cuemem", "cuemem")
@@ -154,8 +152,7 @@ def test_off_needs_nothing_of_opentelemetry():
         "else:\n"
         "    raise AssertionError('configure without OpenTelemetry did not refuse')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert_python_runs(code, timeout=120)
     # With OpenTelemetry installed and tracing off: no tracer provider set, Celery not instrumented.
     code = (
         "import producers.publisher, workers.bootstrap, workers.tasks\n"
@@ -167,5 +164,4 @@ def test_off_needs_nothing_of_opentelemetry():
         "assert type(trace.get_tracer_provider()).__name__ == 'ProxyTracerProvider'\n"
         "assert not CeleryInstrumentor().is_instrumented_by_opentelemetry\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert_python_runs(code, timeout=120)

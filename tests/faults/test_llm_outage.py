@@ -12,6 +12,7 @@ from sqlalchemy import text
 
 from producers.publisher import Publisher
 from tests.support.faults import check_exactly_once, report
+from tests.support.llm_stub import settings_on_stub
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
 from tests.support.services import wait_processed
 from tests.support.workload import make_turns
@@ -38,15 +39,8 @@ def test_llm_failing_for_the_whole_run_still_finishes_every_event_by_rules(it_se
     started = time.monotonic()
     turns = make_turns(users=2, per_user=20)
     with StubServer(default=responders[mode]) as stub:
-        settings = it_settings.model_copy(
-            update={
-                "llm_base_url": stub.base_url,
-                "llm_timeout_s": 1.0,
-                "llm_max_attempts": 2,
-                # Short, so the endpoint is tried again and again during the run, not once.
-                "llm_cooldown_s": 2.0,
-            }
-        )
+        # A short cooldown, so the endpoint is tried again and again during the run, not once.
+        settings = settings_on_stub(it_settings, stub, timeout_s=1.0, max_attempts=2, cooldown_s=2.0)
         c = build_container(settings)
         with Publisher.from_settings(settings) as pub:
             published = [pub.publish_turn(t) for u in sorted(turns) for t in turns[u]]

@@ -9,11 +9,19 @@ from datetime import timedelta, timezone
 
 import pytest
 
-from shared.events import Role, TurnPublished
 from shared.models import MemoryStatus, MemoryType
 from shared.queues import TaskName
 from shared.storage import DeadLetter, HistoryEntry
-from tests.support.api import AT, ApiEnv, api_settings, error_of, fields_of, running_api, seed_memory
+from tests.support.api import (
+    AT,
+    ApiEnv,
+    api_settings,
+    error_of,
+    fields_of,
+    running_api,
+    seed_memory,
+    seed_turn,
+)
 
 A, B = "tenant-a", "tenant-b"
 USER = "u-time"
@@ -36,13 +44,8 @@ def _turn(
     role: str = "user",
     zone: timezone | None = None,
 ) -> str:
-    event_id = f"ev-{tenant}-{user}-{n}"  # the event seed_memory(..., n=n) cites
     at = (AT + timedelta(minutes=n)).astimezone(zone)
-    turn = TurnPublished(event_id, tenant, user, session, n + 1, Role(role), content, at, {})
-    with env.container.uow() as uow:
-        assert uow.events.insert_if_absent(turn, "done")
-        uow.commit()
-    return event_id
+    return seed_turn(env.container, tenant, user, n, content, at=at, session=session, role=role)
 
 
 def test_timeline_holds_the_users_turns_with_the_memories_made_from_them(env):

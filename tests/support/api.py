@@ -16,6 +16,7 @@ import httpx
 from fastapi.testclient import TestClient
 
 from service.operations.curation import create_key
+from shared.events import Role, TurnPublished
 from shared.indexing.collections import MEMORIES
 from shared.indexing.sync import push_unindexed
 from shared.ingest.extract import memory_hash
@@ -88,6 +89,27 @@ def running_api(settings: Settings) -> Iterator[ApiEnv]:
     finally:
         env.client.app.state.close()  # type: ignore[attr-defined]
         env.container.close()
+
+
+def seed_turn(
+    c: Container,
+    tenant: str,
+    user: str,
+    n: int,
+    content: str,
+    *,
+    at: datetime,
+    session: str = "s1",
+    role: str = "user",
+) -> str:
+    """A persisted turn the pipeline is done with, number ``n`` of its session: the event
+    ``ev-{tenant}-{user}-{n}`` that ``seed_memory(..., n=n)`` cites; its id."""
+    event_id = f"ev-{tenant}-{user}-{n}"
+    turn = TurnPublished(event_id, tenant, user, session, n + 1, Role(role), content, at, {})
+    with c.uow() as uow:
+        assert uow.events.insert_if_absent(turn, "done")
+        uow.commit()
+    return event_id
 
 
 def seed_memory(

@@ -117,3 +117,10 @@ def open_page(browser: Any, url: str, timezone_id: str | None = None) -> tuple[A
     page.goto(url + "/inspector")
     page.wait_for_selector("body[data-ready='true']")
     return page, watched
+
+
+def open_user(page: Any, key: str, user: str) -> None:
+    """Sign the page in with the tenant's API ``key`` and open ``user`` from the user list."""
+    page.fill("#api-key", key)
+    page.click("#use-key")
+    page.wait_for_selector(f"#user-list button[data-user='{user}']").click()

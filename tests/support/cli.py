@@ -119,6 +119,18 @@ def data_dir_processes(data_dir: Path) -> list[tuple[psutil.Process, str]]:
     return found
 
 
+def wait_or_kill_all(
+    proc: subprocess.Popen[bytes], data_dir: Path, timeout: float = COMMAND_TIMEOUT_S
+) -> None:
+    """Wait for ``proc``, already told to stop, to exit; if it hangs, kill every process of the
+    data dir (so none leaks into the rest of the session) and let the timeout fail the test."""
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_all(data_dir)
+        raise
+
+
 def assert_nothing_running(data_dir: Path, *, after: Run | None = None) -> None:
     """No process of the data dir may outlive the command; give stopping ones a moment to exit."""
     procs = data_dir_processes(data_dir)

@@ -1,5 +1,6 @@
 """Driving OpenAIJsonLLM against the scripted OpenAI-compatible server (tests/support/openai_stub.py):
-a client on the stub, answers with usage, and reading back what the client sent."""
+a client on the stub, the pipeline's settings on the stub, answers with usage, and reading back what
+the client sent."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from shared.llm import INSTRUCTIONS, LLM, ImportanceAnswer, LLMOperation, LLMUsage
+from shared.settings import Settings
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
 from workers.endpoints.llm import OpenAIJsonLLM
 
@@ -46,6 +48,27 @@ def make(stub: StubServer, sink: ListSink | None = None, **overrides: Any) -> Op
     }
     args.update(overrides)
     return OpenAIJsonLLM(**args)
+
+
+def settings_on_stub(
+    settings: Settings,
+    stub: StubServer,
+    *,
+    timeout_s: float = 60.0,
+    max_attempts: int = 1,
+    cooldown_s: float = 0.0,
+) -> Settings:
+    """``settings`` with the pipeline's LLM on ``stub``. By default a timeout no loaded machine
+    reaches (the stub answers at once), one attempt and no cooldown: each turn takes the path its
+    answer sends it down, whichever worker takes it first."""
+    return settings.model_copy(
+        update={
+            "llm_base_url": stub.base_url,
+            "llm_timeout_s": timeout_s,
+            "llm_max_attempts": max_attempts,
+            "llm_cooldown_s": cooldown_s,
+        }
+    )
 
 
 def answer(content: str, prompt_tokens: int = 120, completion_tokens: int = 30, **kw: Any) -> StubResponse:

@@ -30,3 +30,12 @@ def python_json(code: str, *args: str, timeout: float, **env: str) -> Any:
         check=True,
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def assert_python_runs(code: str, *, timeout: float, env: dict[str, str] | None = None) -> None:
+    """Run ``code`` in a new interpreter (``env``: its whole environment, else this process's);
+    fail with the tail of its stderr unless it exits 0."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -51,6 +52,27 @@ def publish_processed(
         ]
     wait_processed(container, ids, start_workers())
     return container, ids
+
+
+PublishProcessed = Callable[[Sequence[tuple[str, str, datetime]]], tuple[Container, list[str]]]
+
+
+@contextmanager
+def publishing_processed(
+    settings: Settings, start_workers: Callable[[], list[WorkerProcess]]
+) -> Iterator[PublishProcessed]:
+    """``publish_processed`` bound to ``settings`` and ``start_workers``, for an ``ingest`` fixture
+    to call as often as its test likes; every container it built is closed on leaving."""
+    containers: list[Container] = []
+
+    def publish(turns: Sequence[tuple[str, str, datetime]]) -> tuple[Container, list[str]]:
+        container, ids = publish_processed(settings, start_workers, turns)
+        containers.append(container)
+        return container, ids
+
+    yield publish
+    for container in containers:
+        container.close()
 
 
 def wait_processed(
