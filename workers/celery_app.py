@@ -92,8 +92,29 @@ def _trace_tasks() -> None:
     tracing.configure(get_settings(), tracing.WORKER_SERVICE)
 
 
+def _load_before_fork() -> None:
+    """Load in the worker's main process, before its pool forks, what every task process would
+    otherwise load inside its first task, and so inside that task's time limit: jieba's dictionary
+    and the modules the container imports on first use (the database adapters, the LLM endpoint).
+    Each child, one started again after a crash too, begins with them. Nothing here opens a
+    connection or a file that a child would share.
+
+    Why: at a fault test's start, with four pool children starting at once on two busy cores, a
+    child's first task spent 4 to 9 s in these loads (py-spy: jieba's dictionary, then the
+    imports), and once more than the 20 s time limit of the tests that kill workers. That task was
+    dead-lettered. Loaded here, they cost about 2 s once, in the main process."""
+    import workers.db.out_of_range
+    import workers.db.uow
+    import workers.endpoints.llm
+    import workers.endpoints.llm_runtime  # noqa: F401
+    from shared.language.text import load_segmenter
+
+    load_segmenter()
+
+
 @worker_init.connect
 def _worker_started(sender: Any = None, **_: object) -> None:
+    _load_before_fork()
     # A solo pool runs the tasks in this process; a prefork pool in children (worker_process_init).
     if "solo" in str(getattr(sender, "pool_cls", "")).lower():
         _trace_tasks()

@@ -77,6 +77,13 @@ def _tokenizer() -> jieba.Tokenizer:
     return jieba.Tokenizer()
 
 
+def load_segmenter() -> None:
+    """Load jieba's dictionary now instead of on the first Chinese text: about a second of CPU
+    alone, several seconds on a busy machine. A worker calls it before its pool forks
+    (``workers/celery_app.py``), so that no child pays it inside its first task's time limit."""
+    _tokenizer().check_initialized()
+
+
 def _split_word(word: str) -> list[str]:
     """Normalise one non-CJK word; split plain hyphenated words but never codes or numbers."""
     word = word.lower().replace("’", "'")

@@ -6,6 +6,7 @@ tell which turns those are and send them again, and no seq is reused.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,7 +66,6 @@ def whole_commands(aof: bytes) -> int:
 @dataclass
 class Crash:
     caught_up: bool  # every turn published since the previous crash was recorded, publishing held
-    published_at_kill: int  # how many publishes had returned when Redis was killed
     aof_bytes_after_kill: int
     aof_bytes_kept: int
     kept: bytes = field(repr=False)  # what survived: the file Redis restarts on
@@ -76,16 +76,39 @@ class Crash:
     fell_back: dict[str, tuple[int, int]] = field(default_factory=dict)  # their counter: before, after
 
 
+def ledger_entries(aof: bytes, tenant: str) -> set[str]:
+    """The event ids whose publish ledger member (written by their publish, or by the settle of
+    their record) a piece of an append-only file holds: each member is a whole bulk string."""
+    prefix = redis_layout.ledger_member(tenant, "").encode()
+    return {m.decode() for m in re.findall(re.escape(b"\r\n" + prefix) + rb"([^\r\n]+)\r\n", aof)}
+
+
+def published_since_restart(server: OwnRedis, previous: Crash, ingest: faults.Ingest) -> list[str]:
+    """The turns published since ``previous``'s restart, as the append-only file tells: those whose
+    ledger entry Redis wrote after the part it restarted on (or whose record settled since; those
+    are recorded). Not every publish counted after the crash: publishing went on at full pace
+    until the kill, so turns published between the moment the crash counted them and the kill
+    were cut, lost for good, and would be waited for in vain."""
+    aof = server.aof_tail().read_bytes()
+    assert aof.startswith(previous.kept), "Redis rewrote its append-only file since the crash"
+    written = ledger_entries(aof[len(previous.kept) :], ingest.settings.tenant_id)
+    with ingest._lock:
+        return [p.event_id for p in ingest.published if p.event_id in written]
+
+
 def await_all_recorded(
-    c: Container, ingest: faults.Ingest, server: OwnRedis, workers: faults.Workers, since: int
+    c: Container, ingest: faults.Ingest, server: OwnRedis, workers: faults.Workers, previous: Crash | None
 ) -> None:
     """With publishing held, wait until the record queue is empty and every turn published since
-    the ``since``-th (the previous crash: what it cut stays lost until the end) is recorded: the
-    seqs Redis is about to forget then belong to turns Postgres holds."""
-    client = redis.Redis.from_url(server.url)
-    with ingest._lock:
-        ids = [p.event_id for p in ingest.published[since:]]
+    the ``previous`` crash (what it cut stays lost until the end) is recorded: the seqs Redis is
+    about to forget then belong to turns Postgres holds."""
+    if previous is None:
+        with ingest._lock:
+            ids = [p.event_id for p in ingest.published]
+    else:
+        ids = published_since_restart(server, previous, ingest)
     assert len(ids) > TAIL_TURNS, f"only {len(ids)} turns published since the previous crash"
+    client = redis.Redis.from_url(server.url)
 
     def recorded() -> bool:
         workers.revive()  # the recorder may have exited on the previous crash
@@ -101,10 +124,10 @@ def await_all_recorded(
 
 
 def crash_redis(server: OwnRedis, ingest: faults.Ingest, caught_up: bool) -> Crash:
+    # Unless publishing is held, turns are still published until the kill: the cut takes them too.
     with ingest._lock:
         conversations = sorted({(p.user_id, p.session_id) for p in ingest.published})
         tail = [p.event_id for p in ingest.published[-TAIL_TURNS:]]
-        published_at_kill = len(ingest.published)
     tenant = ingest.settings.tenant_id
     counter_keys = [redis_layout.seq_key(tenant, user, session) for user, session in conversations]
     client = redis.Redis.from_url(server.url)
@@ -137,7 +160,6 @@ def crash_redis(server: OwnRedis, ingest: faults.Ingest, caught_up: bool) -> Cra
     }
     return Crash(
         caught_up,
-        published_at_kill,
         len(data),
         keep,
         data[:keep],
@@ -219,7 +241,7 @@ def test_redis_crash_mid_ingest_loses_only_the_cut_tail_which_the_app_can_resend
         caught_up = r % 2 == 1
         if caught_up:
             ingest.hold()
-            await_all_recorded(c, ingest, own_redis, workers, done[-1].published_at_kill if done else 0)
+            await_all_recorded(c, ingest, own_redis, workers, done[-1] if done else None)
         # Otherwise at full pace: turns of the tail may still be queued, and are lost.
         assert not ingest.finished, "publishing finished before the crash; the test proved nothing"
         done.append(crash_redis(own_redis, ingest, caught_up))
@@ -256,35 +278,27 @@ def test_redis_crash_mid_ingest_loses_only_the_cut_tail_which_the_app_can_resend
     caught_up_lost = [n for n, k in zip(lost_by_crash, done, strict=True) if k.caught_up]
     assert not any(caught_up_lost), f"crashes after the recorder had caught up lost turns: {lost_by_crash}"
 
-    # A turn handed a seq that a recorded turn holds is renumbered above its conversation, and
-    # its receipt says so; every other turn keeps the seq the producer returned.
-    renumbered: dict[str, int] = {}
-    with c.uow() as uow:
-        receipts = uow.receipts.get_many(settings.tenant_id, ids)
-        for p in published:
-            receipt = receipts.get(p.event_id)
-            reason = receipt.reason if receipt is not None else None
-            if reason is not None and reason.startswith("renumbered"):
-                stored = uow.events.get(event_ref(settings.tenant_id, p.event_id))
-                assert stored is not None and stored.event.seq > p.seq, (p, stored)
-                assert reason.startswith(f"renumbered from seq {p.seq} to {stored.event.seq}:")
-                renumbered[p.event_id] = stored.event.seq
+    renumbered = renumbered_turns(c, tenant, published)
     assert renumbered, (
         f"no turn was handed a taken seq; the test proved nothing: {[k.fell_back for k in done]}"
     )
 
     # The app can tell which turns were lost (no receipt: the status it reads says "queued"
     # forever) and sends each again with its event id, as after a publish that failed: recorded
-    # once, with the seq the new publish returned.
+    # once, with the seq the new publish returned, or renumbered like any turn when the counter
+    # handed it a taken seq. That happens when the caught-up crash cut the last counter writes
+    # (a renumbering's too) of a conversation that published nothing after it: its counter
+    # stays behind its recorded turns until the next publish, the re-send, draws from it.
     resent = resend(settings, turns, published, lost)
     assert wait_until(lambda: faults.done_count(c, sorted(lost)) == len(lost), 300), (
         f"{len(lost) - faults.done_count(c, sorted(lost))} of {len(lost)} re-sent turns never got done"
     )
+    resent_renumbered = renumbered_turns(c, tenant, resent)
     expected = [
         dataclasses.replace(p, seq=renumbered.get(p.event_id, p.seq))
         for p in published
         if p.event_id not in lost
-    ] + resent
+    ] + [dataclasses.replace(p, seq=resent_renumbered.get(p.event_id, p.seq)) for p in resent]
     figures = faults.check_and_stop(c, settings, workers, expected, sorted(turns), "after the Redis crash")
     faults.report(
         "redis_crash",
@@ -296,6 +310,7 @@ def test_redis_crash_mid_ingest_loses_only_the_cut_tail_which_the_app_can_resend
         lost=lost_by_crash,
         resent=len(resent),
         renumbered=len(renumbered),
+        resent_renumbered=len(resent_renumbered),
         counters_behind=[k.counters_behind for k in done],
         record_queue_at_kill=[k.record_queue_at_kill for k in done],
         aof_bytes_cut=[k.aof_bytes_after_kill - k.aof_bytes_kept for k in done],
@@ -303,6 +318,24 @@ def test_redis_crash_mid_ingest_loses_only_the_cut_tail_which_the_app_can_resend
         worker_exits=workers.exits,
         **figures,
     )
+
+
+def renumbered_turns(c: Container, tenant: str, published: list[Published]) -> dict[str, int]:
+    """The seq each renumbered turn of ``published`` is recorded under. A turn handed a seq that a
+    recorded turn holds is renumbered above its conversation, and its receipt says from which seq
+    to which; every other turn keeps the seq the producer returned."""
+    renumbered: dict[str, int] = {}
+    with c.uow() as uow:
+        receipts = uow.receipts.get_many(tenant, [p.event_id for p in published])
+        for p in published:
+            receipt = receipts.get(p.event_id)
+            reason = receipt.reason if receipt is not None else None
+            if reason is not None and reason.startswith("renumbered"):
+                stored = uow.events.get(event_ref(tenant, p.event_id))
+                assert stored is not None and stored.event.seq > p.seq, (p, stored)
+                assert reason.startswith(f"renumbered from seq {p.seq} to {stored.event.seq}:")
+                renumbered[p.event_id] = stored.event.seq
+    return renumbered
 
 
 def resend(
