@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from sqlalchemy import text
 
 from shared.events import Role, TurnPublished
@@ -69,18 +68,15 @@ def _found(uow) -> tuple[list[str], list[str]]:
     return [m.content.split()[-1] for m in memories], [e.event.event_id[1:] for e in events]
 
 
-@pytest.fixture
-def settings(it_settings: Settings) -> Settings:
-    return it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 16})
-
-
-def test_sql_overlap_reads_agree_with_the_fakes_and_use_the_event_time_indexes(settings: Settings) -> None:
+def test_sql_overlap_reads_agree_with_the_fakes_and_use_the_event_time_indexes(
+    sql_settings: Settings,
+) -> None:
     fake = FakeStore()
     with fake.uow() as uow:
         _load(uow)
         expected = _found(uow)
     assert sorted(expected[0]) == sorted(INSIDE) == sorted(expected[1])
-    container = build_container(settings)
+    container = build_container(sql_settings)
     try:
         with container.uow() as uow:
             _load(uow)
