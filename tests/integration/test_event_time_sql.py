@@ -3,6 +3,7 @@ find, and are ranges of the partial indexes of migration 0008."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import text
@@ -12,6 +13,7 @@ from shared.language.timeexpr import MAX_SPAN, Span
 from shared.models import RECALLABLE_STATUSES, Memory, MemoryStatus, MemoryType
 from shared.settings import Settings
 from tests.support.fakes import FakeStore
+from tests.support.rows import memory_row
 from workers.bootstrap import build_container
 
 TOLD = datetime(2026, 8, 12, 10, tzinfo=UTC)
@@ -34,19 +36,11 @@ INSIDE = {"1", "4", "6"}
 
 
 def _memory(n: str, span: Span | None, status: MemoryStatus = MemoryStatus.ACTIVE) -> Memory:
-    return Memory(
-        id=f"00000000-0000-4000-8000-{int(n):012d}",
-        tenant_id="default",
-        user_id="u",
+    """Memory ``n``, told at TOLD, of an event that happened in ``span`` (None: no time named)."""
+    told = memory_row(int(n), "default", "u", TOLD, status=status)
+    return replace(
+        told,
         type=MemoryType.EPISODIC,
-        content=f"memory {n}",
-        importance=5.0,
-        status=status,
-        created_at=TOLD,
-        updated_at=TOLD,
-        last_accessed_at=TOLD,
-        sources=[{"event_id": f"e{n}", "session_id": "s", "seq": int(n), "at": TOLD.isoformat()}],
-        content_hash=f"h{n}",
         happened_from=span[0] if span else None,
         happened_to=span[1] if span else None,
     )
