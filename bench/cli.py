@@ -15,6 +15,16 @@ bench_app = typer.Typer(
 )
 
 
+# The scratch services of the benchmarks that measure on real ones (latency, ingest, footprint):
+# their options, written once. Databases are created on --pg-admin and dropped at the end; the
+# Redis db is flushed.
+PgAdmin = Annotated[
+    str, typer.Option("--pg-admin", help="Admin URL: fresh databases are created there and dropped")
+]
+ScratchRedis = Annotated[str, typer.Option("--redis-url", help="A dedicated Redis db (flushed)")]
+Keep = Annotated[bool, typer.Option("--keep", help="Keep the databases and data dirs (debugging)")]
+
+
 @bench_app.callback()
 def _user_lexicon() -> None:
     # Some benchmarks analyse text without a container (latency, baselines): install the user cue
@@ -317,13 +327,9 @@ def latency_command(
     pool_size: Annotated[
         int, typer.Option("--pool-size", min=50, help="Distinct texts embedded with E5")
     ] = 2000,
-    pg_admin: Annotated[
-        str, typer.Option("--pg-admin", help="Admin URL: a fresh database is created there and dropped")
-    ] = DEFAULT_PG_ADMIN,
-    redis_url: Annotated[
-        str, typer.Option("--redis-url", help="A dedicated Redis db (flushed) for working memory")
-    ] = LATENCY_REDIS,
-    keep: Annotated[bool, typer.Option("--keep", help="Keep the database and data dir (debugging)")] = False,
+    pg_admin: PgAdmin = DEFAULT_PG_ADMIN,
+    redis_url: ScratchRedis = LATENCY_REDIS,  # working memory
+    keep: Keep = False,
 ) -> None:
     """Recall latency per stage at 1k/10k/100k memories per user; the cue stage alone at 1M."""
     from bench.latency import LatencyConfig, run
@@ -380,13 +386,9 @@ def ingest_command(
     noop_tasks: Annotated[
         int, typer.Option("--noop-tasks", min=100, help="No-op tasks per worker count")
     ] = 2000,
-    pg_admin: Annotated[
-        str, typer.Option("--pg-admin", help="Admin URL: a fresh database per phase, dropped at the end")
-    ] = DEFAULT_PG_ADMIN,
-    redis_url: Annotated[
-        str, typer.Option("--redis-url", help="A dedicated Redis db (flushed): broker and working memory")
-    ] = INGEST_REDIS,
-    keep: Annotated[bool, typer.Option("--keep", help="Keep databases and data dirs (debugging)")] = False,
+    pg_admin: PgAdmin = DEFAULT_PG_ADMIN,  # a fresh database per phase
+    redis_url: ScratchRedis = INGEST_REDIS,  # broker and working memory
+    keep: Keep = False,
 ) -> None:
     """Events/s through the whole pipeline at 1/2/4 workers vs raw embedding and a no-op task."""
     from bench.ingest import IngestConfig, run
@@ -416,9 +418,7 @@ def footprint_command(
     batch_every_s: Annotated[
         float, typer.Option("--batch-every-s", min=1, help="Seconds between import batches of 64 turns")
     ] = 20.0,
-    pg_admin: Annotated[
-        str, typer.Option("--pg-admin", help="Admin URL: a fresh database is created there and dropped")
-    ] = DEFAULT_PG_ADMIN,
+    pg_admin: PgAdmin = DEFAULT_PG_ADMIN,
 ) -> None:
     """RSS and CPU of each deployed process (API, worker, index owner, beat, Flower, Redis), idle
     and under load: what deploy/kubernetes/ sizes its containers from."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -147,6 +148,16 @@ class Memory:
 
 def memory_id(tenant_id: str, user_id: str, event_id: str, index: int) -> str:
     return str(uuid.uuid5(MEMORY_NAMESPACE, f"{tenant_id}\x1f{user_id}\x1f{event_id}\x1f{index}"))
+
+
+def memory_hash(memory_type: str, content: str) -> str:
+    """The one definition of a memory's content hash, the key an exact repeat is found by
+    (``MemoryRepository.active_with_hash``): the type and the content with its white space folded
+    and its case lowered, so a repeat that differs only there has the same hash. Stored with every
+    memory, so the form never changes: the sha256 of the type, a newline and that content, as a
+    turn's hash is of its role and content (``shared.events.content_hash``)."""
+    normalized = " ".join(content.split()).lower()
+    return hashlib.sha256(f"{memory_type}\n{normalized}".encode()).hexdigest()
 
 
 def imported_memory_id(tenant_id: str, user_id: str, file_id: str) -> str:

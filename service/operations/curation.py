@@ -22,7 +22,7 @@ from shared.lifecycle import curation
 from shared.models import Memory, MemoryStatus, MemoryType, turn_point_id
 from shared.queues import IndexKind
 from shared.settings import Settings
-from shared.storage import UnitOfWork
+from shared.storage import EMBEDDING_MODEL_KEY, UnitOfWork
 from workers.bootstrap import Container
 from workers.redis.rewrite import after_privacy_delete
 
@@ -232,7 +232,7 @@ def readiness(container: Container) -> dict[str, str]:
     out: dict[str, str] = {}
     try:
         with container.uow() as uow:
-            uow.meta.get("embedding_model")
+            uow.meta.get(EMBEDDING_MODEL_KEY)
         out["postgres"] = "ok"
     except Exception as exc:
         out["postgres"] = f"down: {type(exc).__name__}: {str(exc)[:200]}"

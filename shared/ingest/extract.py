@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from shared.events import Role, TurnPublished, content_hash
+from shared.events import Role, TurnPublished
 from shared.ingest.common import load_event, next_step
 from shared.ingest.extraction import extract
 from shared.language.clauses import question_text
@@ -21,6 +21,7 @@ from shared.models import (
     MemoryStatus,
     MemoryType,
     Source,
+    memory_hash,
     memory_id,
 )
 from shared.storage import FollowUp, UnitOfWork
@@ -140,8 +141,3 @@ def honour_explicit(event: TurnPublished, extraction: Extraction, threshold: flo
         replace(d, importance=max(d.importance, threshold), type=memory_type or d.type) for d in drafts
     )
     return Extraction(max(extraction.importance, threshold), kept, (*extraction.reasons, "explicit"))
-
-
-def memory_hash(memory_type: str, content: str) -> str:
-    """The one definition of a memory's content hash (an exact repeat has the same one)."""
-    return content_hash(memory_type, " ".join(content.split()).lower())

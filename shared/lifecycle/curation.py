@@ -17,11 +17,10 @@ from typing import Any
 
 from shared import fields
 from shared.events import FieldError, InvalidInput, id_problem, text_problem
-from shared.ingest.extract import memory_hash
 from shared.language.cues import cues_for_memory, entities, lexicon_tags, slot_for
 from shared.language.timeexpr import happened
 from shared.lifecycle.sweeps import RestoreRefused, restore_memory, save_change
-from shared.models import Memory, MemoryStatus, MemoryType
+from shared.models import Memory, MemoryStatus, MemoryType, memory_hash
 from shared.ports import Embedder
 from shared.scoring import DecayPolicy
 from shared.storage import HistoryEntry, UnitOfWork

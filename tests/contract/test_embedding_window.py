@@ -3,7 +3,7 @@ is at most ``CUEMEM_EMBEDDING_MAX_TOKENS`` tokens, counted by the model's own to
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -12,28 +12,10 @@ from pydantic import SecretStr
 from bench.common import mixed_text
 from shared.settings import Settings
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, embeddings_body
+from tests.support.recording_embedder import RecordingEmbedder
 from workers.endpoints.embedders import build_embedder
 from workers.endpoints.embedders.e5 import E5_MAX_TOKENS, E5Embedder
 from workers.endpoints.embedders.window import WindowCut, approximate_tokens, head_within
-
-
-class Recorder:
-    """Keeps what it is handed; answers a fixed vector."""
-
-    model_name = "recorder"
-    dim = 2
-
-    def __init__(self) -> None:
-        self.passages: list[str] = []
-        self.queries: list[str] = []
-
-    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        self.passages.extend(texts)
-        return [[1.0, 0.0] for _ in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        self.queries.append(text)
-        return [1.0, 0.0]
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +26,7 @@ def e5() -> E5Embedder:
 def test_a_long_turn_and_a_long_query_reach_the_model_at_512_tokens_or_fewer(e5: E5Embedder) -> None:
     turn, query = mixed_text(32_000, 7), mixed_text(4_000, 8)
     assert e5.token_count(turn) > 4 * E5_MAX_TOKENS  # far beyond the window before the cut
-    recorder = Recorder()
+    recorder = RecordingEmbedder()
     cut = WindowCut(recorder, e5.token_count, E5_MAX_TOKENS)
 
     cut.embed_passages([turn, "short"])

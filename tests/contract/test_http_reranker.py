@@ -12,20 +12,13 @@ from pydantic import SecretStr
 from shared.ports import Reranker
 from shared.recall.rerank import rerank_order
 from shared.settings import Settings
+from tests.support.endpoint_calls import AFTER_THE_HANG, HANG_TIMEOUT_S, QUICK_RETRIES
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer
 from workers.endpoints.rerankers import RerankError, build_reranker
 from workers.endpoints.rerankers.http import HttpReranker, rerank_endpoint
 
 SECRET = "rk-test-very-secret-key"
 DOCS = ["端口是8443", "我不吃香菜", "the port is 8443"]
-
-
-# A hang, then answers: the hung attempt times out after HANG_TIMEOUT_S, and so would an answer
-# that a loaded machine delays past it; but every attempt after the hang is answered, so such a
-# machine costs attempts (up to AFTER_THE_HANG), never the test. Other tests' attempts get a
-# timeout that is only a hang guard (``make``).
-HANG_TIMEOUT_S = 0.5
-AFTER_THE_HANG = 20
 
 
 def url(stub: StubServer) -> str:
@@ -36,10 +29,8 @@ def make(stub: StubServer, **overrides: Any) -> HttpReranker:
     args: dict[str, Any] = {
         "url": url(stub),
         "api_key": SecretStr(SECRET),
-        "timeout_s": 60.0,  # a hang guard: the tests of timeouts give their own
         "max_attempts": 3,
-        "backoff_initial_s": 0.001,
-        "backoff_max_s": 0.01,
+        **QUICK_RETRIES,
     }
     args.update(overrides)
     return HttpReranker(**args)

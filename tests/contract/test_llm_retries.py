@@ -11,19 +11,12 @@ import time
 import pytest
 
 from shared.llm import ImportanceAnswer, LLMUsage
+from tests.support.endpoint_calls import AFTER_THE_HANG, HANG_TIMEOUT_S
 from tests.support.llm_stub import MODELS, ListSink, json_answer, make, score
 from tests.support.openai_stub import StubResponse, StubServer, chat_completion_body, error_body
 from workers.endpoints.llm import OpenAIJsonLLM
 
 # -- retries --------------------------------------------------------------------------------------
-
-
-# A hang, then answers: the hung attempt times out after HANG_TIMEOUT_S, and so would an answer
-# that a loaded machine delays past it; but every attempt after the hang is answered, so such a
-# machine costs attempts (up to AFTER_THE_HANG), never the test. Other tests' attempts get a
-# timeout that is only a hang guard (``make``).
-HANG_TIMEOUT_S = 0.5
-AFTER_THE_HANG = 20
 
 
 def test_429_twice_then_success_records_every_attempt(stub: StubServer, sink: ListSink) -> None:

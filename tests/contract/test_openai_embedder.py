@@ -13,6 +13,7 @@ from pydantic import SecretStr
 
 from shared.ports import Embedder
 from shared.settings import Settings
+from tests.support.endpoint_calls import AFTER_THE_HANG, HANG_TIMEOUT_S, QUICK_RETRIES
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, embeddings_body, error_body
 from workers.endpoints.call_options import BackoffWait
 from workers.endpoints.embedders import EmbeddingError, build_embedder
@@ -24,24 +25,14 @@ DIM = 4
 EMBEDDINGS = "/v1/embeddings"
 
 
-# A hang, then answers: the hung attempt times out after HANG_TIMEOUT_S, and so would an answer
-# that a loaded machine delays past it; but every attempt after the hang is answered, so such a
-# machine costs attempts (up to AFTER_THE_HANG), never the test. Other tests' attempts get a
-# timeout that is only a hang guard (``make``).
-HANG_TIMEOUT_S = 0.5
-AFTER_THE_HANG = 20
-
-
 def make(stub: StubServer, **overrides: Any) -> OpenAIEmbedder:
     args: dict[str, Any] = {
         "base_url": stub.base_url,
         "api_key": SecretStr(SECRET),
         "model": "stub-embed",
         "dim": DIM,
-        "timeout_s": 60.0,  # a hang guard: the tests of timeouts give their own
         "max_attempts": 5,
-        "backoff_initial_s": 0.001,
-        "backoff_max_s": 0.01,
+        **QUICK_RETRIES,
     }
     args.update(overrides)
     return OpenAIEmbedder(**args)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -28,7 +28,7 @@ from shared.models import Memory, MemoryStatus, MemoryType
 from shared.settings import Settings
 from tests.support.llm_stub import settings_on_stub
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
-from tests.support.services import publishing_processed, wait_processed
+from tests.support.services import PublishProcessed, as_shipped, wait_processed
 from workers.bootstrap import Container, build_container
 
 CST = timezone(timedelta(hours=8))
@@ -50,18 +50,16 @@ Ingest = Callable[[str, list[Turn]], Container]
 @pytest.fixture
 def it_settings(it_settings: Settings) -> Settings:
     """As the product runs by default: the E5 model, context windows."""
-    return it_settings.model_copy(update={"turn_window": 3, "embedder": "e5"})
+    return as_shipped(it_settings)
 
 
 @pytest.fixture
-def ingest(it_settings: Settings, start_workers: Callable[..., list[Any]]) -> Iterator[Ingest]:
-    with publishing_processed(it_settings, start_workers) as publish:
+def ingest(publish_turns: PublishProcessed) -> Ingest:
+    def run(user_id: str, turns: list[Turn]) -> Container:
+        container, _ = publish_turns([(t.user_id or user_id, t.content, t.at) for t in turns])
+        return container
 
-        def run(user_id: str, turns: list[Turn]) -> Container:
-            container, _ = publish([(t.user_id or user_id, t.content, t.at) for t in turns])
-            return container
-
-        yield run
+    return run
 
 
 def _memories(c: Container, user_id: str, statuses: list[MemoryStatus] | None = None) -> list[Memory]:

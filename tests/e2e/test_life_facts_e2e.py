@@ -14,17 +14,16 @@ process them, and the memories are read back from Postgres:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
 
 import pytest
 
 from shared.events import event_ref
 from shared.models import Memory, MemoryStatus, MemoryType
 from shared.settings import Settings
-from tests.support.services import cuemem_in_process, publishing_processed
+from tests.support.services import PublishProcessed, cuemem_in_process
 from workers.bootstrap import Container
 
 CST = timezone(timedelta(hours=8))
@@ -43,15 +42,14 @@ Ingest = Callable[[list[Turn]], Container]
 
 
 @pytest.fixture
-def ingest(it_settings: Settings, start_workers: Callable[..., list[Any]]) -> Iterator[Ingest]:
+def ingest(publish_turns: PublishProcessed) -> Ingest:
     """Publish turns (each user in its own session) and wait until real workers processed them."""
-    with publishing_processed(it_settings, start_workers) as publish:
 
-        def run(turns: list[Turn]) -> Container:
-            container, _ = publish([(t.user_id, t.content, t.at) for t in turns])
-            return container
+    def run(turns: list[Turn]) -> Container:
+        container, _ = publish_turns([(t.user_id, t.content, t.at) for t in turns])
+        return container
 
-        yield run
+    return run
 
 
 def _memories(c: Container, user_id: str) -> list[Memory]:

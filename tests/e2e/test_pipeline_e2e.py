@@ -19,6 +19,7 @@ from producers.publisher import Publisher
 from shared.events import InvalidEvent
 from shared.models import MemoryStatus
 from shared.queues import ROUTES, TaskName
+from shared.storage import EMBEDDING_MODEL_KEY
 from tests.support.queues import assert_queues_drain, beat_sweep, broker_sender
 from tests.support.services import memory_snapshot, table_counts, wait_processed, wait_until
 from tests.support.workload import BASE, make_turns, publish_conversation
@@ -358,7 +359,7 @@ def test_poison_message_is_dead_lettered_after_the_delivery_cap(it_settings, sta
 def test_embedding_model_change_is_refused_with_reindex_hint(it_settings, start_workers):
     c = build_container(it_settings)
     with c.uow() as uow:
-        uow.meta.set("embedding_model", "some-older-model")
+        uow.meta.set(EMBEDDING_MODEL_KEY, "some-older-model")
         uow.commit()
     with Publisher.from_settings(it_settings) as pub:
         p = pub.publish(user_id="u", session_id="s", role="user", content="生产环境部署端口是8443")

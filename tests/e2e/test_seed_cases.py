@@ -11,7 +11,7 @@ query and ``now`` must give identical items, and every item must explain itself 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,7 +22,7 @@ from service.operations.recall import recall_for
 from shared.events import Role, TurnPublished
 from shared.ingest.extraction import extract
 from shared.settings import Settings
-from tests.support.services import publishing_processed
+from tests.support.services import PublishProcessed, as_shipped
 from workers.bootstrap import Container
 
 NOW = datetime(2026, 11, 16, 10, 0, tzinfo=UTC)  # a Monday: "last week" is 2026-11-09 .. 2026-11-15
@@ -49,19 +49,18 @@ Ingest = Callable[[str, list[Turn]], World]
 @pytest.fixture
 def it_settings(it_settings: Settings) -> Settings:
     """The seed cases run as the product does by default: with context windows and the E5 model."""
-    return it_settings.model_copy(update={"turn_window": 3, "embedder": "e5"})
+    return as_shipped(it_settings)
 
 
 @pytest.fixture
-def ingest(it_settings: Settings, start_workers: Callable[..., list[Any]]) -> Iterator[Ingest]:
+def ingest(publish_turns: PublishProcessed) -> Ingest:
     """Publish turns (one conversation of one user) and wait until real workers processed them."""
-    with publishing_processed(it_settings, start_workers) as publish:
 
-        def run(user_id: str, turns: list[Turn]) -> World:
-            container, ids = publish([(user_id, t.content, t.at) for t in turns])
-            return World(container, user_id, ids)
+    def run(user_id: str, turns: list[Turn]) -> World:
+        container, ids = publish_turns([(user_id, t.content, t.at) for t in turns])
+        return World(container, user_id, ids)
 
-        yield run
+    return run
 
 
 def _ask(world: World, query: str, k: int = 5) -> dict[str, Any]:

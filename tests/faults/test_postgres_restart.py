@@ -4,13 +4,12 @@ half-written memory, nothing lost or applied twice.
 
 from __future__ import annotations
 
-import time
+from fractions import Fraction
 
 from sqlalchemy import text
 
 from tests.support import faults
-from tests.support.fault_workload import ARCHIVE_EVERYTHING, Curation, fault_turns
-from workers.bootstrap import build_container
+from tests.support.fault_workload import ARCHIVE_EVERYTHING, start_curated_run
 from workers.runtime.processes import check_alive
 
 
@@ -31,15 +30,8 @@ def test_postgres_restarted_mid_ingest_leaves_no_half_written_memory(
         }
         | ARCHIVE_EVERYTHING
     )
-    turns, forget = fault_turns(users=users, per_user=50)
-    total = users * 50
-    started = time.monotonic()
-    c = build_container(settings)
-    workers = workers_of(settings).start_all()
-    ingest = faults.Ingest(settings, turns)
-    # Supersedes by the turns themselves, forgets between them, an archive sweep at 60 %.
-    curation = Curation(c, ingest, forget, archive_at=total * 3 // 5).start()
-    ingest.start()
+    run = start_curated_run(settings, workers_of(settings), users, archive_share=Fraction(3, 5))
+    c, workers, total = run.c, run.workers, run.total
 
     done_at_restart: list[int] = []
     # Restarts spread over the run, each once a further share of the events is done.
@@ -57,7 +49,7 @@ def test_postgres_restarted_mid_ingest_leaves_no_half_written_memory(
         own_postgres.crash_and_restart(down_s)
         check_alive(workers.alive)
 
-    published = curation.join(timeout=300)
+    published = run.curation.join(timeout=300)
     ids = [p.event_id for p in published]
     faults.finish(c, settings, ids, workers, timeout=600 if faults.LONG else 300)
     check_alive(workers.alive)
@@ -68,12 +60,11 @@ def test_postgres_restarted_mid_ingest_leaves_no_half_written_memory(
         ).scalar_one()
     assert retried == 0
     context = f"after {restarts} Postgres restart(s)"
-    figures = curation.check(settings, published, context)
-    figures |= faults.check_and_stop(c, settings, workers, published, sorted(turns), context)
+    figures = run.check(published, context)
     faults.report(
         "postgres_restart",
         published,
-        started,
+        run.started,
         restarts=restarts,
         down_s=down_s,
         done_at_restart=done_at_restart,

@@ -4,11 +4,10 @@ that may exit on the reconnect restarted as a supervisor would.
 
 from __future__ import annotations
 
-import time
+from fractions import Fraction
 
 from tests.support import faults
-from tests.support.fault_workload import ARCHIVE_EVERYTHING, Curation, fault_turns
-from workers.bootstrap import build_container
+from tests.support.fault_workload import ARCHIVE_EVERYTHING, start_curated_run
 from workers.runtime.processes import check_alive
 
 
@@ -21,15 +20,8 @@ def test_redis_broker_restarted_mid_ingest_loses_and_duplicates_nothing(
         update={"broker_url": own_redis.url, "redis_url": own_redis.url, "publish_retries": 8}
         | ARCHIVE_EVERYTHING
     )
-    turns, forget = fault_turns(users=users, per_user=50)
-    total = users * 50
-    started = time.monotonic()
-    c = build_container(settings)
-    workers = workers_of(settings).start_all()
-    ingest = faults.Ingest(settings, turns, pace_s=0.05)
-    # Supersedes by the turns themselves, forgets between them, an archive sweep at 60 %.
-    curation = Curation(c, ingest, forget, archive_at=total * 3 // 5).start()
-    ingest.start()
+    run = start_curated_run(settings, workers_of(settings), users, archive_share=Fraction(3, 5), pace_s=0.05)
+    c, workers, ingest, total = run.c, run.workers, run.ingest, run.total
 
     at_restart: list[int] = []
     # Restarts spread over the publishing, each once a further share of the turns is out.
@@ -47,7 +39,7 @@ def test_redis_broker_restarted_mid_ingest_loses_and_duplicates_nothing(
         # starts it again, and nothing may be lost either way. Seen in 2 of 7 long runs.
         workers.revive()
 
-    published = curation.join(timeout=300)
+    published = run.curation.join(timeout=300)
     assert len(published) == total
     ids = [p.event_id for p in published]
     faults.finish(c, settings, ids, workers, timeout=600 if faults.LONG else 300, revive=True)
@@ -55,12 +47,11 @@ def test_redis_broker_restarted_mid_ingest_loses_and_duplicates_nothing(
     # No crash loop: each worker exits at most once per restart, and runs on once started again.
     assert len(workers.exits) <= 2 * restarts and workers.started == 2 + len(workers.exits), workers.exits
     context = f"after {restarts} Redis restart(s)"
-    figures = curation.check(settings, published, context)
-    figures |= faults.check_and_stop(c, settings, workers, published, sorted(turns), context)
+    figures = run.check(published, context)
     faults.report(
         "redis_restart",
         published,
-        started,
+        run.started,
         restarts=restarts,
         down_s=down_s,
         worker_exits=workers.exits,

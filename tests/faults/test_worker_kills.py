@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import random
 import time
+from fractions import Fraction
 
 from tests.support import faults
-from tests.support.fault_workload import ARCHIVE_EVERYTHING, Curation, fault_turns
-from workers.bootstrap import build_container
+from tests.support.fault_workload import ARCHIVE_EVERYTHING, start_curated_run
 from workers.runtime.processes import check_alive
 
 
@@ -20,17 +20,10 @@ def test_workers_sigkilled_repeatedly_during_ingest_lose_and_duplicate_nothing(
     # is 5,000 events with 6 kills.
     users, kills = (100, 6) if faults.LONG else (8, 3)
     settings = redelivery_settings.model_copy(update=ARCHIVE_EVERYTHING)
-    turns, forget = fault_turns(users=users, per_user=50)
-    total = users * 50
     rng = random.Random(faults.SEED)
     context = f"seed {faults.SEED}"
-    started = time.monotonic()
-    c = build_container(settings)
-    workers = workers_of(settings).start_all()
-    ingest = faults.Ingest(settings, turns)
-    # Supersedes by the turns themselves, forgets between them, an archive sweep at 40 %.
-    curation = Curation(c, ingest, forget, archive_at=total * 2 // 5).start()
-    ingest.start()
+    run = start_curated_run(settings, workers_of(settings), users, archive_share=Fraction(2, 5))
+    c, workers, total = run.c, run.workers, run.total
 
     killed: list[str] = []
     # Random moments spread over the run: each kill waits until a random share (5-70 %) of the
@@ -55,16 +48,15 @@ def test_workers_sigkilled_repeatedly_during_ingest_lose_and_duplicate_nothing(
     done_at_last_kill = faults.done_count(c)
     assert done_at_last_kill < total, f"{context}: the run finished before the last kill; it proved nothing"
 
-    published = curation.join(timeout=300)
+    published = run.curation.join(timeout=300)
     assert len(published) == total
     ids = [p.event_id for p in published]
     faults.finish(c, settings, ids, workers, timeout=900 if faults.LONG else 420)
-    figures = curation.check(settings, published, context)
-    figures |= faults.check_and_stop(c, settings, workers, published, sorted(turns), context)
+    figures = run.check(published, context)
     faults.report(
         "sigkill",
         published,
-        started,
+        run.started,
         seed=faults.SEED,
         kills=killed,
         **faults.log_counts(settings, retries="Retry in"),

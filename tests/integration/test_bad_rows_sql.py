@@ -24,22 +24,15 @@ from shared.queues import TaskName
 from shared.scoring import DecayPolicy
 from shared.settings import Settings
 from tests.support.services import cuemem_in_process, hash_cli_env
-from workers.bootstrap import Container, build_container
+from workers.bootstrap import Container
 from workers.db.out_of_range import LATEST
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 
 
 @pytest.fixture
-def settings(it_settings: Settings) -> Settings:
-    return it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 16, "index_turns": True})
-
-
-@pytest.fixture
-def c(settings: Settings):
-    container = build_container(settings)
-    yield container
-    container.close()
+def sql_settings(sql_settings: Settings) -> Settings:
+    return sql_settings.model_copy(update={"index_turns": True})  # and the turns' index
 
 
 def _turn(user: str, seq: int) -> TurnPublished:
@@ -133,7 +126,7 @@ def test_reconcile_repairs_every_other_user_past_a_bad_turn_and_a_bad_memory(c, 
     assert (again["missing"], again["turns_missing"], again["skipped"]) == (0, 0, 1)
 
 
-def test_the_timeline_shows_a_turn_of_year_10000_at_the_last_instant(c, settings, clean_db):
+def test_the_timeline_shows_a_turn_of_year_10000_at_the_last_instant(c, sql_settings, clean_db):
     _record(c, [_turn("bob", 1), _turn("bob", 2)])
     _sql(c, "UPDATE events SET at = '10000-01-01T09:59:00+00' WHERE event_id = 'e-bob-2'")
     _sql(c, "UPDATE events SET at = '-infinity' WHERE event_id = 'e-bob-1'")
@@ -143,7 +136,7 @@ def test_the_timeline_shows_a_turn_of_year_10000_at_the_last_instant(c, settings
         ("e-bob-2", LATEST.isoformat()),
     ]
     out = cuemem_in_process(
-        settings, "timeline", "--user", "bob", "--session", "s1", "--json", **hash_cli_env(settings)
+        sql_settings, "timeline", "--user", "bob", "--session", "s1", "--json", **hash_cli_env(sql_settings)
     )
     assert out.returncode == 0, out.stderr
     assert [t["at"] for t in json.loads(out.stdout)] == ["0001-01-01T00:00:00+00:00", LATEST.isoformat()]

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from shared.events import Role, TurnPublished, event_ref
 from shared.settings import Settings
 from shared.storage import Receipt
@@ -47,12 +45,7 @@ def _page(uow, after: str) -> list[str]:
     return [row.event.ref for row in uow.turn_index.page_for_reindex(after, 1)]
 
 
-@pytest.fixture
-def settings(it_settings: Settings) -> Settings:
-    return it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 16})
-
-
-def test_sql_event_log_keys_each_turn_by_tenant_and_event_id_as_the_fakes_do(settings: Settings) -> None:
+def test_sql_event_log_keys_each_turn_by_tenant_and_event_id_as_the_fakes_do(sql_settings: Settings) -> None:
     fake = FakeStore()
     with fake.uow() as uow:
         _load(uow)
@@ -63,7 +56,7 @@ def test_sql_event_log_keys_each_turn_by_tenant_and_event_id_as_the_fakes_do(set
     assert sorted(expected["stalled"]) == [("acme/order-1001", "recorded"), ("beta/order-1001", "extracted")]
     assert expected["receipts"] == {"acme": ["order-1001"], "beta": ["order-1001"], "gamma": []}
     assert expected["pages"] == [["acme/order-1001"], ["beta/order-1001"]]
-    container = build_container(settings)
+    container = build_container(sql_settings)
     try:
         with container.uow() as uow:
             _load(uow)
@@ -78,8 +71,8 @@ def test_sql_event_log_keys_each_turn_by_tenant_and_event_id_as_the_fakes_do(set
         container.close()
 
 
-def test_an_import_meets_another_tenants_event_id_without_a_clash(settings: Settings) -> None:
-    container = build_container(settings)
+def test_an_import_meets_another_tenants_event_id_without_a_clash(sql_settings: Settings) -> None:
+    container = build_container(sql_settings)
     try:
         with container.uow() as uow:
             beta = _turn("beta", "beta's words")
@@ -105,14 +98,14 @@ def test_an_import_meets_another_tenants_event_id_without_a_clash(settings: Sett
 
 
 def test_erasing_a_user_removes_only_its_llm_usage_not_another_tenants_with_the_same_event_id(
-    settings: Settings,
+    sql_settings: Settings,
 ) -> None:
     from sqlalchemy import text
 
     from shared.llm import LLMUsage
     from workers.db.erasure import SqlUserData
 
-    container = build_container(settings)
+    container = build_container(sql_settings)
     try:
         with container.uow() as uow:
             _load(uow)

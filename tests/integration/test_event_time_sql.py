@@ -3,9 +3,9 @@ find, and are ranges of the partial indexes of migration 0008."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from sqlalchemy import text
 
 from shared.events import Role, TurnPublished
@@ -13,6 +13,7 @@ from shared.language.timeexpr import MAX_SPAN, Span
 from shared.models import RECALLABLE_STATUSES, Memory, MemoryStatus, MemoryType
 from shared.settings import Settings
 from tests.support.fakes import FakeStore
+from tests.support.rows import memory_row
 from workers.bootstrap import build_container
 
 TOLD = datetime(2026, 8, 12, 10, tzinfo=UTC)
@@ -35,19 +36,11 @@ INSIDE = {"1", "4", "6"}
 
 
 def _memory(n: str, span: Span | None, status: MemoryStatus = MemoryStatus.ACTIVE) -> Memory:
-    return Memory(
-        id=f"00000000-0000-4000-8000-{int(n):012d}",
-        tenant_id="default",
-        user_id="u",
+    """Memory ``n``, told at TOLD, of an event that happened in ``span`` (None: no time named)."""
+    told = memory_row(int(n), "default", "u", TOLD, status=status)
+    return replace(
+        told,
         type=MemoryType.EPISODIC,
-        content=f"memory {n}",
-        importance=5.0,
-        status=status,
-        created_at=TOLD,
-        updated_at=TOLD,
-        last_accessed_at=TOLD,
-        sources=[{"event_id": f"e{n}", "session_id": "s", "seq": int(n), "at": TOLD.isoformat()}],
-        content_hash=f"h{n}",
         happened_from=span[0] if span else None,
         happened_to=span[1] if span else None,
     )
@@ -69,18 +62,15 @@ def _found(uow) -> tuple[list[str], list[str]]:
     return [m.content.split()[-1] for m in memories], [e.event.event_id[1:] for e in events]
 
 
-@pytest.fixture
-def settings(it_settings: Settings) -> Settings:
-    return it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 16})
-
-
-def test_sql_overlap_reads_agree_with_the_fakes_and_use_the_event_time_indexes(settings: Settings) -> None:
+def test_sql_overlap_reads_agree_with_the_fakes_and_use_the_event_time_indexes(
+    sql_settings: Settings,
+) -> None:
     fake = FakeStore()
     with fake.uow() as uow:
         _load(uow)
         expected = _found(uow)
     assert sorted(expected[0]) == sorted(INSIDE) == sorted(expected[1])
-    container = build_container(settings)
+    container = build_container(sql_settings)
     try:
         with container.uow() as uow:
             _load(uow)

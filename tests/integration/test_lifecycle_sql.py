@@ -72,18 +72,6 @@ def _population() -> list[Memory]:
     return out
 
 
-@pytest.fixture
-def settings(it_settings: Settings) -> Settings:
-    return it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 16})
-
-
-@pytest.fixture
-def c(settings: Settings):
-    container = build_container(settings)
-    yield container
-    container.close()
-
-
 def _load(uow_factory, memories: list[Memory]) -> None:
     with uow_factory() as uow:
         for m in memories:
@@ -207,7 +195,7 @@ def test_score_push_reaches_the_payloads_in_batches(c, clean_db):
 # --- the CLI: maintain and restore ------------------------------------------------------------
 
 
-def test_cli_maintain_then_restore_round_trip(c, settings, clean_db):
+def test_cli_maintain_then_restore_round_trip(c, sql_settings, clean_db):
     memories = [_memory(i, days=2, user="rc") for i in range(1, 13)]
     task = _memory(99, days=2, due_in_days=-1, user="rc")  # 99 % 6: a task, due yesterday
     assert task.type is MemoryType.TASK
@@ -215,7 +203,7 @@ def test_cli_maintain_then_restore_round_trip(c, settings, clean_db):
     _index_all(c, {"rc"})
     c.close()  # the CLI opens the embedded index itself
     runner = CliRunner()
-    env = hash_cli_env(settings)
+    env = hash_cli_env(sql_settings)
     later = (NOW + timedelta(days=365)).isoformat()
 
     first = runner.invoke(cli_app, ["maintain", "--now", later], env=env)
@@ -228,7 +216,7 @@ def test_cli_maintain_then_restore_round_trip(c, settings, clean_db):
     assert second["ttl"]["expired"] == 0 and second["scores"]["pushed"] == 0
     assert all(second["reconcile"][k] == 0 for k in MEMORIES.report_keys), second
 
-    c2 = build_container(settings)
+    c2 = build_container(sql_settings)
     with c2.uow() as uow:
         archived = [
             m for m in uow.memories.for_user("default", "rc", None) if m.status is MemoryStatus.ARCHIVED
@@ -250,7 +238,7 @@ def test_cli_maintain_then_restore_round_trip(c, settings, clean_db):
     assert done.exit_code == 0, (done.output, done.exception)
     assert json.loads(done.output) == {"restored": target.id, "status": "active", "indexed": True}
 
-    c3 = build_container(settings)
+    c3 = build_container(sql_settings)
     with c3.uow() as uow:
         back = uow.memories.get("default", "rc", target.id)
         history = [h.action for h in uow.history.for_memories("default", "rc", [target.id])]
@@ -264,7 +252,7 @@ def test_cli_maintain_then_restore_round_trip(c, settings, clean_db):
     expired = restore(task.id, "--user", "rc")
     assert expired.exit_code == 0, (expired.output, expired.exception)
     assert json.loads(expired.output) == {"restored": task.id, "status": "active", "indexed": True}
-    c4 = build_container(settings)
+    c4 = build_container(sql_settings)
     with c4.uow() as uow:
         revived = uow.memories.get("default", "rc", task.id)
     assert revived is not None and revived.status is MemoryStatus.ACTIVE and revived.valid_to is None
@@ -381,20 +369,19 @@ def test_a_second_celery_beat_process_refuses_to_start(it_settings: Settings, tm
     client.close()
 
 
-def test_recall_reinforces_through_a_real_worker_without_waiting(it_settings: Settings, start_workers):
+def test_recall_reinforces_through_a_real_worker_without_waiting(sql_settings: Settings, start_workers):
     """recall_for asked to reinforce answers at once; the memory.reinforce task a worker runs
     counts the use."""
     from producers.publisher import Publisher
     from service.operations.recall import recall_for
     from tests.support.services import wait_processed, wait_until
 
-    settings = it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 16})
-    c = build_container(settings)
-    with Publisher.from_settings(settings) as pub:
+    c = build_container(sql_settings)
+    with Publisher.from_settings(sql_settings) as pub:
         event = pub.publish(
             user_id="rr", session_id="s1", role="user", content="我不吃香菜", at=NOW.isoformat()
         )
-    workers = start_workers(settings)
+    workers = start_workers(sql_settings)
     wait_processed(c, [event.event_id], workers)
     out = recall_for(c, "rr", "我不吃香菜", k=3, now=NOW + timedelta(days=2), reinforce=True)
     [item] = [i for i in out["items"] if i["content"] == "我不吃香菜"]

@@ -22,22 +22,15 @@ from shared.ports import IndexPoint
 from shared.queues import IndexKind
 from shared.settings import Settings
 from tests.support.services import hash_cli_env
-from workers.bootstrap import Container, build_container
+from workers.bootstrap import Container
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 STRAY = "00000000-0000-4000-8000-999999999999"
 
 
 @pytest.fixture
-def settings(it_settings: Settings) -> Settings:
-    return it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 16, "index_turns": True})
-
-
-@pytest.fixture
-def c(settings: Settings):
-    container = build_container(settings)
-    yield container
-    container.close()
+def sql_settings(sql_settings: Settings) -> Settings:
+    return sql_settings.model_copy(update={"index_turns": True})  # and the turns' index
 
 
 def _turn(user: str, seq: int, content: str) -> TurnPublished:
@@ -78,7 +71,7 @@ def _agree(c: Container, index: Any, user: str) -> None:
         assert rows[pid].turn_indexed
 
 
-def test_turn_index_drift_is_repaired_on_the_embedded_engine_and_by_cuemem_maintain(c, settings):
+def test_turn_index_drift_is_repaired_on_the_embedded_engine_and_by_cuemem_maintain(c, sql_settings):
     turns = {
         u: [_turn(u, i, f"{u} said thing number {i} about port {8000 + i}") for i in range(1, 9)]
         for u in ("ta", "tb")
@@ -137,7 +130,7 @@ def test_turn_index_drift_is_repaired_on_the_embedded_engine_and_by_cuemem_maint
     # `cuemem maintain` reconciles the turn index too, in its own process.
     index.delete("default", "tb", [turn_point_id("default", "tb", "e-tb-8")])
     c.close()  # the CLI opens the embedded indexes itself
-    env = hash_cli_env(settings)
+    env = hash_cli_env(sql_settings)
     out = CliRunner().invoke(cli_app, ["maintain", "--now", NOW.isoformat()], env=env)
     assert out.exit_code == 0, (out.output, out.exception)
     summary = json.loads(out.output)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -24,18 +23,10 @@ from shared.ingest.extract import extract_event
 from shared.ingest.persist import persist_event
 from shared.ingest.record import record_event
 from shared.models import MemoryStatus
-from shared.settings import Settings
-from workers.bootstrap import Container, build_container
+from workers.bootstrap import Container
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 WAIT_S = 30.0  # how long to wait for Postgres to show the lock wait: a bound, not a measurement
-
-
-@pytest.fixture
-def c(it_settings: Settings) -> Iterator[Container]:
-    container = build_container(it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 16}))
-    yield container
-    container.close()
 
 
 def _embedded_event(c: Container, user: str, seq: int = 1) -> str:

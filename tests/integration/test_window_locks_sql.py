@@ -12,8 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
 from shared.events import EventLimits, TurnPublished, validate_turn
-from shared.settings import Settings
-from workers.bootstrap import build_container
+from workers.bootstrap import Container
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 
@@ -32,14 +31,13 @@ def _turn(seq: int, content: str) -> TurnPublished:
 
 
 @pytest.fixture
-def c(it_settings: Settings):
-    container = build_container(it_settings.model_copy(update={"embedder": "hash", "embedding_dim": 16}))
-    with container.uow() as uow:
+def c(c: Container) -> Container:
+    """The SQL tests' container, holding three turns of one user."""
+    with c.uow() as uow:
         for seq, content in ((1, "我住在杭州"), (2, "我在西湖边上班"), (3, "我每天骑车去")):
             assert uow.events.insert_if_absent(_turn(seq, content), "recorded")
         uow.commit()
-    yield container
-    container.close()
+    return c
 
 
 def _no_waiting(uow) -> None:  # type: ignore[no-untyped-def]

@@ -19,9 +19,8 @@ from service.operations.curation import create_key
 from shared.events import Role, TurnPublished
 from shared.indexing.collections import MEMORIES
 from shared.indexing.sync import push_unindexed
-from shared.ingest.extract import memory_hash
 from shared.language.cues import cues_for_memory, entities, lexicon_tags
-from shared.models import Memory, MemoryStatus, MemoryType, memory_id
+from shared.models import Memory, MemoryStatus, MemoryType, memory_hash, memory_id
 from shared.queues import IndexKind
 from shared.settings import Settings
 from shared.storage import FollowUp, HistoryEntry

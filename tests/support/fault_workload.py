@@ -22,7 +22,9 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
+from fractions import Fraction
 from typing import Any
 
 from sqlalchemy import text
@@ -36,12 +38,12 @@ from shared.settings import Settings
 from shared.storage import FollowUp
 from tests.support.fake_state import FakeRepository, FakeState
 from tests.support.fakes import FakeStore, FakeUnitOfWork
-from tests.support.faults import Ingest, done_count, tolerant
+from tests.support.faults import Ingest, Workers, check_and_stop, done_count, tolerant
 from tests.support.pipeline import NOW, Harness
 from tests.support.queues import beat_sweep
 from tests.support.services import wait_until
 from tests.support.workload import make_turns
-from workers.bootstrap import Container, build_api_container
+from workers.bootstrap import Container, build_api_container, build_container
 from workers.endpoints.embedders.hashing import HashingEmbedder
 
 COMPANIES = ["阿里", "腾讯", "字节", "美团", "京东", "百度", "网易", "小米"]
@@ -324,3 +326,45 @@ class Curation:
         assert wanted <= set(statuses), f"{context}: the workload proved nothing: {dict(statuses)}"
         figures: dict[str, Any] = {f"memories_{status}": n for status, n in sorted(statuses.items())}
         return figures | {"archive_held_s": self.held_s}
+
+
+@dataclass
+class CuratedRun:
+    """A fault run under way: its turns published by ``ingest`` while ``curation`` forgets and
+    archives, on real workers."""
+
+    settings: Settings
+    turns: dict[str, list[dict]]
+    total: int
+    started: float  # time.monotonic() at the start, for the report
+    c: Container
+    workers: Workers
+    ingest: Ingest
+    curation: Curation
+
+    def check(self, published: list[Published], context: str) -> dict[str, Any]:
+        """What every curated fault run ends with: each memory in the status of the run without
+        faults, each event applied exactly once, then the index matching Postgres (the workers
+        stopped); the figures of the checks."""
+        figures = self.curation.check(self.settings, published, context)
+        return figures | check_and_stop(
+            self.c, self.settings, self.workers, published, sorted(self.turns), context
+        )
+
+
+def start_curated_run(
+    settings: Settings, workers: Workers, users: int, archive_share: Fraction, pace_s: float = 0.0
+) -> CuratedRun:
+    """Start ``workers``, then publish 50 turns of ``fault_turns`` per user while ``Curation``
+    supersedes by the turns themselves, forgets between them and holds for an archive sweep once
+    ``archive_share`` of the turns are published."""
+    turns, forget = fault_turns(users=users, per_user=50)
+    total = users * 50
+    started = time.monotonic()
+    c = build_container(settings)
+    workers.start_all()
+    ingest = Ingest(settings, turns, pace_s=pace_s)
+    archive_at = total * archive_share.numerator // archive_share.denominator
+    curation = Curation(c, ingest, forget, archive_at=archive_at).start()
+    ingest.start()
+    return CuratedRun(settings, turns, total, started, c, workers, ingest, curation)

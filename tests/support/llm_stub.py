@@ -12,6 +12,7 @@ from pydantic import SecretStr
 
 from shared.llm import INSTRUCTIONS, LLM, ImportanceAnswer, LLMOperation, LLMUsage
 from shared.settings import Settings
+from tests.support.endpoint_calls import QUICK_RETRIES
 from tests.support.openai_stub import RecordedRequest, StubResponse, StubServer, chat_completion_body
 from workers.endpoints.llm import OpenAIJsonLLM
 
@@ -40,11 +41,9 @@ def make(stub: StubServer, sink: ListSink | None = None, **overrides: Any) -> Op
         "base_url": stub.base_url,
         "api_key": SecretStr(SECRET),
         "models": MODELS,
-        "timeout_s": 60.0,  # a hang guard: the tests of timeouts give their own
         "max_attempts": 4,
         "usage_sink": sink,
-        "backoff_initial_s": 0.001,
-        "backoff_max_s": 0.01,
+        **QUICK_RETRIES,
     }
     args.update(overrides)
     return OpenAIJsonLLM(**args)

@@ -7,8 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -57,22 +56,11 @@ def publish_processed(
 PublishProcessed = Callable[[Sequence[tuple[str, str, datetime]]], tuple[Container, list[str]]]
 
 
-@contextmanager
-def publishing_processed(
-    settings: Settings, start_workers: Callable[[], list[WorkerProcess]]
-) -> Iterator[PublishProcessed]:
-    """``publish_processed`` bound to ``settings`` and ``start_workers``, for an ``ingest`` fixture
-    to call as often as its test likes; every container it built is closed on leaving."""
-    containers: list[Container] = []
-
-    def publish(turns: Sequence[tuple[str, str, datetime]]) -> tuple[Container, list[str]]:
-        container, ids = publish_processed(settings, start_workers, turns)
-        containers.append(container)
-        return container, ids
-
-    yield publish
-    for container in containers:
-        container.close()
+def as_shipped(settings: Settings) -> Settings:
+    """``settings`` with what the test tiers turn off to save CI time put back as the product
+    ships it (``Settings``' own defaults): the bundled E5 model and context windows."""
+    shipped = {name: Settings.model_fields[name].default for name in ("embedder", "turn_window")}
+    return settings.model_copy(update=shipped)
 
 
 def wait_processed(

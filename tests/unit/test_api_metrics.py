@@ -8,14 +8,7 @@ from typing import Any
 from prometheus_client import generate_latest
 
 from service.http.metrics import ApiMetrics
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import ManualClock
 
 
 class Counting:
@@ -30,7 +23,7 @@ class Counting:
 
 
 def test_many_scrapes_cost_one_read_per_interval() -> None:
-    clock = Clock()
+    clock = ManualClock()
     counts = Counting({"memories": {"active": 3}, "events": {"done": 5}, "llm": []})
     depths, runs = Counting({"cuemem.ingest": 2}), Counting({})
     metrics = ApiMetrics(counts, depths, runs, cache_s=15, clock=clock)
@@ -48,7 +41,7 @@ def test_many_scrapes_cost_one_read_per_interval() -> None:
 
 
 def test_a_store_that_is_down_is_not_asked_again_by_every_scrape() -> None:
-    clock = Clock()
+    clock = ManualClock()
     counts = Counting({}, fail=True)
     metrics = ApiMetrics(counts, Counting({}), cache_s=15, clock=clock)
     for _ in range(10):

@@ -14,6 +14,7 @@ from shared.events import Role, TurnPublished
 from shared.ingest.extraction import extract
 from shared.ingest.llm_paths import extract_with_llm
 from shared.llm import ImportanceAnswer, LLMOperation
+from tests.support.clock import ManualClock
 from workers.endpoints.llm_runtime import CooldownLLM
 
 T = TypeVar("T", bound=BaseModel)
@@ -22,14 +23,6 @@ COOLDOWN_S = 60.0
 TURN = TurnPublished(
     "e1", "t1", "u1", "s1", 1, Role.USER, "我现在改喝拿铁了", datetime(2026, 11, 30, tzinfo=UTC), {}
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class ScriptedLLM:
@@ -51,8 +44,8 @@ def _ask(llm: CooldownLLM) -> ImportanceAnswer | None:
     return llm.ask(LLMOperation.SCORING, "rate", {"turn": "x"}, ImportanceAnswer)
 
 
-def _failed(times: int) -> tuple[ScriptedLLM, Clock, CooldownLLM]:
-    inner, clock = ScriptedLLM(), Clock()
+def _failed(times: int) -> tuple[ScriptedLLM, ManualClock, CooldownLLM]:
+    inner, clock = ScriptedLLM(), ManualClock()
     llm = CooldownLLM(inner, COOLDOWN_S, failures_to_open=3, clock=clock)
     for _ in range(times):
         assert _ask(llm) is None

@@ -12,6 +12,7 @@ from shared.ingest.embed import claim_embedding_model
 from shared.ports import EmbeddingModelMismatch
 from shared.settings import Settings
 from shared.storage import EMBEDDING_MODEL_KEY, check_embedding_model
+from tests.support.clock import ManualClock
 from tests.support.fakes import FakeStore
 from workers.bootstrap import build_container
 from workers.endpoints.embedders.hashing import HashingEmbedder
@@ -31,17 +32,9 @@ def _container(stored: str | None):
     return build_container(Settings(), uow=uow, embedder=embedder), store, opened
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_passed_check_holds_for_a_while_then_is_read_again() -> None:
     c, store, opened = _container("same")
-    clock = Clock()
+    clock = ManualClock()
     check_model_cached(c, clock)
     assert len(opened) == 1
     assert c.model_checked_until == clock.now + MODEL_RECHECK_S
@@ -64,7 +57,7 @@ def test_a_failed_check_is_never_remembered() -> None:
             check_model_cached(c)
     assert len(opened) == 2 and c.model_checked_until == 0.0
     store.state.meta[EMBEDDING_MODEL_KEY] = c.embedder.model_name  # reindexed with this model
-    clock = Clock()
+    clock = ManualClock()
     check_model_cached(c, clock)
     assert c.model_checked_until == clock.now + MODEL_RECHECK_S
 

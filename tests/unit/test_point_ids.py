@@ -2,14 +2,16 @@
 (tenant, user, event id, position) under ``shared.models.MEMORY_NAMESPACE``, and a turn's from
 (tenant, user, event id) under the same namespace. Changing the namespace
 or the derivation would orphan every stored point (and make every redelivered event a new memory)
-with no other test failing, so the expected ids here are literals, not recomputed."""
+with no other test failing, so the expected ids here are literals, not recomputed. So is a
+memory's content hash: an exact repeat is found by it among the stored memories."""
 
 from __future__ import annotations
 
 import uuid
 
+from shared.events import content_hash
 from shared.indexing.points import memory_point
-from shared.models import MEMORY_NAMESPACE, memory_id, turn_point_id
+from shared.models import MEMORY_NAMESPACE, memory_hash, memory_id, turn_point_id
 from tests.support.pipeline import Harness, active, turn
 
 
@@ -37,3 +39,14 @@ def test_turn_point_ids_are_pinned_literals_and_name_the_tenant() -> None:
     assert turn_point_id("default", "u1", "e-u1-s1-1") == "660b1675-8538-5f16-a30c-4360e2b86bd2"
     assert turn_point_id("acme", "alice", "order-1001") == "d37e9b03-5655-5d1c-bd44-4c67814d0cfb"
     assert turn_point_id("beta", "alice", "order-1001") == "c2079738-8d71-5681-b9d1-e1a90f3a9304"
+
+
+def test_memory_hashes_are_pinned_literals_with_space_and_case_folded() -> None:
+    pinned = "ae4043e97aefdbdd45ff122509845933431a2c93b2074d711d4324bcd5e727b6"
+    assert memory_hash("fact", "I  keep\nBees ") == pinned
+    assert memory_hash("fact", "i keep bees") == pinned
+    assert memory_hash("preference", "i keep bees") != pinned  # the type is part of the key
+    assert memory_hash("fact", "i keep bees") == content_hash("fact", "i keep bees")  # a turn's form
+    assert memory_hash("preference", "我不吃香菜") == (
+        "6aad20f8e3ea0675ca5674680c0ff49f6142e22eea23943272546ecd40cbd442"
+    )

@@ -2,32 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from shared.settings import Settings
+from tests.support.recording_embedder import RecordingEmbedder
 from workers.endpoints.embedders import build_embedder
 from workers.endpoints.embedders.query_cache import QueryCache
 
 
-class CountingEmbedder:
-    model_name = "counting-v1"
-    dim = 2
-
-    def __init__(self) -> None:
-        self.queries: list[str] = []
-        self.passages: list[str] = []
-
-    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        self.passages.extend(texts)
-        return [[float(len(t)), 1.0] for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        self.queries.append(text)
-        return [float(len(text)), 0.0]
-
-
 def test_a_repeated_query_is_embedded_once() -> None:
-    inner = CountingEmbedder()
+    inner = RecordingEmbedder()
     cache = QueryCache(inner, size=8)
     assert cache.embed_query("我不吃什么？") == [6.0, 0.0]
     assert cache.embed_query("我不吃什么？") == [6.0, 0.0]
@@ -37,7 +19,7 @@ def test_a_repeated_query_is_embedded_once() -> None:
 
 
 def test_the_oldest_query_leaves_when_full() -> None:
-    inner = CountingEmbedder()
+    inner = RecordingEmbedder()
     cache = QueryCache(inner, size=2)
     for text in ["a", "b", "a", "c", "b"]:  # "b" was the least recently used when "c" came
         cache.embed_query(text)
@@ -45,19 +27,19 @@ def test_the_oldest_query_leaves_when_full() -> None:
 
 
 def test_a_caller_changing_its_vector_does_not_change_the_cache() -> None:
-    cache = QueryCache(CountingEmbedder(), size=2)
+    cache = QueryCache(RecordingEmbedder(), size=2)
     first = cache.embed_query("abc")
     first[0] = 99.0
     assert cache.embed_query("abc") == [3.0, 0.0]
 
 
 def test_passages_are_never_cached_and_the_port_passes_through() -> None:
-    inner = CountingEmbedder()
+    inner = RecordingEmbedder()
     cache = QueryCache(inner, size=2)
     cache.embed_passages(["x", "x"])
     cache.embed_passages(["x"])
     assert inner.passages == ["x", "x", "x"]
-    assert (cache.model_name, cache.dim) == ("counting-v1", 2)
+    assert (cache.model_name, cache.dim) == ("recording-v1", 2)
 
 
 def test_settings_turn_it_on_by_default_and_off_with_zero() -> None:

@@ -6,6 +6,7 @@ the openai SDK to use it."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -55,6 +56,32 @@ class CallOptions:
             before_sleep=before_sleep,
             reraise=True,
         )
+
+    def log_retries(
+        self, log: logging.Logger, where: str, describe: Callable[[BaseException], str]
+    ) -> Callable[[RetryCallState], None]:
+        """What ``retrying`` calls before it sleeps: one warning, in the adapter's own logger,
+        naming the attempt, why it failed (``describe``, which masks the key) and the wait."""
+
+        def log_retry(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            log.warning(
+                "%s: attempt %d of %d failed (%s); retrying in %.2fs",
+                where,
+                state.attempt_number,
+                self.max_attempts,
+                describe(exc) if exc else "unknown",
+                state.next_action.sleep if state.next_action else 0.0,
+            )
+
+        return log_retry
+
+
+def verdict(retrying: Retrying, transient: bool) -> str:
+    """How a call that raised ended, for its error message: given up after its attempts (a
+    ``transient`` failure, retried to the limit) or refused at once."""
+    attempts = retrying.statistics.get("attempt_number", 1)
+    return f"failed after {attempts} attempt(s)" if transient else "refused the request"
 
 
 def api_key_or_none(api_key: SecretStr | str | None) -> SecretStr | None:

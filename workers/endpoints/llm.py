@@ -28,12 +28,11 @@ from typing import Any, TypeVar
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, SecretStr, ValidationError
-from tenacity import RetryCallState
 
 from infra import tracing
 from infra.redact import redact_url, scrub
 from shared.llm import LLMOperation, LLMUsage, UsageSink, delimit, system_prompt
-from workers.endpoints.call_options import CallOptions, ClientPerProcess, api_key_or_none
+from workers.endpoints.call_options import CallOptions, ClientPerProcess, api_key_or_none, verdict
 from workers.endpoints.embedders.openai_compat import (
     describe,
     is_transient,
@@ -70,9 +69,7 @@ class _Reply:
 
 class OpenAIJsonLLM:
     """Structured answers from an OpenAI-compatible chat endpoint, one model per operation.
-
-    The HTTP client is created on first use (and again in a forked child), so building this
-    object opens no connection. The API key is held as a ``SecretStr`` and never logged.
+    Building it opens no connection (``ClientPerProcess``); the key is never logged.
     """
 
     def __init__(
@@ -123,15 +120,13 @@ class OpenAIJsonLLM:
         ]
         what = f"{self._where}: {operation.value} with model {model!r}"
         retrying = self._call.retrying(
-            is_transient, retry_after_s, before_sleep=lambda state: self._log_retry(what, state)
+            is_transient, retry_after_s, self._call.log_retries(log, what, self._describe)
         )
         try:
             reply: _Reply = retrying(self._attempt, operation, model, messages)
         except openai.APIError as exc:
-            attempts = retrying.statistics.get("attempt_number", 1)
-            cause = self._scrub(describe(exc, self._call.timeout_s))
-            verdict = f"failed after {attempts} attempt(s)" if is_transient(exc) else "refused the request"
-            log.warning("%s %s: %s; falling back to rules", what, verdict, cause)
+            ended = verdict(retrying, is_transient(exc))
+            log.warning("%s %s: %s; falling back to rules", what, ended, self._describe(exc))
             return None
         except Exception as exc:  # a failure the client did not wrap: still only a fallback
             log.warning("%s failed unexpectedly (%s); falling back to rules", what, type(exc).__name__)
@@ -189,10 +184,7 @@ class OpenAIJsonLLM:
             body = bytes(raw.content)
         except Exception as exc:
             latency_ms = (time.perf_counter() - started) * 1000
-            if isinstance(exc, openai.APIError):
-                error = self._scrub(describe(exc, self._call.timeout_s))
-            else:
-                error = type(exc).__name__
+            error = self._describe(exc) if isinstance(exc, openai.APIError) else type(exc).__name__
             self._emit(LLMUsage(operation, model, 0, 0, False, error, latency_ms))
             raise
         return _Reply(body, (time.perf_counter() - started) * 1000)
@@ -219,16 +211,9 @@ class OpenAIJsonLLM:
         """``text`` with the API key masked, should a server have echoed it in an error."""
         return scrub(text, self._api_key)
 
-    def _log_retry(self, what: str, state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome else None
-        log.warning(
-            "%s: attempt %d of %d failed (%s); retrying in %.2fs",
-            what,
-            state.attempt_number,
-            self._call.max_attempts,
-            self._scrub(describe(exc, self._call.timeout_s)) if exc else "unknown",
-            state.next_action.sleep if state.next_action else 0.0,
-        )
+    def _describe(self, exc: BaseException) -> str:
+        """Why a call failed, with the key masked should the server have echoed it."""
+        return self._scrub(describe(exc, self._call.timeout_s))
 
 
 def parse_answer(payload: Any, schema: type[T]) -> T:

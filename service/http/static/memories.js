@@ -75,8 +75,21 @@ function sourceItem(source) {
   );
 }
 
-// A memory's type, status, score, importance and uses (the list's cards and a memory's page).
-export function memoryBadges(m) {
+// What a memory's card and its page both open with: its badges and its text.
+export function memoryHead(m) {
+  return [memoryBadges(m), el("p", { class: "content", text: m.content })];
+}
+
+// The first facts of a memory's card and of its page: the time it held, in ``zone``.
+export function validityRows(m, zone) {
+  return [
+    fieldRow("valid from", when(m.valid_from, zone), "valid-from"),
+    fieldRow("valid to", when(m.valid_to, zone), "valid-to"),
+  ];
+}
+
+// A memory's type, status, score, importance and uses.
+function memoryBadges(m) {
   return el(
     "div",
     { class: "badges" },
@@ -94,13 +107,11 @@ function memoryCard(m) {
   const card = el(
     "article",
     { class: `memory status-${m.status}`, dataset: { id: m.id, status: m.status } },
-    memoryBadges(m),
-    el("p", { class: "content", text: m.content }),
+    memoryHead(m),
     el(
       "dl",
       { class: "facts" },
-      fieldRow("valid from", when(m.valid_from, zone), "valid-from"),
-      fieldRow("valid to", when(m.valid_to, zone), "valid-to"),
+      validityRows(m, zone),
       fieldRow("created", when(m.created_at, zone), "created"),
       fieldRow("updated", when(m.updated_at, zone)),
       m.tags.length ? fieldRow("tags", m.tags.join(", ")) : null,

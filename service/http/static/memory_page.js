@@ -7,7 +7,7 @@
 
 import { $, api, clearError, el, fieldRow, memoryPath, num, showError, state, svg, when } from "./dom.js";
 import { arrowDefs, lineChart, shorten } from "./charts.js";
-import { memoryBadges } from "./memories.js";
+import { memoryHead, validityRows } from "./memories.js";
 import { userZone } from "./zones.js";
 
 // History actions drawn as edges, from the older memory to the newer one. Their mirror entries
@@ -51,13 +51,11 @@ function summary(m, zone) {
   return el(
     "div",
     { class: `memory-summary status-${m.status}`, dataset: { id: m.id, status: m.status } },
-    memoryBadges(m),
-    el("p", { class: "content", text: m.content }),
+    memoryHead(m),
     el(
       "dl",
       { class: "facts" },
-      fieldRow("valid from", when(m.valid_from, zone), "valid-from"),
-      fieldRow("valid to", when(m.valid_to, zone), "valid-to"),
+      validityRows(m, zone),
       m.due_at ? fieldRow("due", when(m.due_at, zone), "due") : null,
       m.status_reason ? fieldRow("status reason", m.status_reason) : null,
       fieldRow("id", m.id, "mono"),

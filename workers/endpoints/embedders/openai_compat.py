@@ -17,12 +17,9 @@ from typing import Any
 
 import openai
 from pydantic import SecretStr
-from tenacity import (
-    RetryCallState,
-)
 
 from infra.redact import redact_url, scrub
-from workers.endpoints.call_options import CallOptions, ClientPerProcess, api_key_or_none
+from workers.endpoints.call_options import CallOptions, ClientPerProcess, api_key_or_none, verdict
 from workers.endpoints.embedders import EmbeddingError
 
 log = logging.getLogger(__name__)
@@ -35,9 +32,7 @@ DEFAULT_BATCH_SIZE = 64
 
 class OpenAIEmbedder:
     """Embeds through an OpenAI-compatible endpoint; ``model_name`` is ``openai:<model>``.
-
-    The HTTP client is created on first use (and again in a forked child), so building this
-    object opens no connection. The API key is held as a ``SecretStr`` and never logged.
+    Building it opens no connection (``ClientPerProcess``); the key is never logged.
     """
 
     def __init__(
@@ -111,34 +106,25 @@ class OpenAIEmbedder:
     def _embed_batch(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        retrying = self._call.retrying(is_transient, retry_after_s, self._log_retry)
+        retrying = self._call.retrying(
+            is_transient, retry_after_s, self._call.log_retries(log, self._where, self._describe)
+        )
         try:
             content = retrying(self._post, texts)
         except openai.APIError as exc:
-            attempts = retrying.statistics.get("attempt_number", 1)
-            what = scrub(describe(exc, self._call.timeout_s), self._api_key)
             # `from None`: the openai error's own text holds the server's whole body, which may
             # quote the key (OpenAI's 401 does); chained, it reached the worker log's traceback.
-            if is_transient(exc):
-                raise EmbeddingError(
-                    f"{self._where} failed after {attempts} attempt(s): {what}", transient=True
-                ) from None
-            raise EmbeddingError(f"{self._where} refused the request: {what}") from None
+            transient = is_transient(exc)
+            message = f"{self._where} {verdict(retrying, transient)}: {self._describe(exc)}"
+            raise EmbeddingError(message, transient=transient) from None
         try:
             return parse_embeddings(content, expected=len(texts), dim=self._dim)
         except EmbeddingError as exc:
             raise EmbeddingError(f"{self._where} answered unusably: {exc}") from None
 
-    def _log_retry(self, state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome else None
-        log.warning(
-            "%s: attempt %d of %d failed (%s); retrying in %.2fs",
-            self._where,
-            state.attempt_number,
-            self._call.max_attempts,
-            scrub(describe(exc, self._call.timeout_s), self._api_key) if exc else "unknown",
-            state.next_action.sleep if state.next_action else 0.0,
-        )
+    def _describe(self, exc: BaseException) -> str:
+        """Why a call failed, with the key masked should the server have echoed it."""
+        return scrub(describe(exc, self._call.timeout_s), self._api_key)
 
 
 def is_transient(exc: BaseException) -> bool:

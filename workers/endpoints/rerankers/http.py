@@ -26,12 +26,9 @@ from typing import Any
 
 import httpx
 from pydantic import SecretStr
-from tenacity import (
-    RetryCallState,
-)
 
 from infra.redact import redact_url, scrub
-from workers.endpoints.call_options import CallOptions, ClientPerProcess, api_key_or_none
+from workers.endpoints.call_options import CallOptions, ClientPerProcess, api_key_or_none, verdict
 from workers.endpoints.rerankers import RerankError
 
 log = logging.getLogger(__name__)
@@ -96,17 +93,15 @@ class HttpReranker:
             body |= {"model": self._model, "documents": list(documents)}
         else:
             body["texts"] = list(documents)
-        retrying = self._call.retrying(_is_transient, _retry_after_of, self._log_retry)
+        retrying = self._call.retrying(
+            _is_transient, _retry_after_of, self._call.log_retries(log, self._where, self._describe)
+        )
         try:
             content = retrying(self._post, body)
         except (httpx.TransportError, _StatusError) as exc:
-            attempts = retrying.statistics.get("attempt_number", 1)
-            what = self._describe(exc)
-            if _is_transient(exc):
-                raise RerankError(
-                    f"{self._where} failed after {attempts} attempt(s): {what}", transient=True
-                ) from None
-            raise RerankError(f"{self._where} refused the request: {what}") from None
+            transient = _is_transient(exc)
+            message = f"{self._where} {verdict(retrying, transient)}: {self._describe(exc)}"
+            raise RerankError(message, transient=transient) from None
         try:
             return parse_scores(content, expected=len(documents))
         except RerankError as exc:
@@ -141,17 +136,6 @@ class HttpReranker:
             excerpt = scrub(exc.body[:2000].decode("utf-8", "replace"), self._api_key)[:200].strip()
             return f"HTTP {exc.status}" + (f": {excerpt}" if excerpt else "")
         return type(exc).__name__
-
-    def _log_retry(self, state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome else None
-        log.warning(
-            "%s: attempt %d of %d failed (%s); retrying in %.2fs",
-            self._where,
-            state.attempt_number,
-            self._call.max_attempts,
-            self._describe(exc) if exc else "unknown",
-            state.next_action.sleep if state.next_action else 0.0,
-        )
 
 
 def _retry_after_of(exc: BaseException) -> float | None:
