@@ -22,10 +22,8 @@ from shared.language.cues import (
     ENTITY_WEIGHT,
     KEYWORD_WEIGHT,
     QueryCues,
-    cues_for_memory,
-    entities,
-    lexicon_tags,
     links,
+    text_cues,
 )
 from shared.language.links import LINK_PREFIX
 from shared.language.text import keywords
@@ -85,7 +83,7 @@ def cue_match(weights: dict[str, float], cues: Iterable[str]) -> tuple[float, li
 
 def turn_cues(turn: TurnPublished) -> tuple[str, ...]:
     """A raw turn's cue keys, as extraction would give the memory made of it."""
-    return cues_for_memory(turn.content, lexicon_tags(turn.content), entities(turn.content))
+    return text_cues(turn.content)
 
 
 def cue_matches(uow: UnitOfWork, request: RecallRequest, cues: QueryCues) -> tuple[dict[str, float], Pool]:
