@@ -11,7 +11,7 @@ from shared.events import Role, TurnPublished
 from shared.ingest.common import load_event, next_step
 from shared.ingest.extraction import extract
 from shared.language.clauses import question_text
-from shared.language.cues import cues_for_memory, entities, lexicon_tags
+from shared.language.cues import entities, lexicon_tags, text_cues
 from shared.language.timeexpr import happened
 from shared.models import (
     EventStage,
@@ -134,7 +134,7 @@ def honour_explicit(event: TurnPublished, extraction: Extraction, threshold: flo
                 importance=threshold,
                 tags=lexicon_tags(content),
                 entities=entities(content),
-                cues=cues_for_memory(content, lexicon_tags(content), entities(content)),
+                cues=text_cues(content),
             ),
         )
     kept = tuple(

@@ -348,6 +348,7 @@ def configure(overlays: Sequence[LexiconOverlay] = ()) -> Lexicon:
     lexicon = _parse_lexicon(merge_lexicon(shipped_lexicon_data(), overlays)) if overlays else None
     _configured = lexicon
     _sentence_start_words.cache_clear()  # derived from the lexicon's words
+    text_cues.cache_clear()  # so are the tags of a text
     return load_lexicon()
 
 
@@ -368,6 +369,15 @@ def lexicon_hits(text: str) -> list[LexiconHit]:
 
 def lexicon_tags(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(tag for hit in lexicon_hits(text) for tag in hit.tags))
+
+
+# Cached by text: recall reads the cue keys of the working memory's turns on every query of a
+# conversation (they change by a turn or two between queries) and of every short candidate text
+# (the filler check). Cleared by ``configure``, since the tags come from the lexicon.
+@lru_cache(maxsize=4096)
+def text_cues(text: str) -> tuple[str, ...]:
+    """A text's cue keys as extraction stores them with the memory made of it."""
+    return cues_for_memory(text, lexicon_tags(text), entities(text))
 
 
 def _normalise(text: str) -> str:

@@ -22,10 +22,8 @@ from shared.language.cues import (
     ENTITY_WEIGHT,
     KEYWORD_WEIGHT,
     QueryCues,
-    cues_for_memory,
-    entities,
-    lexicon_tags,
     links,
+    text_cues,
 )
 from shared.language.links import LINK_PREFIX
 from shared.language.text import keywords
@@ -85,7 +83,7 @@ def cue_match(weights: dict[str, float], cues: Iterable[str]) -> tuple[float, li
 
 def turn_cues(turn: TurnPublished) -> tuple[str, ...]:
     """A raw turn's cue keys, as extraction would give the memory made of it."""
-    return cues_for_memory(turn.content, lexicon_tags(turn.content), entities(turn.content))
+    return text_cues(turn.content)
 
 
 def cue_matches(uow: UnitOfWork, request: RecallRequest, cues: QueryCues) -> tuple[dict[str, float], Pool]:
@@ -94,7 +92,10 @@ def cue_matches(uow: UnitOfWork, request: RecallRequest, cues: QueryCues) -> tup
     A cue's weight falls with how many of the user's memories hold it (a name on every turn
     proves nothing)."""
     base = cues.keys()
-    total, df = uow.memories.cue_counts(request.tenant_id, request.user_id, list(base), request.statuses)
+    # The link keys are counted in the same read: most queries name no side of any link, and then
+    # ``link_hop`` reads nothing more.
+    counted = [*base, *link_keys(cues)]
+    total, df = uow.memories.cue_counts(request.tenant_id, request.user_id, counted, request.statuses)
     weights = {c: w * rarity(df.get(c, 0), total) for c, w in base.items()}
     present = fetched(base, df)
     pool = Pool()
@@ -126,6 +127,16 @@ def linked_sides(sources: Iterable[Memory], asked: Sequence[str]) -> dict[str, s
     return hops
 
 
+def _link_words(cues: QueryCues) -> list[str]:
+    """The query's words a link may name as one of its sides."""
+    return list(dict.fromkeys([*cues.entities, *cues.keywords]))[:MAX_QUERY_CUES]
+
+
+def link_keys(cues: QueryCues) -> list[str]:
+    """The cue keys of the memories that name a query word as a link side."""
+    return [LINK_PREFIX + word for word in _link_words(cues)]
+
+
 def link_hop(
     uow: UnitOfWork,
     request: RecallRequest,
@@ -143,9 +154,12 @@ def link_hop(
     better of its two scores. The memories stating the links keep their first-hop score: they are
     found by what they share with the query.
     """
-    asked = list(dict.fromkeys([*cues.entities, *cues.keywords]))[:MAX_QUERY_CUES]
+    asked = _link_words(cues)
     tenant, user, statuses = request.tenant_id, request.user_id, request.statuses
-    sources = uow.memories.by_cues(tenant, user, [LINK_PREFIX + v for v in asked], statuses, MAX_LINK_SOURCES)
+    named = [key for key in link_keys(cues) if pool.cue_df.get(key, 0) > 0]  # counted by cue_matches
+    if not named:
+        return
+    sources = uow.memories.by_cues(tenant, user, named, statuses, MAX_LINK_SOURCES)
     hops = linked_sides(sources, asked)
     if not hops:
         return

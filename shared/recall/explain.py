@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared.language.cues import QueryCues
 from shared.recall.deterministic import EXACT_KEY_SCORE
+from shared.recall.filler import is_filler_text
 from shared.recall.request import Candidate, RecallRequest, RecallResult
 
 if TYPE_CHECKING:
@@ -95,6 +96,14 @@ class Scored:
         """Whether the item is an assistant's turn that only asks (its feature, read once)."""
         row = self.rows.get(item_id)
         return row is not None and row[self.model.features.index("assistant_question")] > 0
+
+    def filler(self, c: Candidate) -> bool:
+        """Whether the item's text can answer nothing (its feature, read once: reading a short
+        text's cue keys is most of what the check costs, and recall checks every candidate)."""
+        row = self.rows.get(c.item.id)
+        if row is None:
+            return is_filler_text(c.item.content)
+        return row[self.model.features.index("filler")] > 0
 
     def explained(self, c: Candidate) -> dict[str, Any]:
         out = {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shared.language.clauses import is_chit_chat
-from shared.language.cues import cues_for_memory, entities, lexicon_tags
+from shared.language.cues import text_cues
 
 # Only a text this short can hold no cue key at all; a longer one is not read for cues (reading
 # them costs a quarter of a millisecond, and recall checks every candidate).
@@ -14,4 +14,4 @@ def is_filler_text(text: str) -> bool:
     """Chit-chat, or a short text without a single cue key: "lol ok", "哈哈", "好的，谢谢！"."""
     if is_chit_chat(text):
         return True
-    return len(text) <= SHORT_TEXT and not cues_for_memory(text, lexicon_tags(text), entities(text))
+    return len(text) <= SHORT_TEXT and not text_cues(text)

@@ -35,7 +35,6 @@ from collections.abc import Sequence
 
 from shared.language.cues import QueryCues
 from shared.recall.explain import Scored, Trace
-from shared.recall.filler import is_filler_text
 from shared.recall.fusion import select
 from shared.recall.request import Candidate, RecallRequest
 
@@ -43,9 +42,9 @@ from shared.recall.request import Candidate, RecallRequest
 BELOW_SHOWN = 5
 
 
-def cut_reason(c: Candidate, content_free_range: bool) -> str | None:
+def cut_reason(c: Candidate, content_free_range: bool, scored: Scored) -> str | None:
     """Why ``c`` is left out whatever the others score, or None when it may fill a slot."""
-    if is_filler_text(c.item.content):
+    if scored.filler(c):
         return "chit_chat"
     if content_free_range and "time" not in c.paths:
         return "outside_time_range"
@@ -81,7 +80,7 @@ def fill(
     answers the query by a rule (the current value of the slot it asks), so the minimum relevance
     never empties the answer."""
     content_free_range = bool(windows) and not cues.keys()
-    reasons = {c.item.id: reason for c in ranked if (reason := cut_reason(c, content_free_range))}
+    reasons = {c.item.id: reason for c in ranked if (reason := cut_reason(c, content_free_range, scored))}
     if not about_assistant:
         answers = {t for c in ranked if c.item.id not in reasons for t in _turns(c)}  # the turns kept
         for c in ranked:

@@ -52,6 +52,17 @@ def test_added_word_gives_recall_its_type_hint_and_tag() -> None:
     assert LexiconHit("过敏原", MemoryType.PREFERENCE, ("diet",)) in lexicon_hits("我的过敏原有哪些")
 
 
+def test_a_texts_cached_cue_keys_follow_a_newly_installed_lexicon() -> None:
+    # Recall caches a text's cue keys (the working memory's turns recur on every query): a
+    # lexicon installed after the first read must still tag the text, and removing it untag it.
+    text = "我不能碰发物"
+    assert "t:diet" not in cues.text_cues(text)
+    install({"tags": {"diet": {"type": "preference", "words": ["发物"]}}})
+    assert "t:diet" in cues.text_cues(text)
+    cues.configure()
+    assert "t:diet" not in cues.text_cues(text)
+
+
 def test_words_added_to_a_shipped_tag_take_its_type_when_none_is_given() -> None:
     install({"tags": {"diet": {"words": ["发物"]}, "health": {"words": ["化验单"]}}})
     assert lexicon_hits("发物") == [LexiconHit("发物", MemoryType.PREFERENCE, ("diet",))]

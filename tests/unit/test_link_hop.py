@@ -7,6 +7,8 @@ runs in recall on the fakes of ``tests.support.pipeline`` with the real rule-bas
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from shared.language.cues import cues_for_memory, entities, lexicon_tags, links
@@ -105,3 +107,45 @@ def test_the_hop_works_from_the_name_back_to_the_role() -> None:
     out = ask(h, "乐乐在学什么？")
     [hit] = [i for i in out.items if i.content == "儿子最近在学游泳"]
     assert "link:乐乐->儿子" in hit.explanation["matched_cues"], out.trace
+
+
+class _ReadsRecorded:
+    """Memories that hold nothing and record every cue read recall makes of them."""
+
+    def __init__(self, held: dict[str, int]) -> None:
+        self.held = held
+        self.reads: list[list[str]] = []
+
+    def cue_counts(
+        self, tenant_id: str, user_id: str, cues: Sequence[str], statuses: object
+    ) -> tuple[int, dict[str, int]]:
+        return 10, {c: self.held[c] for c in cues if c in self.held}
+
+    def by_cues(
+        self, tenant_id: str, user_id: str, cues: Sequence[str], statuses: object, limit: int
+    ) -> list[object]:
+        self.reads.append(list(cues))
+        return []
+
+
+@pytest.mark.parametrize("held", [{}, {"l:儿子": 1}])
+def test_the_hop_reads_memories_only_when_some_memory_names_a_query_word_as_a_link_side(
+    held: dict[str, int],
+) -> None:
+    # The link keys are counted with the query's cues (one read): a query naming no link side,
+    # as most do, makes no second memory read.
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from shared.language.cues import query_cues
+    from shared.recall import deterministic
+    from shared.recall.request import RecallRequest
+
+    memories = _ReadsRecorded(held)
+    uow = SimpleNamespace(memories=memories)
+    request = RecallRequest("t1", "u1", QUERY["zh"], now=datetime(2026, 8, 1, tzinfo=UTC))
+    cues = query_cues(request.searched)
+    weights, pool = deterministic.cue_matches(uow, request, cues)  # type: ignore[arg-type]
+    memories.reads.clear()
+    deterministic.link_hop(uow, request, cues, weights, pool, [])  # type: ignore[arg-type]
+    assert memories.reads == ([["l:儿子"]] if held else [])

@@ -17,7 +17,14 @@ from shared.storage import (
     Receipt,
     StoredEvent,
 )
-from workers.db.mapping import column_values, event_from_row, from_columns, offset_seconds
+from workers.db.mapping import (
+    WITHOUT_EMBEDDING,
+    column_values,
+    event_from_row,
+    from_columns,
+    offset_seconds,
+    plain_rows,
+)
 from workers.db.session import SessionRepository
 from workers.db.tables import (
     DeadLetterRow,
@@ -51,7 +58,8 @@ def by_refs(refs: Sequence[str]) -> ColumnElement[bool]:
 
 class SqlEventRepository(SessionRepository):
     def _read(self, query: Select[EventRow]) -> list[StoredEvent]:
-        return [event_from_row(r) for r in self.session.scalars(query)]
+        # The vector stays unread (it is deferred on the entity too): no event read shows it.
+        return [event_from_row(r) for r in plain_rows(self.session, query, EventRow, WITHOUT_EMBEDDING)]
 
     def insert_if_absent(self, event: TurnPublished, stage: str) -> bool:
         stmt = (

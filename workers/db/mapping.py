@@ -5,9 +5,14 @@ Domain records are dataclasses whose field names are the columns' names, so a co
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields
 from datetime import datetime, timedelta, timezone
+from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from sqlalchemy import Row, Select, inspect
+from sqlalchemy.orm import Session
 
 from shared.events import Role, TurnPublished
 from shared.models import Memory, MemoryStatus, MemoryType
@@ -25,11 +30,32 @@ def column_values(record: DataclassInstance) -> dict[str, Any]:
     return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
+@cache
+def _field_names(record_type: type[DataclassInstance]) -> tuple[str, ...]:
+    # ``fields()`` walks the class on every call: a third of a recall's row conversion.
+    return tuple(f.name for f in fields(record_type))
+
+
 def from_columns(record_type: type[Record], row: Any, **converted: Any) -> Record:
     """A ``record_type`` from the row's same-named columns; ``converted`` gives the fields that
     need a conversion (those columns are not read, so a deferred one stays unloaded)."""
-    same = {f.name: getattr(row, f.name) for f in fields(record_type) if f.name not in converted}
+    same = {name: getattr(row, name) for name in _field_names(record_type) if name not in converted}
     return record_type(**same, **converted)
+
+
+# The columns a read leaves out when it never shows the vector (recall, listings, the log).
+WITHOUT_EMBEDDING = frozenset({"embedding"})
+
+
+def plain_rows(
+    session: Session, query: Select[Any], entity: type[Any], skip: frozenset[str] = frozenset()
+) -> Sequence[Row[Any]]:
+    """The rows ``query`` (a ``select(entity)``) finds, as plain column tuples keyed by the
+    entity's attribute names, every column but ``skip``'s. Not ORM instances: recall reads a few
+    hundred rows per query, and building identity-mapped objects for rows that are only converted
+    to domain records cost more than the SQL (the rows' locking clause and order stay the query's)."""
+    columns = [getattr(entity, a.key) for a in inspect(entity).column_attrs if a.key not in skip]
+    return session.execute(query.with_only_columns(*columns)).all()
 
 
 def offset_seconds(at: datetime) -> int | None:
@@ -43,7 +69,8 @@ def in_offset(at: datetime, seconds: int | None) -> datetime:
     return at if seconds is None else at.astimezone(timezone(timedelta(seconds=seconds)))
 
 
-def event_from_row(row: EventRow) -> StoredEvent:
+def event_from_row(row: EventRow | Row[Any]) -> StoredEvent:
+    """From an entity or a plain row of its columns (``plain_rows``)."""
     event = from_columns(
         TurnPublished,
         row,
@@ -58,7 +85,7 @@ def event_from_row(row: EventRow) -> StoredEvent:
     )
 
 
-def memory_from_row(row: MemoryRow, with_embedding: bool = True) -> Memory:
+def memory_from_row(row: MemoryRow | Row[Any], with_embedding: bool = True) -> Memory:
     """``with_embedding=False`` for rows read with the vector column deferred (recall reads):
     decoding 384 floats per row was most of a recall's Postgres time."""
     return from_columns(

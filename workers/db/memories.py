@@ -8,10 +8,10 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, Select, Text, cast, delete, func, or_, select, true, update
 from sqlalchemy.dialects.postgresql import ARRAY, insert
-from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm import Session
 
 from shared.models import Memory, MemoryStatus, MemoryType
-from workers.db.mapping import memory_from_row, memory_values
+from workers.db.mapping import WITHOUT_EMBEDDING, memory_from_row, memory_values, plain_rows
 from workers.db.session import SessionRepository
 from workers.db.tables import CueCountRow, MemoryRow
 
@@ -65,9 +65,8 @@ def holds_any(tenant_id: str, user_id: str, cues: Sequence[str]) -> ColumnElemen
 def read_memories(session: Session, query: Select[MemoryRow], with_embedding: bool = True) -> list[Memory]:
     """The memories a row query finds. Without the embedding the vector column is not even
     fetched: recall re-reads and listings never need it, and decoding it dominated their cost."""
-    if not with_embedding:
-        query = query.options(defer(MemoryRow.embedding))
-    return [memory_from_row(r, with_embedding=with_embedding) for r in session.scalars(query)]
+    skip = frozenset() if with_embedding else WITHOUT_EMBEDDING
+    return [memory_from_row(r, with_embedding) for r in plain_rows(session, query, MemoryRow, skip)]
 
 
 class SqlMemoryRepository(SessionRepository):
