@@ -43,13 +43,31 @@ def file_hash(path: Path) -> str:
 
 
 def seeded_samples(path: Path, n: int, seed: int) -> list[str]:
-    """``n`` sample ids of the file drawn with ``random.Random(seed)`` (the first n of a larger
-    draw with the same seed: a training subset grows without changing its start), in file order."""
-    ids = sorted(c.sample_id for c in load_locomo(path))
+    """``n`` sample ids of the file drawn with ``random.Random(seed)`` (see :func:`seeded_draw`),
+    in file order."""
+    chosen = set(seeded_draw(sorted(c.sample_id for c in load_locomo(path)), n, seed))
+    return [c.sample_id for c in load_locomo(path) if c.sample_id in chosen]
+
+
+def seeded_draw(ids: Sequence[str], n: int, seed: int) -> list[str]:
+    """``n`` of ``ids`` drawn with ``random.Random(seed)``, in the order drawn: the first n of a
+    larger draw with the same seed, so a training subset grows without changing its start.
+
+    Why not ``random.sample``: it switches algorithm with ``n`` (a set of picks for a small share,
+    a shrinking pool for a large one), so 48 and 96 of the same 318 ids with one seed shared only
+    44. This is its set method for every ``n``: the 48 it drew for the shipped model stay the
+    first 48."""
     if n > len(ids):
         raise ValueError(f"samples: the file has {len(ids)}, asked for {n}")
-    chosen = set(random.Random(seed).sample(ids, n))
-    return [c.sample_id for c in load_locomo(path) if c.sample_id in chosen]
+    rng = random.Random(seed)
+    picked: list[str] = []
+    seen: set[int] = set()
+    while len(picked) < n:
+        j = rng.randrange(len(ids))
+        if j not in seen:
+            seen.add(j)
+            picked.append(ids[j])
+    return picked
 
 
 def _lines(
