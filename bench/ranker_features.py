@@ -45,8 +45,9 @@ def file_hash(path: Path) -> str:
 def seeded_samples(path: Path, n: int, seed: int) -> list[str]:
     """``n`` sample ids of the file drawn with ``random.Random(seed)`` (see :func:`seeded_draw`),
     in file order."""
-    chosen = set(seeded_draw(sorted(c.sample_id for c in load_locomo(path)), n, seed))
-    return [c.sample_id for c in load_locomo(path) if c.sample_id in chosen]
+    in_file = [c.sample_id for c in load_locomo(path)]
+    chosen = set(seeded_draw(sorted(in_file), n, seed))
+    return [s for s in in_file if s in chosen]
 
 
 def seeded_draw(ids: Sequence[str], n: int, seed: int) -> list[str]:
