@@ -10,6 +10,8 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime
 
+from sqlalchemy import text
+
 from shared.models import MemoryStatus
 from tests.support.rows import memory_row
 from workers.bootstrap import build_container
@@ -60,3 +62,61 @@ def test_by_sources_finds_exactly_the_memories_citing_any_of_the_turns(clean_db,
     with c.uow() as uow:
         assert uow.memories.by_sources("default", "u1", [], [MemoryStatus.ACTIVE]) == []
     c.close()
+
+
+def test_the_gin_key_functions_never_plan_a_parallel_worker(clean_db, it_settings):
+    """Recall's reads through the two GIN key functions (the memories citing the log's hits, the
+    memories holding a query's cues) evaluate those functions in the leader only (migration 0019):
+    launching a worker cost 3–4 ms of a 1 ms read at 100k memories. The planner is told here that
+    workers are free, so only the functions' PARALLEL RESTRICTED keeps them out of the workers."""
+    from sqlalchemy import event
+
+    c = build_container(it_settings)
+    with c.uow() as uow:
+        for i in range(40):
+            uow.memories.add(memory_row(i, "default", "u1", NOW, cited=[f"e-{i}"]))
+        uow.commit()
+    plans: list[str] = []
+    with c.uow() as uow:
+        session = uow.session  # type: ignore[attr-defined]
+        for setting in ("parallel_setup_cost", "parallel_tuple_cost"):
+            session.execute(text(f"SET LOCAL {setting} = 0"))
+        for setting in ("min_parallel_table_scan_size", "min_parallel_index_scan_size"):
+            session.execute(text(f"SET LOCAL {setting} = 0"))
+        statements: list[tuple[str, object]] = []
+
+        def keep(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
+            if not statement.startswith("EXPLAIN"):
+                statements.append((statement, parameters))
+
+        engine = session.get_bind()
+        event.listen(engine, "before_cursor_execute", keep)
+        try:
+            uow.memories.by_sources("default", "u1", [f"e-{i}" for i in range(30)], [MemoryStatus.ACTIVE])
+            uow.memories.by_cues("default", "u1", ["alpha", "beta"], [MemoryStatus.ACTIVE], 50)
+            for statement, parameters in list(statements):
+                rows = session.connection().exec_driver_sql("EXPLAIN " + statement, parameters).all()
+                plans.append("\n".join(r[0] for r in rows))
+        finally:
+            event.remove(engine, "before_cursor_execute", keep)
+    c.close()
+    assert any("memory_source_event_ids" in p for p in plans)
+    assert any("memory_user_cues" in p for p in plans)
+    for plan in plans:
+        parallel = _under_gather(plan)
+        assert "memory_source_event_ids" not in parallel and "memory_user_cues" not in parallel, plan
+
+
+def _under_gather(plan: str) -> str:
+    """The plan lines that run in parallel workers: those indented below a Gather node."""
+    inside: list[str] = []
+    depth: int | None = None  # the indentation of the Gather node we are under
+    for line in plan.splitlines():
+        indent = len(line) - len(line.lstrip(" ->"))
+        if depth is not None and indent <= depth:
+            depth = None
+        if depth is not None:
+            inside.append(line)
+        elif "Gather" in line:
+            depth = indent
+    return "\n".join(inside)
