@@ -18,7 +18,7 @@ from shared.storage import (
     StoredEvent,
 )
 from workers.db.mapping import (
-    WITHOUT_EMBEDDING,
+    EVENT_BOOKKEEPING,
     column_values,
     event_from_row,
     from_columns,
@@ -58,8 +58,9 @@ def by_refs(refs: Sequence[str]) -> ColumnElement[bool]:
 
 class SqlEventRepository(SessionRepository):
     def _read(self, query: Select[EventRow]) -> list[StoredEvent]:
-        # The vector stays unread (it is deferred on the entity too): no event read shows it.
-        return [event_from_row(r) for r in plain_rows(self.session, query, EventRow, WITHOUT_EMBEDDING)]
+        # The vector stays unread (it is deferred on the entity too): no event read shows it; nor
+        # the bookkeeping columns a StoredEvent does not hold.
+        return [event_from_row(r) for r in plain_rows(self.session, query, EventRow, EVENT_BOOKKEEPING)]
 
     def insert_if_absent(self, event: TurnPublished, stage: str) -> bool:
         stmt = (
