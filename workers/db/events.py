@@ -19,6 +19,7 @@ from shared.storage import (
 )
 from workers.db.mapping import (
     EVENT_BOOKKEEPING,
+    among,
     column_values,
     event_from_row,
     from_columns,
@@ -161,11 +162,8 @@ class SqlEventRepository(SessionRepository):
     def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
         if not event_ids:
             return []
-        return self._read(
-            select(EventRow).where(
-                *EventRow.owned_by(tenant_id, user_id), EventRow.event_id.in_(list(event_ids))
-            )
-        )
+        owned = EventRow.owned_by(tenant_id, user_id)
+        return self._read(select(EventRow).where(*owned, among(EventRow.event_id, event_ids)))
 
     def in_window(
         self, tenant_id: str, user_id: str, start: datetime, end: datetime, limit: int

@@ -5,14 +5,15 @@ Domain records are dataclasses whose field names are the columns' names, so a co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from datetime import datetime, timedelta, timezone
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Row, Select, inspect
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Row, Select, any_, bindparam, inspect
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from shared.events import Role, TurnPublished
 from shared.models import Memory, MemoryStatus, MemoryType
@@ -41,6 +42,15 @@ def from_columns(record_type: type[Record], row: Any, **converted: Any) -> Recor
     need a conversion (those columns are not read, so a deferred one stays unloaded)."""
     same = {name: getattr(row, name) for name in _field_names(record_type) if name not in converted}
     return record_type(**same, **converted)
+
+
+def among(column: InstrumentedAttribute[str], values: Iterable[str]) -> ColumnElement[bool]:
+    """``column`` is one of ``values``, sent as one array parameter (``= ANY(:values)``). Recall's
+    reads name a hundred ids or more: as ``IN (...)`` each id was a bound parameter of its own,
+    coerced and rendered in Python (a few milliseconds per recall at 100k memories), and each
+    list length made another statement for Postgres to parse and plan. The btree indexes serve
+    ``= ANY`` as they serve ``IN``."""
+    return column == any_(bindparam(None, list(values), type_=ARRAY(column.type)))
 
 
 # The columns a read leaves out when it never shows the vector (recall, listings, the log).

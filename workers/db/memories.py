@@ -11,7 +11,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.orm import Session
 
 from shared.models import Memory, MemoryStatus, MemoryType
-from workers.db.mapping import WITHOUT_EMBEDDING, memory_from_row, memory_values, plain_rows
+from workers.db.mapping import WITHOUT_EMBEDDING, among, memory_from_row, memory_values, plain_rows
 from workers.db.session import SessionRepository
 from workers.db.tables import CueCountRow, MemoryRow
 
@@ -95,7 +95,7 @@ class SqlMemoryRepository(SessionRepository):
         """Without the embedding (recall re-reads index hits here and never needs the vector)."""
         if not ids:
             return []
-        query = user_memories(tenant_id, user_id, MemoryRow.id.in_(list(ids)))
+        query = user_memories(tenant_id, user_id, among(MemoryRow.id, ids))
         return read_memories(self.session, query, with_embedding=False)
 
     def save(self, memory: Memory) -> None:
@@ -198,7 +198,7 @@ class SqlMemoryRepository(SessionRepository):
                 CueCountRow.tenant_id == tenant_id,
                 CueCountRow.user_id == user_id,
                 CueCountRow.status.in_([s.value for s in statuses]),
-                CueCountRow.cue.in_(keys),
+                among(CueCountRow.cue, keys),
             )
             .group_by(CueCountRow.cue)
         ).all()

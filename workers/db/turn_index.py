@@ -13,7 +13,7 @@ from sqlalchemy.orm import undefer
 from shared.events import split_ref
 from shared.storage import TurnRow, TurnState
 from workers.db.events import by_ref, by_refs
-from workers.db.mapping import event_from_row
+from workers.db.mapping import among, event_from_row
 from workers.db.session import SessionRepository
 from workers.db.tables import EventRow
 
@@ -95,7 +95,7 @@ class SqlTurnIndexRepository(SessionRepository):
         rows = self.session.execute(
             select(EventRow.event_id, EventRow.embedding).where(
                 *EventRow.owned_by(tenant_id, user_id),
-                EventRow.event_id.in_(list(event_ids)),
+                among(EventRow.event_id, event_ids),
                 EventRow.embedding.is_not(None),
             )
         )
