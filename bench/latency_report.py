@@ -27,7 +27,7 @@ STAGE_NOTES = {
     "turn_keyword_ms": "  of which: keyword (sparse) search of the turn index",
     "fusion_ms": "the rest after the searches: re-read hits in Postgres, RRF, diversity, explanations",
     "get_many_ms": "  of which: re-read of the memory hits (SqlMemoryRepository.get_many)",
-    "turn_rows_ms": "  of which: re-read of the log's hits (SqlEventRepository.of_user)",
+    "turn_rows_ms": "  of which: re-read of the log's hits and their lent turns (SqlEventRepository.of_user)",
     "log_sources_ms": "  of which: memories citing the log's hits (SqlMemoryRepository.by_sources)",
     "total_ms": "recall() as a whole (its own trace)",
     "wall_ms": "around recall(), including opening the unit of work",

@@ -227,7 +227,6 @@ def _turns_found(uow: UnitOfWork, request: RecallRequest, hits: Hits, pool: Pool
     of type ``turn``."""
     tenant, user = request.tenant_id, request.user_id
     hit_ids = sorted({str(h.payload.get("event_id")) for path_hits in hits.values() for h in path_hits})
-    stored = {s.event.event_id: s for s in uow.events.of_user(tenant, user, hit_ids)}
     # Only a path's best LENDING hits stand for their context turns: a deep hit's neighbours
     # would rank below the answer's k anyway, and every lent turn is one more row to re-read.
     lending = {
@@ -235,8 +234,8 @@ def _turns_found(uow: UnitOfWork, request: RecallRequest, hits: Hits, pool: Pool
         for path_hits in hits.values()
         for h in sorted(path_hits, key=lambda h: (-h.score, h.id))[:LENDING]
     }
-    lent = sorted({i for e, s in stored.items() if e in lending for i in s.window} - stored.keys())
-    stored.update({s.event.event_id: s for s in uow.events.of_user(tenant, user, lent)})
+    # The hits and the turns of the lending hits' windows, in one read.
+    stored = {s.event.event_id: s for s in uow.events.of_user(tenant, user, hit_ids, sorted(lending))}
     # A point that outlived a privacy delete is never shown, nor lends its rank.
     turns = {i: s.event for i, s in stored.items() if not is_redacted(s.event)}
     citing, retired = _citing(uow, request, sorted(turns))

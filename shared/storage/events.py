@@ -77,8 +77,12 @@ class EventRepository(Protocol):
         """(pipeline key, stage) of events not done that reached their stage before the given time,
         except those parked (a dead letter names them and was not replayed)."""
 
-    def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
-        """Those of the events that belong to this user (others' ids are silently absent)."""
+    def of_user(
+        self, tenant_id: str, user_id: str, event_ids: Sequence[str], windows_of: Sequence[str] = ()
+    ) -> list[StoredEvent]:
+        """Those of the events that belong to this user (others' ids are silently absent), and
+        the turns of the context windows of the user's events ``windows_of`` names, in the same
+        read (recall's log hits and the turns the best of them lend their rank to)."""
 
     def in_window(
         self, tenant_id: str, user_id: str, start: datetime, end: datetime, limit: int

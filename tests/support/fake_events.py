@@ -86,9 +86,13 @@ class FakeEventRepository(FakeRepository):
     def stages(self, refs: Sequence[str]) -> dict[str, str]:
         return {i: self.s.events[i]["stage"] for i in refs if i in self.s.events}
 
-    def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
-        wanted = set(event_ids)
-        return [_stored(r) for i, r in events_of(self.s, tenant_id, user_id) if i in wanted]
+    def of_user(
+        self, tenant_id: str, user_id: str, event_ids: Sequence[str], windows_of: Sequence[str] = ()
+    ) -> list[StoredEvent]:
+        owned = dict(events_of(self.s, tenant_id, user_id))
+        lending = set(windows_of)
+        wanted = set(event_ids) | {w for i in lending if i in owned for w in _stored(owned[i]).window}
+        return [_stored(r) for i, r in owned.items() if i in wanted]
 
     def in_window(self, tenant_id, user_id, start, end, limit) -> list[StoredEvent]:
         rows = [

@@ -159,11 +159,20 @@ class SqlEventRepository(SessionRepository):
                 out[ref] = stage
         return out
 
-    def of_user(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> list[StoredEvent]:
-        if not event_ids:
+    def of_user(
+        self, tenant_id: str, user_id: str, event_ids: Sequence[str], windows_of: Sequence[str] = ()
+    ) -> list[StoredEvent]:
+        if not event_ids and not windows_of:
             return []
         owned = EventRow.owned_by(tenant_id, user_id)
-        return self._read(select(EventRow).where(*owned, among(EventRow.event_id, event_ids)))
+        wanted = among(EventRow.event_id, event_ids)
+        if windows_of:
+            # One round trip for the hits and the turns their windows hold (a window holds turns
+            # of its own user and session; the outer scope is applied to them all the same).
+            lending = among(EventRow.event_id, windows_of)
+            lent = select(func.unnest(EventRow.window_ids)).where(*owned, lending).scalar_subquery()
+            wanted = or_(wanted, EventRow.event_id.in_(lent))
+        return self._read(select(EventRow).where(*owned, wanted))
 
     def in_window(
         self, tenant_id: str, user_id: str, start: datetime, end: datetime, limit: int

@@ -1,0 +1,75 @@
+"""Recall's read of the conversation log's hits and of the turns their context windows hold, in
+one statement (``events.of_user(..., windows_of=...)``), against the in-memory fake: the same
+turns, and never a turn of another user or tenant, though event ids repeat across tenants and a
+window names bare event ids."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from shared.events import Role, TurnPublished
+from shared.settings import Settings
+from tests.support.fakes import FakeStore
+from workers.bootstrap import build_container
+
+NOW = datetime(2026, 12, 6, 9, tzinfo=UTC)
+# (tenant, user): the prefix of its event ids (<prefix>-<seq>; ids are unique per tenant, so
+# a-1.. repeats in every tenant) and its turns' contents, seq 1..n.
+OWNERS = {
+    ("t1", "u1"): ("a", "abcd"),
+    ("t1", "u10"): ("a:b", "efgh"),
+    ("t1:x", "u1"): ("a", "ijkl"),
+    ("t2", "u1"): ("a", "mnop"),
+}
+WINDOW = 2  # each turn's window: the two turns before it
+
+
+def _load(uow) -> None:  # type: ignore[no-untyped-def]
+    for (tenant, user), (prefix, contents) in OWNERS.items():
+        for seq, letter in enumerate(contents, start=1):
+            turn = TurnPublished(
+                f"{prefix}-{seq}", tenant, user, "s1", seq, Role.USER, f"{tenant}/{user} {letter}",
+                NOW + timedelta(minutes=seq), {},
+            )  # fmt: skip
+            assert uow.events.insert_if_absent(turn, "recorded")
+            window = [f"{prefix}-{n}" for n in range(max(1, seq - WINDOW), seq)]
+            uow.turn_index.set_vector(turn.ref, [1.0] + [0.0] * 15, "hash", window)
+    uow.commit()
+
+
+ASKS = [
+    ("t1", "u1", ["a-1"], ["a-4"]),  # a hit and a lending hit's window (a-2, a-3)
+    ("t1", "u1", [], ["a-3", "a-4"]),  # windows only: a-1, a-2, a-3
+    ("t1", "u1", ["a-4"], []),  # no window asked: the hit alone
+    ("t1", "u10", ["a-1"], ["a-4"]),  # another user's ids: nothing
+    ("t1", "u10", ["a:b-1"], ["a:b-4"]),  # its own
+    ("t1:x", "u1", [], ["a-4"]),  # a tenant id with a colon
+    ("t2", "u1", ["a-9"], ["a-9"]),  # ids this user has not: nothing
+]
+
+
+def _answers(uow) -> list[list[tuple[str, str, str]]]:  # type: ignore[no-untyped-def]
+    out = []
+    for tenant, user, hits, lending in ASKS:
+        found = uow.events.of_user(tenant, user, hits, lending)
+        out.append(sorted((s.event.tenant_id, s.event.user_id, s.event.content) for s in found))
+    return out
+
+
+def test_hits_and_their_windows_in_one_read_agree_with_the_fake(sql_settings: Settings) -> None:
+    fake = FakeStore()
+    with fake.uow() as uow:
+        _load(uow)
+        expected = _answers(uow)
+    assert [len(a) for a in expected] == [3, 3, 1, 0, 3, 2, 0]
+    for (tenant, user, _, _), answer in zip(ASKS, expected, strict=True):
+        assert all((t, u) == (tenant, user) for t, u, _ in answer)
+    assert [c for _, _, c in expected[0]] == ["t1/u1 a", "t1/u1 b", "t1/u1 c"]
+    container = build_container(sql_settings)
+    try:
+        with container.uow() as uow:
+            _load(uow)
+        with container.uow() as uow:
+            assert _answers(uow) == expected
+    finally:
+        container.close()
