@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ColumnElement, Select, exists, func, or_, select, tuple_, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import ColumnElement, Select, Text, any_, bindparam, exists, func, or_, select, tuple_, update
+from sqlalchemy.dialects.postgresql import ARRAY, insert
 
 from shared.events import TurnPublished, event_ref, split_ref
 from shared.language.timeexpr import Span
@@ -165,14 +166,16 @@ class SqlEventRepository(SessionRepository):
         if not event_ids and not windows_of:
             return []
         owned = EventRow.owned_by(tenant_id, user_id)
-        wanted = among(EventRow.event_id, event_ids)
+        ids: ColumnElement[Any] = bindparam(None, list(event_ids), type_=ARRAY(Text))
         if windows_of:
             # One round trip for the hits and the turns their windows hold (a window holds turns
-            # of its own user and session; the outer scope is applied to them all the same).
+            # of its own user and session; the outer scope is applied to them all the same). One
+            # array of ids, not "hit OR in a subquery": Postgres reads an OR with a subquery by
+            # scanning every event (720 ms at 220k turns); an array it reads by the primary key.
             lending = among(EventRow.event_id, windows_of)
             lent = select(func.unnest(EventRow.window_ids)).where(*owned, lending).scalar_subquery()
-            wanted = or_(wanted, EventRow.event_id.in_(lent))
-        return self._read(select(EventRow).where(*owned, wanted))
+            ids = func.array_cat(ids, func.array(lent), type_=ARRAY(Text))
+        return self._read(select(EventRow).where(*owned, EventRow.event_id == any_(ids)))
 
     def in_window(
         self, tenant_id: str, user_id: str, start: datetime, end: datetime, limit: int
