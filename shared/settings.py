@@ -59,6 +59,10 @@ class Settings(BaseSettings):
     # Query vectors kept per process (an LRU keyed by model and text): an agent asks the same
     # things again, and the model call is most of a recall's time. 0 turns it off.
     query_embedding_cache: int = Field(default=1024, ge=0, le=1_000_000)
+    # A query of several lines (a dialogue so far) is embedded by its last lines within this many
+    # tokens (its keyword and cue paths still read all of it); 0: up to the model's window. The
+    # model's time grows faster than the query (docs/BENCHMARKS.md, "A dialogue query's embedding").
+    dialogue_query_tokens: int = Field(default=0, ge=0, le=1_000_000)
 
     # LLM path (optional): unset base URL = rule-based only. Never used on the recall path.
     llm_base_url: str | None = None

@@ -99,3 +99,39 @@ def test_a_text_is_never_counted_whole_past_twice_the_kept_prefix() -> None:
     head = head_within(text, 512, count)
     assert len(head.split()) == 512 and text.startswith(head)
     assert max(counted) <= 2 * 4 * 512 and len(counted) < 20
+
+
+def test_a_dialogue_query_is_embedded_by_its_last_lines_within_the_budget(e5: E5Embedder) -> None:
+    lines = [f"user: line {n} " + mixed_text(60, n) for n in range(12)]
+    dialogue = "\n".join(lines[:6]) + "\n\n" + "\n".join(lines[6:])  # a blank line is dropped
+    budget = 64
+    assert e5.token_count(dialogue, True) > 4 * budget
+    recorder = RecordingEmbedder()
+    cut = WindowCut(recorder, e5.token_count, E5_MAX_TOKENS, dialogue_tokens=budget)
+
+    cut.embed_query(dialogue)
+    one_line = mixed_text(600, 3)  # one line: only the window applies, whatever its length
+    cut.embed_query(one_line)
+    cut.embed_passages([dialogue])  # a passage is never a dialogue query
+
+    (kept, whole_line), (passage,) = recorder.queries, recorder.passages
+    kept_lines = kept.split("\n")
+    assert kept_lines == lines[-len(kept_lines) :] and len(kept_lines) >= 1  # the newest, whole
+    assert e5.token_count(kept, True) <= budget
+    assert e5.token_count("\n".join(lines[-len(kept_lines) - 1 :]), True) > budget  # as many as fit
+    assert whole_line == one_line and passage == dialogue
+
+
+def test_a_dialogue_whose_last_line_alone_is_over_the_budget_keeps_that_line_s_head(e5: E5Embedder) -> None:
+    last = "user: " + mixed_text(900, 5)
+    recorder = RecordingEmbedder()
+    cut = WindowCut(recorder, e5.token_count, E5_MAX_TOKENS, dialogue_tokens=32)
+    cut.embed_query("user: hello\n" + last)
+    (kept,) = recorder.queries
+    assert last.startswith(kept) and 0 < e5.token_count(kept, True) <= 32
+
+
+def test_a_dialogue_budget_outside_the_window_is_refused_naming_the_setting() -> None:
+    for bad in (4, E5_MAX_TOKENS + 1):
+        with pytest.raises(ValueError, match="CUEMEM_DIALOGUE_QUERY_TOKENS"):
+            build_embedder(Settings(embedder="e5", dialogue_query_tokens=bad))

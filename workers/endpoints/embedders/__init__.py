@@ -56,6 +56,12 @@ def _build(settings: Settings) -> Embedder:
 
     kind = settings.embedder
     max_tokens = settings.embedding_max_tokens
+    dialogue = settings.dialogue_query_tokens
+    if dialogue and not 8 <= dialogue <= max_tokens:
+        raise ValueError(
+            f"CUEMEM_DIALOGUE_QUERY_TOKENS is {dialogue}: set it to 0 (the model's window) or from 8 "
+            f"to CUEMEM_EMBEDDING_MAX_TOKENS ({max_tokens})"
+        )
     if kind == "e5":
         from workers.endpoints.embedders.e5 import E5_DIM, E5_MAX_TOKENS, E5Embedder
 
@@ -72,14 +78,13 @@ def _build(settings: Settings) -> Embedder:
                 f"{max_tokens}: unset it or set it to {E5_MAX_TOKENS} or less"
             )
         e5 = E5Embedder(threads=settings.embedding_threads)
-        return WindowCut(e5, e5.token_count, max_tokens)
+        return WindowCut(e5, e5.token_count, max_tokens, dialogue)
     if kind == "hash":
         from workers.endpoints.embedders.hashing import HashingEmbedder, tokens
 
         # Its features stand in for tokens: the cut bounds a test run's work as it does a model's.
-        return WindowCut(
-            HashingEmbedder(dim=settings.embedding_dim), lambda text, _: len(tokens(text)), max_tokens
-        )
+        hashing = HashingEmbedder(dim=settings.embedding_dim)
+        return WindowCut(hashing, lambda text, _: len(tokens(text)), max_tokens, dialogue)
     if kind == "openai":
         model = settings.embedding_model
         base_url = settings.embedding_base_url
@@ -100,5 +105,5 @@ def _build(settings: Settings) -> Embedder:
             timeout_s=settings.embedding_timeout_s,
         )
         # No tokenizer of the remote model here: a conservative estimate from the UTF-8 length.
-        return WindowCut(remote, approximate_tokens, max_tokens)
+        return WindowCut(remote, approximate_tokens, max_tokens, dialogue)
     raise ValueError(f"unknown embedder {kind!r}: set CUEMEM_EMBEDDER to 'e5', 'openai' or 'hash'")
