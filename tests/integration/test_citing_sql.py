@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from sqlalchemy import text
 
 from shared.models import MemoryStatus
+from tests.support.plans import plans_of
 from tests.support.rows import memory_row
 from workers.bootstrap import build_container
 
@@ -69,42 +70,29 @@ def test_the_gin_key_functions_never_plan_a_parallel_worker(clean_db, it_setting
     memories holding a query's cues) evaluate those functions in the leader only (migration 0019):
     launching a worker cost 3–4 ms of a 1 ms read at 100k memories. The planner is told here that
     workers are free, so only the functions' PARALLEL RESTRICTED keeps them out of the workers."""
-    from sqlalchemy import event
-
     c = build_container(it_settings)
     with c.uow() as uow:
         for i in range(40):
             uow.memories.add(memory_row(i, "default", "u1", NOW, cited=[f"e-{i}"]))
         uow.commit()
-    plans: list[str] = []
     with c.uow() as uow:
         session = uow.session  # type: ignore[attr-defined]
         for setting in ("parallel_setup_cost", "parallel_tuple_cost"):
             session.execute(text(f"SET LOCAL {setting} = 0"))
         for setting in ("min_parallel_table_scan_size", "min_parallel_index_scan_size"):
             session.execute(text(f"SET LOCAL {setting} = 0"))
-        statements: list[tuple[str, object]] = []
-
-        def keep(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
-            if not statement.startswith("EXPLAIN"):
-                statements.append((statement, parameters))
-
-        engine = session.get_bind()
-        event.listen(engine, "before_cursor_execute", keep)
-        try:
-            uow.memories.by_sources("default", "u1", [f"e-{i}" for i in range(30)], [MemoryStatus.ACTIVE])
-            uow.memories.by_cues("default", "u1", ["alpha", "beta"], [MemoryStatus.ACTIVE], 50)
-            for statement, parameters in list(statements):
-                rows = session.connection().exec_driver_sql("EXPLAIN " + statement, parameters).all()
-                plans.append("\n".join(r[0] for r in rows))
-        finally:
-            event.remove(engine, "before_cursor_execute", keep)
+        plans = plans_of(session, lambda: _read_through_both_functions(uow))
     c.close()
     assert any("memory_source_event_ids" in p for p in plans)
     assert any("memory_user_cues" in p for p in plans)
     for plan in plans:
         parallel = _under_gather(plan)
         assert "memory_source_event_ids" not in parallel and "memory_user_cues" not in parallel, plan
+
+
+def _read_through_both_functions(uow) -> None:  # type: ignore[no-untyped-def]
+    uow.memories.by_sources("default", "u1", [f"e-{i}" for i in range(30)], [MemoryStatus.ACTIVE])
+    uow.memories.by_cues("default", "u1", ["alpha", "beta"], [MemoryStatus.ACTIVE], 50)
 
 
 def _under_gather(plan: str) -> str:

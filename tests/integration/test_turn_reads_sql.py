@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from shared.events import Role, TurnPublished
 from shared.settings import Settings
 from tests.support.fakes import FakeStore
+from tests.support.plans import plans_of
 from workers.bootstrap import build_container
 
 NOW = datetime(2026, 12, 6, 9, tzinfo=UTC)
@@ -79,7 +80,7 @@ def test_hits_and_their_windows_are_read_by_the_primary_key(sql_settings: Settin
     """The read looks the ids up in the primary key, never scans the user's events: written as
     "the hit ids OR in the windows' subquery", Postgres read all 220k turns of the latency
     benchmark (720 ms). Five thousand more turns make a scan cost what it would."""
-    from sqlalchemy import event, text
+    from sqlalchemy import text
 
     container = build_container(sql_settings)
     try:
@@ -97,23 +98,12 @@ def test_hits_and_their_windows_are_read_by_the_primary_key(sql_settings: Settin
         with container.uow() as uow:
             session = uow.session  # type: ignore[attr-defined]
             session.execute(text("ANALYZE events"))
-            statements: list[tuple[str, object]] = []
-
-            def keep(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
-                if not statement.startswith("EXPLAIN"):
-                    statements.append((statement, parameters))
-
-            engine = session.get_bind()
-            event.listen(engine, "before_cursor_execute", keep)
-            try:
-                assert len(uow.events.of_user("t1", "u1", ["a-1"], ["a-4"])) == 3
-            finally:
-                event.remove(engine, "before_cursor_execute", keep)
-            [(statement, parameters)] = statements
-            plan = "\n".join(
-                r[0] for r in session.connection().exec_driver_sql("EXPLAIN " + statement, parameters)
-            )
+            [plan] = plans_of(session, lambda: _assert_hits_and_windows(uow))
     finally:
         container.close()
     scan = plan.splitlines()[:2]  # the outer scan and its index condition
     assert "events_pkey" in scan[0] and "event_id" in scan[1], plan
+
+
+def _assert_hits_and_windows(uow) -> None:  # type: ignore[no-untyped-def]
+    assert len(uow.events.of_user("t1", "u1", ["a-1"], ["a-4"])) == 3
