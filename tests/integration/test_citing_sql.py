@@ -82,12 +82,23 @@ def test_the_gin_key_functions_never_plan_a_parallel_worker(clean_db, it_setting
         for setting in ("min_parallel_table_scan_size", "min_parallel_index_scan_size"):
             session.execute(text(f"SET LOCAL {setting} = 0"))
         plans = plans_of(session, lambda: _read_through_both_functions(uow))
+        # The control: with the functions PARALLEL SAFE again (in this transaction only, rolled
+        # back) the same settings do put them below a Gather, so the check above can fail.
+        for function in FUNCTIONS:
+            session.execute(text(f"ALTER FUNCTION {function} PARALLEL SAFE"))
+        unrestricted = plans_of(session, lambda: _read_through_both_functions(uow))
+        uow.rollback()
     c.close()
     assert any("memory_source_event_ids" in p for p in plans)
     assert any("memory_user_cues" in p for p in plans)
     for plan in plans:
         parallel = _under_gather(plan)
         assert "memory_source_event_ids" not in parallel and "memory_user_cues" not in parallel, plan
+    control = "\n".join(_under_gather(plan) for plan in unrestricted)
+    assert "memory_source_event_ids" in control and "memory_user_cues" in control, unrestricted
+
+
+FUNCTIONS = ("memory_user_cues(text, text, text[])", "memory_source_event_ids(jsonb)")
 
 
 def _read_through_both_functions(uow) -> None:  # type: ignore[no-untyped-def]
@@ -108,3 +119,20 @@ def _under_gather(plan: str) -> str:
         elif "Gather" in line:
             depth = indent
     return "\n".join(inside)
+
+
+def test_an_id_longer_than_its_column_matches_no_row(clean_db, it_settings):
+    """Recall's id reads send their ids as one ``text[]`` (``mapping.among``): a ``varchar(36)[]``
+    would cut a longer id to the column's length, and the cut id would match another row."""
+    c = build_container(it_settings)
+    stored = memory_row(1, "default", "u1", NOW)
+    with c.uow() as uow:
+        uow.memories.add(stored)
+        uow.memories.add(memory_row(2, "default", "u10", NOW))
+        uow.commit()
+    assert len(stored.id) == 36
+    with c.uow() as uow:
+        assert [m.id for m in uow.memories.get_many("default", "u1", [stored.id])] == [stored.id]
+        assert uow.memories.get_many("default", "u1", [stored.id + "tail"]) == []
+        assert uow.memories.get_many("default", "u10", [stored.id]) == []  # another user's row
+    c.close()

@@ -16,13 +16,15 @@ from workers.bootstrap import build_container
 NOW = datetime(2026, 12, 6, 9, tzinfo=UTC)
 # (tenant, user): the prefix of its event ids (<prefix>-<seq>; ids are unique per tenant, so
 # a-1.. repeats in every tenant) and its turns' contents, seq 1..n.
+# A turn's window: the WINDOW turns before it, three in tenant t2 (so that its a-4 names a-1,
+# which t1's a-4 does not).
 OWNERS = {
     ("t1", "u1"): ("a", "abcd"),
     ("t1", "u10"): ("a:b", "efgh"),
     ("t1:x", "u1"): ("a", "ijkl"),
     ("t2", "u1"): ("a", "mnop"),
 }
-WINDOW = 2  # each turn's window: the two turns before it
+WINDOW = {"t2": 3}
 
 
 def _load(uow) -> None:  # type: ignore[no-untyped-def]
@@ -33,7 +35,7 @@ def _load(uow) -> None:  # type: ignore[no-untyped-def]
                 NOW + timedelta(minutes=seq), {},
             )  # fmt: skip
             assert uow.events.insert_if_absent(turn, "recorded")
-            window = [f"{prefix}-{n}" for n in range(max(1, seq - WINDOW), seq)]
+            window = [f"{prefix}-{n}" for n in range(max(1, seq - WINDOW.get(tenant, 2)), seq)]
             uow.turn_index.set_vector(turn.ref, [1.0] + [0.0] * 15, "hash", window)
     uow.commit()
 
@@ -41,6 +43,7 @@ def _load(uow) -> None:  # type: ignore[no-untyped-def]
 ASKS = [
     ("t1", "u1", ["a-1"], ["a-4"]),  # a hit and a lending hit's window (a-2, a-3)
     ("t1", "u1", [], ["a-3", "a-4"]),  # windows only: a-1, a-2, a-3
+    ("t1", "u1", [], ["a-4"]),  # a-2, a-3: not a-1, which another tenant's a-4 window names
     ("t1", "u1", ["a-4"], []),  # no window asked: the hit alone
     ("t1", "u10", ["a-1"], ["a-4"]),  # another user's ids: nothing
     ("t1", "u10", ["a:b-1"], ["a:b-4"]),  # its own
@@ -62,7 +65,7 @@ def test_hits_and_their_windows_in_one_read_agree_with_the_fake(sql_settings: Se
     with fake.uow() as uow:
         _load(uow)
         expected = _answers(uow)
-    assert [len(a) for a in expected] == [3, 3, 1, 0, 3, 2, 0]
+    assert [len(a) for a in expected] == [3, 3, 2, 1, 0, 3, 2, 0]
     for (tenant, user, _, _), answer in zip(ASKS, expected, strict=True):
         assert all((t, u) == (tenant, user) for t, u, _ in answer)
     assert [c for _, _, c in expected[0]] == ["t1/u1 a", "t1/u1 b", "t1/u1 c"]

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import ColumnElement, Row, Select, any_, bindparam, inspect
+from sqlalchemy import ColumnElement, Row, Select, Text, any_, bindparam, inspect
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
@@ -49,8 +49,10 @@ def among(column: InstrumentedAttribute[str], values: Iterable[str]) -> ColumnEl
     reads name a hundred ids or more: as ``IN (...)`` each id was a bound parameter of its own,
     coerced and rendered in Python (a few milliseconds per recall at 100k memories), and each
     list length made another statement for Postgres to parse and plan. The btree indexes serve
-    ``= ANY`` as they serve ``IN``."""
-    return column == any_(bindparam(None, list(values), type_=ARRAY(column.type)))
+    ``= ANY`` as they serve ``IN``. The array is ``text[]``, not the column's ``varchar(n)[]``:
+    a cast to ``varchar(n)`` cuts a longer value, and a 40-character id would match the row whose
+    id is its first 36 characters."""
+    return column == any_(bindparam(None, list(values), type_=ARRAY(Text)))
 
 
 # The columns a read leaves out when it never shows the vector (recall, listings, the log).
