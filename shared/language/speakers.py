@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ASSISTANT_LABELS", "speaker", "without_assistant_lines"]
+__all__ = ["ASSISTANT_LABELS", "lines_of", "speaker", "without_assistant_lines"]
 
 # A line's speaker label: up to 30 characters before a colon (ASCII or full-width), optionally in
 # angle brackets. Text that merely holds a colon ("Note to self: …") reads as a label too, but
@@ -25,6 +25,12 @@ _LABEL_RE = re.compile(r"^\s*<?\s*([^<>:：\n]{1,30}?)\s*>?\s*[:：]")
 ASSISTANT_LABELS = frozenset(
     {"assistant", "ai", "bot", "chatbot", "system", "助手", "小助手", "ai助手", "机器人"}
 )
+
+
+def lines_of(text: str) -> list[str]:
+    """The lines of a transcript that say something (blank ones dropped): more than one is a
+    dialogue, not one question."""
+    return [line for line in text.splitlines() if line.strip()]
 
 
 def speaker(line: str) -> str | None:

@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import Any
 
 from shared.events import FieldError, InvalidInput, TurnPublished, bounded_at, id_problem, text_problem
-from shared.language.speakers import without_assistant_lines
+from shared.language.speakers import lines_of, without_assistant_lines
 from shared.models import HISTORICAL_STATUSES, RECALLABLE_STATUSES, Memory, MemoryStatus
 from shared.public import public_fields
 
@@ -153,7 +153,7 @@ class RecallRequest:
     @property
     def is_dialogue(self) -> bool:
         """The searched text holds several lines: a dialogue so far, not one question."""
-        return sum(1 for line in self.searched.splitlines() if line.strip()) > 1
+        return len(lines_of(self.searched)) > 1
 
     @cached_property
     def searched(self) -> str:
@@ -163,7 +163,7 @@ class RecallRequest:
         said = without_assistant_lines(self.query)
         if self.query_lines <= 0:
             return said
-        lines = [line for line in said.splitlines() if line.strip()]
+        lines = lines_of(said)
         return "\n".join(lines[-self.query_lines :]) if len(lines) > self.query_lines else said
 
 

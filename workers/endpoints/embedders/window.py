@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+from shared.language.speakers import lines_of
 from shared.ports import Embedder
 from workers.endpoints.embedders.wrapping import Wrapping
 
@@ -73,7 +74,7 @@ def last_lines_within(text: str, max_tokens: int, count: Callable[[str], int]) -
     """The last lines of ``text`` that ``count`` puts at ``max_tokens`` tokens or fewer, whole
     lines only (blank ones dropped); when even the last line does not fit, the head of that line
     within ``max_tokens``. A dialogue so far is about its newest lines: they are the ones kept."""
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = lines_of(text)
     kept: list[str] = []
     for line in reversed(lines):
         if count("\n".join([line, *kept])) > max_tokens:
@@ -107,7 +108,7 @@ class WindowCut(Wrapping):
 
     def cut(self, text: str, *, query: bool = False) -> str:
         count: Callable[[str], int] = lambda t: self._count(t, query)  # noqa: E731
-        if query and self.dialogue_tokens and sum(1 for line in text.splitlines() if line.strip()) > 1:
+        if query and self.dialogue_tokens and len(lines_of(text)) > 1:
             return last_lines_within(text, self.dialogue_tokens, count)
         return head_within(text, self.max_tokens, count)
 
