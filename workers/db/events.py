@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import ColumnElement, Select, Text, any_, bindparam, exists, func, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, Select, Text, any_, exists, func, or_, select, tuple_, update
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 
 from shared.events import TurnPublished, event_ref, split_ref
@@ -26,6 +25,7 @@ from workers.db.mapping import (
     from_columns,
     offset_seconds,
     plain_rows,
+    text_array,
 )
 from workers.db.session import SessionRepository
 from workers.db.tables import (
@@ -166,7 +166,7 @@ class SqlEventRepository(SessionRepository):
         if not event_ids and not windows_of:
             return []
         owned = EventRow.owned_by(tenant_id, user_id)
-        ids: ColumnElement[Any] = bindparam(None, list(event_ids), type_=ARRAY(Text))
+        ids = text_array(event_ids)
         if windows_of:
             # One round trip for the hits and the turns their windows hold (a window holds turns
             # of its own user and session; the outer scope is applied to them all the same). One

@@ -44,6 +44,11 @@ def from_columns(record_type: type[Record], row: Any, **converted: Any) -> Recor
     return record_type(**same, **converted)
 
 
+def text_array(values: Iterable[str]) -> ColumnElement[Any]:
+    """``values`` as one ``text[]`` parameter (see :func:`among`)."""
+    return bindparam(None, list(values), type_=ARRAY(Text))
+
+
 def among(column: InstrumentedAttribute[str], values: Iterable[str]) -> ColumnElement[bool]:
     """``column`` is one of ``values``, sent as one array parameter (``= ANY(:values)``). Recall's
     reads name a hundred ids or more: as ``IN (...)`` each id was a bound parameter of its own,
@@ -52,7 +57,7 @@ def among(column: InstrumentedAttribute[str], values: Iterable[str]) -> ColumnEl
     ``= ANY`` as they serve ``IN``. The array is ``text[]``, not the column's ``varchar(n)[]``:
     a cast to ``varchar(n)`` cuts a longer value, and a 40-character id would match the row whose
     id is its first 36 characters."""
-    return column == any_(bindparam(None, list(values), type_=ARRAY(Text)))
+    return column == any_(text_array(values))
 
 
 # The columns a read leaves out when it never shows the vector (recall, listings, the log).
