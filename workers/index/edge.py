@@ -23,7 +23,6 @@ from qdrant_edge import (
     Filter,
     HasIdCondition,
     IdfParams,
-    MatchAny,
     MatchValue,
     Point,
     Query,
@@ -49,8 +48,9 @@ from workers.index import (
     rank_hits,
     require_scope,
 )
-from workers.index.edge_shards import DENSE, SPARSE, DirId, ShardFiles, loss_note
+from workers.index.edge_shards import DENSE, SPARSE, DirId, ShardFiles, loss_note, scope_filter, status_filter
 from workers.index.ownership import OwnerLock
+from workers.index.term_counts import EMPTY_CORPUS, PointTerms, TermCounts, stored_terms, user_terms
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +77,8 @@ class EdgeVectorIndex:
         self._model: str | None = None
         # Whether the open shard declares the sparse vector SPARSE, and with the IDF modifier.
         self._sparse: tuple[bool, bool] | None = None
+        # Each searched user's document frequencies, kept in step with every write (term_counts.py).
+        self._counts = TermCounts()
         # Called once per loss noticed while this process had the index (see edge_shards.py, "Lost files").
         self._on_lost = on_lost
 
@@ -118,6 +120,8 @@ class EdgeVectorIndex:
             shard = self._require_shard()
             declared, _ = self._sparse_config()
             edge_points: list[Point] = []
+            # Each point's scope and stored terms; the engine keeps the last of two with one id.
+            terms: dict[str, PointTerms] = {}
             dropped = 0
             for p in points:
                 vectors: dict[str, Any] = {DENSE: check_vector(p.vector, self._dim)}
@@ -125,9 +129,10 @@ class EdgeVectorIndex:
                 # Upsert replaces the whole point: without terms it keeps no sparse vector.
                 if sparse is not None and declared:
                     vectors[SPARSE] = SparseVector(*sparse)
-                elif sparse is not None:
-                    dropped += 1
-                edge_points.append(Point(normalize_id(p.id), vectors, point_payload(p)))
+                dropped += sparse is not None and not declared
+                point_id = normalize_id(p.id)
+                edge_points.append(Point(point_id, vectors, point_payload(p)))
+                terms[point_id] = ((p.tenant_id, p.user_id), sparse[0] if sparse and declared else None)
             if dropped:
                 # Degrade rather than fail: ingest keeps working, and search_keywords says what to do.
                 logger.warning(
@@ -137,13 +142,14 @@ class EdgeVectorIndex:
                     SPARSE,
                 )
             started = time.perf_counter()
+            replaced = stored_terms(shard, terms) if self._counts.any_held() else []
             with self._writing():
                 shard.update(UpdateOperation.upsert_points(edge_points))
-                # Flush per batch: an acknowledged upsert then survives a crash without relying on
-                # WAL replay. Measured cost 8-17 ms per batch (8 to 384 dims, 1 to 100 points,
-                # 20k-point shard), nearly flat in batch size: callers should batch, not upsert
-                # point by point.
+                # Flush per batch: an acknowledged upsert then survives a crash without WAL replay.
+                # Measured 8-17 ms per batch (8 to 384 dims, 1 to 100 points, 20k-point shard),
+                # nearly flat in batch size: callers should batch, not upsert point by point.
                 shard.flush()
+            self._counts.apply(replaced, terms.values())
             logger.debug(
                 "upserted %d points into %s, flush %.1f ms",
                 len(edge_points),
@@ -161,10 +167,12 @@ class EdgeVectorIndex:
             if shard is None:
                 return
             # The scope conditions make a guessed id of another user match nothing.
-            scoped = _scope_filter(tenant_id, user_id, extra=[HasIdCondition(set(point_ids))])
+            scoped = scope_filter(tenant_id, user_id, extra=[HasIdCondition(set(point_ids))])
+            held = stored_terms(shard, point_ids) if (tenant_id, user_id) in self._counts else []
             with self._writing():
                 shard.update(UpdateOperation.delete_points_by_filter(scoped))
                 shard.flush()
+            self._counts.apply([h for h in held if h[0] == (tenant_id, user_id)], [])
 
     def search(
         self,
@@ -185,7 +193,7 @@ class EdgeVectorIndex:
             query = QueryRequest(
                 limit=fetch_limit(limit),
                 query=Query.Nearest(check_vector(vector, self._dim), using=DENSE),
-                filter=_status_filter(tenant_id, user_id, wanted),
+                filter=status_filter(tenant_id, user_id, wanted),
                 with_payload=True,
             )
             scored = shard.query(query)
@@ -209,15 +217,19 @@ class EdgeVectorIndex:
             if shard is None:
                 return []
             self._require_keyword_search()
-            scope = _scope_filter(tenant_id, user_id)
+            scope = scope_filter(tenant_id, user_id)
+            # IDF per tenant AND user: a word is rare or common by this user's points with terms,
+            # of every status, not by other users'. The counts are kept here (term_counts.py), so
+            # the query carries the IDF and the engine is given an empty corpus (the same IDF for
+            # every term) instead of counting the user's points on every search.
+            weights = self._counts.query_weights(
+                (tenant_id, user_id), *sparse, load=lambda: user_terms(shard, scope)
+            )
             query = QueryRequest(
                 limit=fetch_limit(limit),
-                query=Query.Nearest(SparseVector(*sparse), using=SPARSE),
-                filter=_status_filter(tenant_id, user_id, wanted),
-                # IDF per tenant AND user (qdrant-edge supports a corpus filter): a word is rare or
-                # common by this user's memories, of every status, not by other users'. Only points
-                # that carry a sparse vector count in the corpus.
-                params=SearchParams(idf=IdfParams(corpus=scope)),
+                query=Query.Nearest(SparseVector(sparse[0], weights), using=SPARSE),
+                filter=status_filter(tenant_id, user_id, wanted),
+                params=SearchParams(idf=IdfParams(corpus=EMPTY_CORPUS)),
                 with_payload=True,
             )
             scored = shard.query(query)
@@ -236,7 +248,7 @@ class EdgeVectorIndex:
             shard = self._current_shard()
             if shard is None:
                 return []
-            scope = _scope_filter(tenant_id, user_id)
+            scope = scope_filter(tenant_id, user_id)
             found: list[tuple[str, Payload]] = []
             offset: Any = None
             while True:
@@ -333,6 +345,7 @@ class EdgeVectorIndex:
                 # A forked child holds a copy of the parent's handle: flushing it would hang, while
                 # dropping the reference is harmless (checked) and leaves the parent's shard intact.
                 self._shard = None
+                self._counts.clear()
             self._drop_if_vanished()  # a flush into vanished files would fail and keep the lock
             self._close_shard()
             self._owner.release()
@@ -344,7 +357,7 @@ class EdgeVectorIndex:
         self._shard_dir = self._files.dir_id()
         self._dim = dim
         self._model = model_name
-        self._sparse = None
+        self._forget_shard_state()
         logger.info("created vector index %s for model %s (dim %d)", self._path, model_name, dim)
 
     def _adopt_unrecorded(self, dim: int, model_name: str) -> None:
@@ -361,8 +374,13 @@ class EdgeVectorIndex:
         if self._shard is None and self._files.exists():
             self._shard = self._files.load()
             self._shard_dir = self._files.dir_id()
-            self._sparse = None
+            self._forget_shard_state()
             logger.info("opened vector index %s", self._path)
+
+    def _forget_shard_state(self) -> None:
+        """What this object knows of the open shard: read again from the next one."""
+        self._sparse = None
+        self._counts.clear()
 
     def _sparse_config(self) -> tuple[bool, bool]:
         """(declared, with IDF) for the sparse vector SPARSE, read once per open shard."""
@@ -420,7 +438,7 @@ class EdgeVectorIndex:
             return False
         shard, self._shard = self._shard, None
         self._shard_dir = None
-        self._sparse = None
+        self._forget_shard_state()
         with contextlib.suppress(Exception):  # the engine may complain about its files; they are gone
             shard.close()  # type: ignore[union-attr]
         lost = loss_note(f"the files of {self._path} vanished while pid {os.getpid()} had it open")
@@ -447,6 +465,7 @@ class EdgeVectorIndex:
         except IndexUnavailable:
             raise
         except Exception as exc:
+            self._counts.clear()  # the write may have gone through in part
             if self._drop_if_vanished():
                 lost = f"vector index {self._path} lost its files during a write: {exc}"
                 raise IndexUnavailable(lost) from exc
@@ -468,27 +487,12 @@ class EdgeVectorIndex:
             return
         shard, self._shard = self._shard, None
         self._dim = None
-        self._sparse = None
+        self._forget_shard_state()
         try:
             shard.flush()
         finally:
             shard.close()
         logger.info("closed vector index %s", self._path)
-
-
-def _scope_filter(tenant_id: str, user_id: str, extra: Sequence[Any] = ()) -> Filter:
-    # Exact keyword matches only: the ids are compared as values, never parsed as a query.
-    return Filter(
-        must=[
-            FieldCondition("tenant_id", match=MatchValue(tenant_id)),
-            FieldCondition("user_id", match=MatchValue(user_id)),
-            *extra,
-        ]
-    )
-
-
-def _status_filter(tenant_id: str, user_id: str, statuses: list[str]) -> Filter:
-    return _scope_filter(tenant_id, user_id, extra=[FieldCondition("status", match=MatchAny(statuses))])
 
 
 def _ranked(scored: Sequence[Any], limit: int) -> list[IndexHit]:

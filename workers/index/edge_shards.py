@@ -8,7 +8,8 @@ Files, for a shard at ``<path>``:
                           and ``"lost"`` while the index is incomplete (see "Lost files" below).
 
 Each point carries the dense vector ``dense`` and, when its text has terms, the sparse vector
-``bm25`` (``shared.language.sparse``: BM25 term weights; the shard's IDF modifier supplies the IDF).
+``bm25`` (``shared.language.sparse``: BM25 term weights; the shard's IDF modifier applies the IDF,
+over the corpus a search names: ``term_counts.py`` says which).
 
 The lock and meta files sit beside the shard, not in it, so that ``reset`` can delete the shard
 directory while still holding the lock.
@@ -33,6 +34,7 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,7 +45,11 @@ from qdrant_edge import (
     EdgeShard,
     EdgeSparseVectorParams,
     EdgeVectorParams,
+    FieldCondition,
+    Filter,
     KeywordIndexParams,
+    MatchAny,
+    MatchValue,
     Modifier,
     PayloadSchemaType,
     UpdateOperation,
@@ -216,3 +222,21 @@ class ShardFiles:
                 "`cuemem reindex` rebuilds it from Postgres"
             )
         return None
+
+
+# ---- filters on the payload fields ``create`` indexes --------------------------------------------
+
+
+def scope_filter(tenant_id: str, user_id: str, extra: Sequence[Any] = ()) -> Filter:
+    # Exact keyword matches only: the ids are compared as values, never parsed as a query.
+    return Filter(
+        must=[
+            FieldCondition("tenant_id", match=MatchValue(tenant_id)),
+            FieldCondition("user_id", match=MatchValue(user_id)),
+            *extra,
+        ]
+    )
+
+
+def status_filter(tenant_id: str, user_id: str, statuses: list[str]) -> Filter:
+    return scope_filter(tenant_id, user_id, extra=[FieldCondition("status", match=MatchAny(statuses))])
