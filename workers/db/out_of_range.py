@@ -15,29 +15,64 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from psycopg import DataError
-from psycopg.types.datetime import TimestamptzBinaryLoader, TimestamptzLoader
+from psycopg import DataError, abc, postgres
+from psycopg.adapt import Loader
+from psycopg.pq import Format
 
 LATEST = datetime.max.replace(tzinfo=UTC)
 EARLIEST = datetime.min.replace(tzinfo=UTC)
 
+_TIMESTAMPTZ = postgres.types["timestamptz"].oid
 
-class ClampedTimestamptzLoader(TimestamptzLoader):
+
+def _default(fmt: Format) -> type[abc.Loader]:
+    loader = postgres.adapters.get_loader(_TIMESTAMPTZ, fmt)
+    if loader is None:  # psycopg registers both formats at import
+        raise RuntimeError(f"psycopg has no timestamptz loader for {fmt.name}")
+    return loader
+
+
+class _Clamped(Loader):
+    """Parses with psycopg's default loader for the format, the compiled one when psycopg's C
+    implementation is installed, and clamps what it refuses. Not a subclass of it: the compiled
+    classes cannot be subclassed, and a subclass of the pure-Python loader parsed every timestamp in
+    Python, 8 µs a value against 1 µs (about 1,500 values in a recall's re-reads)."""
+
+    format: Format
+    parses: type[abc.Loader]  # psycopg's default loader of ``timestamptz`` in ``format``
+
+    def __init__(self, oid: int, context: abc.AdaptContext | None = None) -> None:
+        super().__init__(oid, context)
+        self._parse = self.parses(oid, context).load
+
     def load(self, data: Any) -> datetime:
         try:
-            return super().load(data)
+            return self._parse(data)  # type: ignore[no-any-return]
         except DataError:
-            text = bytes(data)
-            return EARLIEST if text.startswith(b"-") or text.endswith(b" BC") else LATEST
+            return self.clamp(bytes(data))
+
+    @staticmethod
+    def clamp(data: bytes) -> datetime:
+        raise NotImplementedError
 
 
-class ClampedTimestamptzBinaryLoader(TimestamptzBinaryLoader):
-    def load(self, data: Any) -> datetime:
-        try:
-            return super().load(data)
-        except DataError:
-            # Microseconds since 2000-01-01, a signed 64-bit integer (±infinity are its extremes).
-            return EARLIEST if int.from_bytes(bytes(data), "big", signed=True) < 0 else LATEST
+class ClampedTimestamptzLoader(_Clamped):
+    format = Format.TEXT
+    parses = _default(Format.TEXT)
+
+    @staticmethod
+    def clamp(data: bytes) -> datetime:
+        return EARLIEST if data.startswith(b"-") or data.endswith(b" BC") else LATEST
+
+
+class ClampedTimestamptzBinaryLoader(_Clamped):
+    format = Format.BINARY
+    parses = _default(Format.BINARY)
+
+    @staticmethod
+    def clamp(data: bytes) -> datetime:
+        # Microseconds since 2000-01-01, a signed 64-bit integer (±infinity are its extremes).
+        return EARLIEST if int.from_bytes(data, "big", signed=True) < 0 else LATEST
 
 
 def clamp_out_of_range_times(connection: Any) -> None:
