@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import text
 
 from shared.models import RECALLABLE_STATUSES, Memory, MemoryStatus
+from tests.support.plans import plans_of
 from tests.support.rows import memory_row
 from workers.bootstrap import build_container
 
@@ -237,3 +238,30 @@ def test_the_cue_query_reads_only_the_users_postings_and_answers_as_before(clean
             assert {m.id for m in candidates} == expected_ids
     assert answered > 100  # the oracle compared real answers, not empty lists
     c.close()
+
+
+def test_the_cue_query_reads_each_memory_row_once(clean_db, it_settings):
+    """Stage 1 reads the rows holding the query's cues with their columns inside the MATERIALIZED
+    postings read, and scopes, filters and orders them there. Reading ids there and each row again
+    by id read a popular cue's rows twice: the plan must scan ``memories`` once, by the cue index."""
+    c = build_container(it_settings)
+    with c.uow() as uow:
+        for i in range(300):
+            tenant, user = USERS[i % len(USERS)]
+            uow.memories.add(memory_row(i, tenant, user, NOW, cues=["e:Alice", f"k:word{i % 8}"]))
+        uow.commit()
+    with c.uow() as uow:
+        session = uow.session  # type: ignore[attr-defined]
+        session.execute(text("ANALYZE memories"))
+        # As at scale: a table this small would be read whole.
+        session.execute(text("SET LOCAL enable_seqscan = off"))
+        found: list[Memory] = []
+        [plan] = plans_of(
+            session,
+            lambda: found.extend(uow.memories.by_cues("default", "u1", ["e:Alice"], RECALLABLE_STATUSES, 20)),
+        )
+        uow.rollback()
+    c.close()
+    assert len(found) == 20 and {(m.tenant_id, m.user_id) for m in found} == {("default", "u1")}
+    scans = [line for line in plan.splitlines() if " on memories" in line]
+    assert len(scans) == 1 and "ix_memories_user_cues" in plan, plan

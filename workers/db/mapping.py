@@ -80,8 +80,12 @@ def plain_rows(
     entity's attribute names, every column but ``skip``'s. Not ORM instances: recall reads a few
     hundred rows per query, and building identity-mapped objects for rows that are only converted
     to domain records cost more than the SQL (the rows' locking clause and order stay the query's)."""
-    columns = [getattr(entity, a.key) for a in inspect(entity).column_attrs if a.key not in skip]
-    return session.execute(query.with_only_columns(*columns)).all()
+    return session.execute(query.with_only_columns(*entity_columns(entity, skip))).all()
+
+
+def entity_columns(entity: type[Any], skip: frozenset[str] = frozenset()) -> list[InstrumentedAttribute[Any]]:
+    """The entity's mapped columns, but ``skip``'s, in mapping order (rows keyed by their names)."""
+    return [getattr(entity, a.key) for a in inspect(entity).column_attrs if a.key not in skip]
 
 
 def offset_seconds(at: datetime) -> int | None:
