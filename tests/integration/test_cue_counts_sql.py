@@ -240,28 +240,40 @@ def test_the_cue_query_reads_only_the_users_postings_and_answers_as_before(clean
     c.close()
 
 
-def test_the_cue_query_reads_each_memory_row_once(clean_db, it_settings):
-    """Stage 1 reads the rows holding the query's cues with their columns inside the MATERIALIZED
-    postings read, and scopes, filters and orders them there. Reading ids there and each row again
-    by id read a popular cue's rows twice: the plan must scan ``memories`` once, by the cue index."""
+def test_the_cue_and_citing_reads_read_each_memory_row_once(clean_db, it_settings):
+    """Stage 1's cue query and recall's read of the memories citing the log's hits read the rows
+    with their columns inside the MATERIALIZED GIN lookup, and scope, filter and order them there.
+    Reading ids there and each row again by id read a popular cue's rows twice: each plan must scan
+    ``memories`` once, by its GIN index."""
     c = build_container(it_settings)
     with c.uow() as uow:
         for i in range(300):
             tenant, user = USERS[i % len(USERS)]
-            uow.memories.add(memory_row(i, tenant, user, NOW, cues=["e:Alice", f"k:word{i % 8}"]))
+            cues = ["e:Alice", f"k:word{i % 8}"]
+            uow.memories.add(memory_row(i, tenant, user, NOW, cues=cues, cited=[f"e-{i % 30}"]))
         uow.commit()
+    cued: list[Memory] = []
+    citing: list[Memory] = []
     with c.uow() as uow:
         session = uow.session  # type: ignore[attr-defined]
         session.execute(text("ANALYZE memories"))
         # As at scale: a table this small would be read whole.
         session.execute(text("SET LOCAL enable_seqscan = off"))
-        found: list[Memory] = []
-        [plan] = plans_of(
+        plans = plans_of(
             session,
-            lambda: found.extend(uow.memories.by_cues("default", "u1", ["e:Alice"], RECALLABLE_STATUSES, 20)),
+            lambda: (
+                cued.extend(uow.memories.by_cues("default", "u1", ["e:Alice"], RECALLABLE_STATUSES, 20)),
+                citing.extend(uow.memories.by_sources("default", "u1", ["e-3", "e-6"], RECALLABLE_STATUSES)),
+            ),
         )
         uow.rollback()
     c.close()
-    assert len(found) == 20 and {(m.tenant_id, m.user_id) for m in found} == {("default", "u1")}
-    scans = [line for line in plan.splitlines() if " on memories" in line]
-    assert len(scans) == 1 and "ix_memories_user_cues" in plan, plan
+    assert len(cued) == 20 and {(m.tenant_id, m.user_id) for m in cued} == {("default", "u1")}
+    # e-3 and e-6 are cited by memories 3, 6, 33, 36, ...; u1 of "default" holds every third.
+    assert sorted(int(m.content.split()[-1]) for m in citing) == [
+        i for i in range(300) if i % 30 in (3, 6) and i % 3 == 0
+    ]
+    assert "ix_memories_user_cues" in plans[0] and "ix_memories_source_events" in plans[1], plans
+    for plan in plans:
+        scans = [line for line in plan.splitlines() if " on memories" in line]
+        assert len(scans) == 1, plan

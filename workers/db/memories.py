@@ -40,25 +40,34 @@ def cue_query(
     tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus], limit: int
 ) -> Select[Any]:
     """The user's memories holding any of ``cues``, best half-life score first, every column but
-    the vector (``by_cues``; the latency benchmark shows this statement's plan). The user's
-    postings of those cues are read on their own (``ix_memories_user_cues``, MATERIALIZED:
+    the vector (``by_cues``; the latency benchmark shows this statement's plan), from the user's
+    postings of those cues (``ix_memories_user_cues``) read once (:func:`matching_once`)."""
+    query, row = matching_once(
+        tenant_id, user_id, holds_any(tenant_id, user_id, cues), statuses, WITHOUT_EMBEDDING
+    )
+    return query.order_by(row.score.desc(), row.id).limit(limit)
+
+
+def matching_once(
+    tenant_id: str,
+    user_id: str,
+    match: ColumnElement[bool],
+    statuses: Iterable[MemoryStatus],
+    skip: frozenset[str] = frozenset(),
+) -> tuple[Select[Any], Any]:
+    """The user's memories in ``statuses`` that ``match`` (a GIN lookup), every column but
+    ``skip``'s, and the columns to order them by. The lookup runs on its own (MATERIALIZED:
     Postgres cannot estimate an overlap over an expression and would AND it with the user's other
-    index), **with the rows' columns**, then scoped, filtered and ordered there: each row is read
-    once. Reading ids there and the rows again by id (as before) read a 2,000-row cue's rows
-    twice: 11,200 buffers against 2,086, 3x the time (docs/BENCHMARKS.md)."""
-    columns = [c.label(c.key) for c in entity_columns(MemoryRow, WITHOUT_EMBEDDING)]
-    holding = (
-        select(*columns).where(holds_any(tenant_id, user_id, cues)).cte("holding").prefix_with("MATERIALIZED")
-    )
-    row = holding.c
-    return (
-        select(holding)
-        .where(
-            row.tenant_id == tenant_id, row.user_id == user_id, row.status.in_([s.value for s in statuses])
-        )
-        .order_by(row.score.desc(), row.id)
-        .limit(limit)
-    )
+    index, reading every memory of the user) and reads the rows' columns there; the scope and the
+    statuses are applied to those rows. Each row is read once: reading ids in the lookup and the
+    rows again by id (as before) read a 2,000-row cue's rows twice, 11,200 buffers against 2,086
+    and 3x the time (docs/BENCHMARKS.md)."""
+    columns = [c.label(c.key) for c in entity_columns(MemoryRow, skip)]
+    found = select(*columns).where(match).cte("found").prefix_with("MATERIALIZED")
+    row = found.c
+    wanted = [s.value for s in statuses]
+    query = select(found).where(row.tenant_id == tenant_id, row.user_id == user_id, row.status.in_(wanted))
+    return query, row
 
 
 def holding_any(tenant_id: str, user_id: str, cues: Sequence[str]) -> ColumnElement[bool]:
@@ -196,17 +205,11 @@ class SqlMemoryRepository(SessionRepository):
         # with the user's index, reading every memory of the user (18 ms at 100k); the event ids
         # name few rows, and the user's scope is applied to those.
         cited = func.memory_source_event_ids(MemoryRow.sources, type_=ARRAY(Text))
-        citing = (
-            select(MemoryRow.id)
-            .where(cited.overlap(sorted(set(event_ids))))
-            .cte("citing")
-            .prefix_with("MATERIALIZED")
-        )
-        query = user_memories(
-            tenant_id, user_id, in_statuses(statuses), MemoryRow.id.in_(select(citing.c.id))
-        )
-        query = query.order_by(MemoryRow.valid_from, MemoryRow.id)
-        return read_memories(self.session, query, with_embedding=with_embedding)
+        skip = frozenset() if with_embedding else WITHOUT_EMBEDDING
+        match = cited.overlap(sorted(set(event_ids)))
+        query, row = matching_once(tenant_id, user_id, match, statuses, skip)
+        rows = self.session.execute(query.order_by(row.valid_from, row.id)).all()
+        return [memory_from_row(r, with_embedding) for r in rows]
 
     def cue_counts(
         self, tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus]
