@@ -242,9 +242,9 @@ def test_the_cue_query_reads_only_the_users_postings_and_answers_as_before(clean
 
 def test_the_cue_and_citing_reads_read_each_memory_row_once(clean_db, it_settings):
     """Stage 1's cue query and recall's read of the memories citing the log's hits read the rows
-    with their columns inside the MATERIALIZED GIN lookup, and scope, filter and order them there.
-    Reading ids there and each row again by id read a popular cue's rows twice: each plan must scan
-    ``memories`` once, by its GIN index."""
+    inside the MATERIALIZED GIN lookup, and scope, filter and order them there. Reading ids there
+    and each row again by id read a popular cue's rows twice. The citing read scans ``memories``
+    once; the cue query reads whole only the rows it returns (its lookup keeps id and score)."""
     c = build_container(it_settings)
     with c.uow() as uow:
         for i in range(300):
@@ -265,15 +265,28 @@ def test_the_cue_and_citing_reads_read_each_memory_row_once(clean_db, it_setting
                 cued.extend(uow.memories.by_cues("default", "u1", ["e:Alice"], RECALLABLE_STATUSES, 20)),
                 citing.extend(uow.memories.by_sources("default", "u1", ["e-3", "e-6"], RECALLABLE_STATUSES)),
             ),
+            explain="EXPLAIN (ANALYZE)",
         )
         uow.rollback()
     c.close()
+    # u1 of "default" holds every third memory: 100 hold e:Alice, 20 come back.
     assert len(cued) == 20 and {(m.tenant_id, m.user_id) for m in cued} == {("default", "u1")}
-    # e-3 and e-6 are cited by memories 3, 6, 33, 36, ...; u1 of "default" holds every third.
-    assert sorted(int(m.content.split()[-1]) for m in citing) == [
-        i for i in range(300) if i % 30 in (3, 6) and i % 3 == 0
-    ]
-    assert "ix_memories_user_cues" in plans[0] and "ix_memories_source_events" in plans[1], plans
-    for plan in plans:
-        scans = [line for line in plan.splitlines() if " on memories" in line]
-        assert len(scans) == 1, plan
+    # e-3 and e-6 are cited by memories 3, 6, 33, 36, ...
+    expected = [i for i in range(300) if i % 30 in (3, 6) and i % 3 == 0]
+    assert sorted(int(m.content.split()[-1]) for m in citing) == expected
+    cue_plan, citing_plan = plans
+    assert "ix_memories_user_cues" in cue_plan and "ix_memories_source_events" in citing_plan, plans
+    # One bitmap heap scan, the lookup's; any other read is of the 20 rows returned, by key.
+    reads = [line for line in cue_plan.splitlines() if " on memories" in line]
+    assert len([line for line in reads if "Bitmap Heap Scan" in line]) == 1, cue_plan
+    for line in (line for line in reads if "Bitmap Heap Scan" not in line):
+        assert "memories_pkey" in line and _rows_read(line) <= 20, cue_plan
+    assert len([line for line in citing_plan.splitlines() if " on memories" in line]) == 1, citing_plan
+
+
+def _rows_read(plan_line: str) -> int:
+    """rows x loops of an EXPLAIN ANALYZE node: how many rows it read."""
+    actual = plan_line.split("(actual ")[1]
+    rows = int(actual.split("rows=")[1].split()[0])
+    loops = int(actual.split("loops=")[1].split(")")[0])
+    return rows * loops

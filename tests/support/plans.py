@@ -10,9 +10,10 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 
-def plans_of(session: Session, call: Callable[[], Any]) -> list[str]:
+def plans_of(session: Session, call: Callable[[], Any], explain: str = "EXPLAIN") -> list[str]:
     """EXPLAIN of every statement ``call`` sends through ``session``, in order, in the same
-    transaction (so its ``SET LOCAL`` planner settings hold)."""
+    transaction (so its ``SET LOCAL`` planner settings hold); ``explain`` may ask for more
+    (``EXPLAIN (ANALYZE)``: the statements run again)."""
     statements: list[tuple[str, Any]] = []
 
     def keep(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
@@ -26,6 +27,6 @@ def plans_of(session: Session, call: Callable[[], Any]) -> list[str]:
         event.remove(engine, "before_cursor_execute", keep)
     connection = session.connection()
     return [
-        "\n".join(row[0] for row in connection.exec_driver_sql("EXPLAIN " + statement, parameters))
+        "\n".join(row[0] for row in connection.exec_driver_sql(f"{explain} {statement}", parameters))
         for statement, parameters in statements
     ]
