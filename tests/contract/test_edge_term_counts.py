@@ -54,9 +54,12 @@ def _same_keyword_answers(
             )
 
 
-def test_edge_keyword_scores_follow_every_write_with_the_users_own_idf(tmp_path: Path) -> None:
+@pytest.mark.parametrize("hold_from", [0, 10**9], ids=["counts-held", "engine-counts"])
+def test_edge_keyword_scores_follow_every_write_with_the_users_own_idf(
+    tmp_path: Path, hold_from: int
+) -> None:
     rng = random.Random(32)
-    edge = EdgeVectorIndex(tmp_path / "shard")
+    edge = EdgeVectorIndex(tmp_path / "shard", hold_counts_from=hold_from)
     fake = FakeVectorIndex()
     for index in (edge, fake):
         index.ensure(DIM, MODEL)
@@ -68,7 +71,8 @@ def test_edge_keyword_scores_follow_every_write_with_the_users_own_idf(tmp_path:
                 ids = [rng.randint(1, 40) for _ in range(rng.randint(1, 6))]
                 batch = []
                 for n in ids:
-                    tenant, user = _scope_of(n)
+                    # Now and then a point moves to another user: its terms leave the first's counts.
+                    tenant, user = _scope_of(n) if rng.random() < 0.9 else rng.choice(SCOPES)
                     batch.append(text_point(n, _text(rng), tenant=tenant, user=user))
                 for index in (edge, fake):
                     index.upsert(batch)
@@ -134,4 +138,25 @@ def test_term_counts_drop_the_least_recently_searched_user_beyond_the_bound() ->
     assert b not in counts and loads == ["a", "b", "a"]
     counts.apply([(a, [1, 2])], [])  # a's point removed
     assert counts.query_weights(a, [2], [1.0], load_a) == pytest.approx([idf(1, 1) / ln2])
+    # Alone over the bound, the most recent user stays through its writes and searches.
+    counts.apply([], [(a, [10, 11, 12, 13, 14])])
+    assert a in counts
+    counts.query_weights(a, [10], [1.0], load_a)
     assert loads == ["a", "b", "a"]
+
+
+def test_edge_keeps_counts_only_for_users_of_enough_points(tmp_path: Path) -> None:
+    """Below ``hold_counts_from`` points the engine counts (cheap there); from it on, the index."""
+    edge = EdgeVectorIndex(tmp_path / "shard", hold_counts_from=5)
+    fake = FakeVectorIndex()
+    for index in (edge, fake):
+        index.ensure(DIM, MODEL)
+    try:
+        for n in range(1, 9):
+            for index in (edge, fake):
+                index.upsert([text_point(n, "coffee tea" if n % 2 else "coffee", tenant="t1", user="u1")])
+            _same_keyword_answers(edge, fake, random.Random(n), f"{n} points", words="coffee tea")
+            assert (("t1", "u1") in edge._counts) == (n >= 5), n
+        assert ("t1", "u10") not in edge._counts
+    finally:
+        edge.close()

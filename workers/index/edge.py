@@ -50,7 +50,7 @@ from workers.index import (
 )
 from workers.index.edge_shards import DENSE, SPARSE, DirId, ShardFiles, loss_note, scope_filter, status_filter
 from workers.index.ownership import OwnerLock
-from workers.index.term_counts import EMPTY_CORPUS, PointTerms, TermCounts, stored_terms, user_terms
+from workers.index.term_counts import HOLD_FROM, PointTerms, TermCounts, idf_query, stored_terms
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,9 @@ class EdgeVectorIndex:
     filtered search costs well under a millisecond, so the serialisation costs little.
     """
 
-    def __init__(self, path: Path, on_lost: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, path: Path, on_lost: Callable[[str], None] | None = None, hold_counts_from: int = HOLD_FROM
+    ) -> None:
         self._path = Path(path)
         self._files = ShardFiles(self._path)
         self._owner = OwnerLock(self._path)
@@ -77,8 +79,8 @@ class EdgeVectorIndex:
         self._model: str | None = None
         # Whether the open shard declares the sparse vector SPARSE, and with the IDF modifier.
         self._sparse: tuple[bool, bool] | None = None
-        # Each searched user's document frequencies, kept in step with every write (term_counts.py).
-        self._counts = TermCounts()
+        # Each searched large user's document frequencies, kept in step with every write.
+        self._counts = TermCounts(hold_from=hold_counts_from)
         # Called once per loss noticed while this process had the index (see edge_shards.py, "Lost files").
         self._on_lost = on_lost
 
@@ -217,19 +219,15 @@ class EdgeVectorIndex:
             if shard is None:
                 return []
             self._require_keyword_search()
-            scope = scope_filter(tenant_id, user_id)
             # IDF per tenant AND user: a word is rare or common by this user's points with terms,
-            # of every status, not by other users'. The counts are kept here (term_counts.py), so
-            # the query carries the IDF and the engine is given an empty corpus (the same IDF for
-            # every term) instead of counting the user's points on every search.
-            weights = self._counts.query_weights(
-                (tenant_id, user_id), *sparse, load=lambda: user_terms(shard, scope)
-            )
+            # of every status, not by other users' (term_counts.py: kept here for large users).
+            scope = (tenant_id, user_id)
+            weights, corpus = idf_query(self._counts, shard, scope, scope_filter(*scope), sparse)
             query = QueryRequest(
                 limit=fetch_limit(limit),
                 query=Query.Nearest(SparseVector(sparse[0], weights), using=SPARSE),
                 filter=status_filter(tenant_id, user_id, wanted),
-                params=SearchParams(idf=IdfParams(corpus=EMPTY_CORPUS)),
+                params=SearchParams(idf=IdfParams(corpus=corpus)),
                 with_payload=True,
             )
             scored = shard.query(query)
@@ -462,10 +460,10 @@ class EdgeVectorIndex:
         is still there) is seen as vanished by the retry."""
         try:
             yield
-        except IndexUnavailable:
-            raise
-        except Exception as exc:
-            self._counts.clear()  # the write may have gone through in part
+        except BaseException as exc:
+            self._counts.clear()  # the write may have gone through, or in part
+            if isinstance(exc, IndexUnavailable) or not isinstance(exc, Exception):
+                raise
             if self._drop_if_vanished():
                 lost = f"vector index {self._path} lost its files during a write: {exc}"
                 raise IndexUnavailable(lost) from exc
