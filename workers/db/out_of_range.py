@@ -12,6 +12,7 @@ real one. Nothing is written back unless the row itself is saved.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +33,15 @@ def _default(fmt: Format) -> type[abc.Loader]:
     return loader
 
 
+def _edge_of_text(data: bytes) -> datetime:
+    return EARLIEST if data.startswith(b"-") or data.endswith(b" BC") else LATEST
+
+
+def _edge_of_binary(data: bytes) -> datetime:
+    # Microseconds since 2000-01-01, a signed 64-bit integer (±infinity are its extremes).
+    return EARLIEST if int.from_bytes(data, "big", signed=True) < 0 else LATEST
+
+
 class _Clamped(Loader):
     """Parses with psycopg's default loader for the format, the compiled one when psycopg's C
     implementation is installed, and clamps what it refuses. Not a subclass of it: the compiled
@@ -40,6 +50,7 @@ class _Clamped(Loader):
 
     format: Format
     parses: type[abc.Loader]  # psycopg's default loader of ``timestamptz`` in ``format``
+    edge: Callable[[bytes], datetime]  # the value for a time the parser refuses
 
     def __init__(self, oid: int, context: abc.AdaptContext | None = None) -> None:
         super().__init__(oid, context)
@@ -49,30 +60,19 @@ class _Clamped(Loader):
         try:
             return self._parse(data)  # type: ignore[no-any-return]
         except DataError:
-            return self.clamp(bytes(data))
-
-    @staticmethod
-    def clamp(data: bytes) -> datetime:
-        raise NotImplementedError
+            return type(self).edge(bytes(data))
 
 
 class ClampedTimestamptzLoader(_Clamped):
     format = Format.TEXT
     parses = _default(Format.TEXT)
-
-    @staticmethod
-    def clamp(data: bytes) -> datetime:
-        return EARLIEST if data.startswith(b"-") or data.endswith(b" BC") else LATEST
+    edge = staticmethod(_edge_of_text)
 
 
 class ClampedTimestamptzBinaryLoader(_Clamped):
     format = Format.BINARY
     parses = _default(Format.BINARY)
-
-    @staticmethod
-    def clamp(data: bytes) -> datetime:
-        # Microseconds since 2000-01-01, a signed 64-bit integer (±infinity are its extremes).
-        return EARLIEST if int.from_bytes(data, "big", signed=True) < 0 else LATEST
+    edge = staticmethod(_edge_of_binary)
 
 
 def clamp_out_of_range_times(connection: Any) -> None:
