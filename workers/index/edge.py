@@ -27,7 +27,6 @@ from qdrant_edge import (
     Point,
     Query,
     QueryRequest,
-    ScrollRequest,
     SearchParams,
     SparseVector,
     UpdateOperation,
@@ -48,13 +47,20 @@ from workers.index import (
     rank_hits,
     require_scope,
 )
-from workers.index.edge_shards import DENSE, SPARSE, DirId, ShardFiles, loss_note, scope_filter, status_filter
+from workers.index.edge_shards import (
+    DENSE,
+    SPARSE,
+    DirId,
+    ShardFiles,
+    loss_note,
+    scope_filter,
+    scrolled,
+    status_filter,
+)
 from workers.index.ownership import OwnerLock
 from workers.index.term_counts import HOLD_FROM, PointTerms, TermCounts, idf_query, stored_terms
 
 logger = logging.getLogger(__name__)
-
-_SCROLL_PAGE = 1024
 
 
 class EdgeVectorIndex:
@@ -247,17 +253,9 @@ class EdgeVectorIndex:
             if shard is None:
                 return []
             scope = scope_filter(tenant_id, user_id)
-            found: list[tuple[str, Payload]] = []
-            offset: Any = None
-            while True:
-                page = ScrollRequest(
-                    offset=offset, limit=_SCROLL_PAGE, filter=scope, with_payload=with_payload,
-                    with_vector=False,
-                )  # fmt: skip
-                records, offset = shard.scroll(page)
-                found.extend((str(r.id), dict(r.payload or {})) for r in records)
-                if offset is None:
-                    return found
+            return [
+                (str(r.id), dict(r.payload or {})) for r in scrolled(shard, scope, with_payload=with_payload)
+            ]
 
     def set_payload(self, tenant_id: str, user_id: str, payloads: Mapping[str, Mapping[str, Any]]) -> None:
         require_scope(tenant_id, user_id)

@@ -34,7 +34,7 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,8 @@ from qdrant_edge import (
     MatchValue,
     Modifier,
     PayloadSchemaType,
+    Record,
+    ScrollRequest,
     UpdateOperation,
 )
 
@@ -240,3 +242,23 @@ def scope_filter(tenant_id: str, user_id: str, extra: Sequence[Any] = ()) -> Fil
 
 def status_filter(tenant_id: str, user_id: str, statuses: list[str]) -> Filter:
     return scope_filter(tenant_id, user_id, extra=[FieldCondition("status", match=MatchAny(statuses))])
+
+
+def scrolled(
+    shard: EdgeShard,
+    where: Filter,
+    *,
+    with_payload: bool,
+    with_vector: bool | list[str] = False,
+    page: int = 1024,
+) -> Iterator[Record]:
+    """Every point ``where`` matches, page by page."""
+    offset: Any = None
+    while True:
+        request = ScrollRequest(
+            offset=offset, limit=page, filter=where, with_payload=with_payload, with_vector=with_vector
+        )
+        records, offset = shard.scroll(request)
+        yield from records
+        if offset is None:
+            return

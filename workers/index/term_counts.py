@@ -27,11 +27,10 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
 
-from qdrant_edge import CountRequest, EdgeShard, Filter, HasIdCondition, ScrollRequest, SparseVector
+from qdrant_edge import CountRequest, EdgeShard, Filter, HasIdCondition, SparseVector
 
-from workers.index.edge_shards import SPARSE
+from workers.index.edge_shards import SPARSE, scrolled
 
 # (tenant_id, user_id)
 Scope = tuple[str, str]
@@ -159,23 +158,12 @@ def idf_query(
     return weights, EMPTY_CORPUS
 
 
-_SCROLL_PAGE = 4096
-
-
 def user_terms(shard: EdgeShard, scope: Filter) -> Iterator[Sequence[int]]:
-    """The term indices of every point in ``scope`` that has terms, page by page."""
-    offset: Any = None
-    while True:
-        page = ScrollRequest(
-            offset=offset, limit=_SCROLL_PAGE, filter=scope, with_payload=False, with_vector=[SPARSE]
-        )
-        records, offset = shard.scroll(page)
-        for record in records:
-            terms = _indices(record.vector)
-            if terms is not None:
-                yield terms
-        if offset is None:
-            return
+    """The term indices of every point in ``scope`` that has terms."""
+    for record in scrolled(shard, scope, with_payload=False, with_vector=[SPARSE], page=4096):
+        terms = _indices(record.vector)
+        if terms is not None:
+            yield terms
 
 
 def stored_terms(shard: EdgeShard, point_ids: Iterable[str]) -> list[PointTerms]:
