@@ -32,8 +32,9 @@ def user_memories(tenant_id: str, user_id: str, *where: ColumnElement[bool]) -> 
     return select(MemoryRow).where(*MemoryRow.owned_by(tenant_id, user_id), *where)
 
 
-def in_statuses(statuses: Iterable[MemoryStatus]) -> ColumnElement[bool]:
-    return MemoryRow.status.in_([s.value for s in statuses])
+def in_statuses(statuses: Iterable[MemoryStatus], column: Any = MemoryRow.status) -> ColumnElement[bool]:
+    """``column`` (a memory's status, by default the table's) is one of ``statuses``."""
+    return column.in_([s.value for s in statuses])
 
 
 def cue_query(
@@ -55,10 +56,11 @@ def cue_query(
         .cte("holding")
         .prefix_with("MATERIALIZED")
     )
-    wanted = [s.value for s in statuses]
     best = (
         select(found.c.id, found.c.score)
-        .where(found.c.tenant_id == tenant_id, found.c.user_id == user_id, found.c.status.in_(wanted))
+        .where(
+            found.c.tenant_id == tenant_id, found.c.user_id == user_id, in_statuses(statuses, found.c.status)
+        )
         .order_by(found.c.score.desc(), found.c.id)
         .limit(limit)
         .subquery("best")
@@ -85,10 +87,9 @@ def citing_once(
     columns = [c.label(c.key) for c in entity_columns(MemoryRow, skip)]
     found = select(*columns).where(match).cte("citing").prefix_with("MATERIALIZED")
     row = found.c
-    wanted = [s.value for s in statuses]
     return (
         select(found)
-        .where(row.tenant_id == tenant_id, row.user_id == user_id, row.status.in_(wanted))
+        .where(row.tenant_id == tenant_id, row.user_id == user_id, in_statuses(statuses, row.status))
         .order_by(row.valid_from, row.id)
     )
 
@@ -244,7 +245,7 @@ class SqlMemoryRepository(SessionRepository):
             .where(
                 CueCountRow.tenant_id == tenant_id,
                 CueCountRow.user_id == user_id,
-                CueCountRow.status.in_([s.value for s in statuses]),
+                in_statuses(statuses, CueCountRow.status),
                 among(CueCountRow.cue, keys),
             )
             .group_by(CueCountRow.cue)

@@ -60,7 +60,7 @@ class _Clamped(Loader):
         try:
             return self._parse(data)  # type: ignore[no-any-return]
         except DataError:
-            return type(self).edge(bytes(data))
+            return self.edge(bytes(data))
 
 
 class ClampedTimestamptzLoader(_Clamped):
