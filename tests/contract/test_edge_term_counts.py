@@ -160,3 +160,22 @@ def test_edge_keeps_counts_only_for_users_of_enough_points(tmp_path: Path) -> No
         assert ("t1", "u10") not in edge._counts
     finally:
         edge.close()
+
+
+def test_a_user_of_several_pages_is_listed_and_counted_whole(tmp_path: Path) -> None:
+    """The shard is read page by page (1,024 points a page for listings, 4,096 for the counts):
+    a user larger than a page is listed whole and every point of it is counted."""
+    edge = EdgeVectorIndex(tmp_path / "shard", hold_counts_from=0)
+    fake = FakeVectorIndex()
+    rng = random.Random(7)
+    batch = [text_point(n, _text(rng) or "coffee", tenant="t1", user="u1") for n in range(1, 4_501)]
+    batch += [text_point(n, "coffee", tenant="t1:x", user="u1") for n in range(5_001, 5_011)]
+    for index in (edge, fake):
+        index.ensure(DIM, MODEL)
+        index.upsert(batch)
+    try:
+        assert edge.ids("t1", "u1") == {pid(n) for n in range(1, 4_501)}
+        assert edge.ids("t1:x", "u1") == {pid(n) for n in range(5_001, 5_011)}
+        _same_keyword_answers(edge, fake, rng, "4,500 points", words="coffee 爬山")
+    finally:
+        edge.close()
