@@ -11,9 +11,10 @@ from datetime import datetime, timedelta, timezone
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import ColumnElement, Row, Select, Text, any_, bindparam, inspect
+from sqlalchemy import ColumnElement, Row, Select, Text, any_, bindparam, inspect, type_coerce
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.sql.sqltypes import NullType
 
 from shared.events import Role, TurnPublished
 from shared.models import Memory, MemoryStatus, MemoryType
@@ -40,7 +41,14 @@ def _field_names(record_type: type[DataclassInstance]) -> tuple[str, ...]:
 def from_columns(record_type: type[Record], row: Any, **converted: Any) -> Record:
     """A ``record_type`` from the row's same-named columns; ``converted`` gives the fields that
     need a conversion (those columns are not read, so a deferred one stays unloaded)."""
-    same = {name: getattr(row, name) for name in _field_names(record_type) if name not in converted}
+    names = _field_names(record_type)
+    if isinstance(row, Row):
+        # By key, not as attributes: a Row's attribute lookup costs 3-4 times its mapping's, and
+        # recall converts a few hundred rows of 20-odd columns per query.
+        columns = row._mapping
+        same = {name: columns[name] for name in names if name not in converted}
+    else:
+        same = {name: getattr(row, name) for name in names if name not in converted}
     return record_type(**same, **converted)
 
 
@@ -80,12 +88,47 @@ def plain_rows(
     entity's attribute names, every column but ``skip``'s. Not ORM instances: recall reads a few
     hundred rows per query, and building identity-mapped objects for rows that are only converted
     to domain records cost more than the SQL (the rows' locking clause and order stay the query's)."""
-    return session.execute(query.with_only_columns(*entity_columns(entity, skip))).all()
+    return read_rows(session, query.with_only_columns(*entity_columns(entity, skip)))
 
 
-def entity_columns(entity: type[Any], skip: frozenset[str] = frozenset()) -> list[InstrumentedAttribute[Any]]:
-    """The entity's mapped columns, but ``skip``'s, in mapping order (rows keyed by their names)."""
-    return [getattr(entity, a.key) for a in inspect(entity).column_attrs if a.key not in skip]
+def read_rows(session: Session, statement: Select[Any]) -> Sequence[Row[Any]]:
+    """The rows of a column ``statement``, run on the session's connection as a Core statement.
+    Through ``Session.execute`` an ORM-enabled select also passes every row through the ORM's
+    loading (about a sixth of a recall's re-read time for rows that are only plain tuples). What
+    the session holds unwritten is flushed first, as the session would before a query."""
+    session.flush()
+    return session.connection().execute(statement).all()
+
+
+# Built once per (entity, skip): recall builds its statements anew on every query.
+_COLUMNS: dict[tuple[str, frozenset[str]], tuple[ColumnElement[Any], ...]] = {}
+
+
+def _entity_columns(entity: type[Any], skip: frozenset[str]) -> tuple[ColumnElement[Any], ...]:
+    key = (f"{entity.__module__}.{entity.__qualname__}", skip)
+    if key not in _COLUMNS:
+        _COLUMNS[key] = _labelled_columns(entity, skip)
+    return _COLUMNS[key]
+
+
+def _labelled_columns(entity: type[Any], skip: frozenset[str]) -> tuple[ColumnElement[Any], ...]:
+    columns: list[ColumnElement[Any]] = []
+    for attr in inspect(entity).column_attrs:
+        if attr.key in skip:
+            continue
+        column: ColumnElement[Any] = getattr(entity, attr.key)
+        if isinstance(column.type, ARRAY):
+            # psycopg already gives a Postgres array as a list; SQLAlchemy's ARRAY would walk every
+            # element of every row again (a millisecond of a recall's re-reads).
+            column = type_coerce(column, NullType())
+        columns.append(column.label(attr.key))
+    return tuple(columns)
+
+
+def entity_columns(entity: type[Any], skip: frozenset[str] = frozenset()) -> list[ColumnElement[Any]]:
+    """The entity's mapped columns, but ``skip``'s, in mapping order, each labelled with its
+    attribute's name (rows keyed by those names; ``EventRow.metadata_`` reads column "metadata")."""
+    return list(_entity_columns(entity, skip))
 
 
 def offset_seconds(at: datetime) -> int | None:

@@ -19,6 +19,7 @@ from workers.db.mapping import (
     memory_from_row,
     memory_values,
     plain_rows,
+    read_rows,
 )
 from workers.db.session import SessionRepository
 from workers.db.tables import CueCountRow, MemoryRow
@@ -84,8 +85,7 @@ def citing_once(
     :func:`cue_query`) and reads the rows' columns there, since every row it finds is returned
     (a page of events is cited by few memories); the scope and the statuses are applied to those
     rows. Reading ids in the lookup and each row again by id read every row twice."""
-    columns = [c.label(c.key) for c in entity_columns(MemoryRow, skip)]
-    found = select(*columns).where(match).cte("citing").prefix_with("MATERIALIZED")
+    found = select(*entity_columns(MemoryRow, skip)).where(match).cte("citing").prefix_with("MATERIALIZED")
     row = found.c
     return (
         select(found)
@@ -194,7 +194,7 @@ class SqlMemoryRepository(SessionRepository):
     ) -> list[Memory]:
         if not cues:
             return []
-        rows = self.session.execute(cue_query(tenant_id, user_id, cues, statuses, limit)).all()
+        rows = read_rows(self.session, cue_query(tenant_id, user_id, cues, statuses, limit))
         return [memory_from_row(r, with_embedding=False) for r in rows]
 
     def for_user(self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None) -> list[Memory]:
@@ -231,7 +231,7 @@ class SqlMemoryRepository(SessionRepository):
         cited = func.memory_source_event_ids(MemoryRow.sources, type_=ARRAY(Text))
         skip = frozenset() if with_embedding else WITHOUT_EMBEDDING
         match = cited.overlap(sorted(set(event_ids)))
-        rows = self.session.execute(citing_once(tenant_id, user_id, match, statuses, skip)).all()
+        rows = read_rows(self.session, citing_once(tenant_id, user_id, match, statuses, skip))
         return [memory_from_row(r, with_embedding) for r in rows]
 
     def cue_counts(
