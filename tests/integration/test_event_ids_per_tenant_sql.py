@@ -128,3 +128,45 @@ def test_erasing_a_user_removes_only_its_llm_usage_not_another_tenants_with_the_
         assert left == ["beta/order-1001", "order-1001"]
     finally:
         container.close()
+
+
+def _mixed_log(uow) -> None:
+    # Tenants whose names could collide in a careless key ("a" / "a:b"), ids that do too
+    # ("e1" / "e10"), and an id only one tenant holds ("solo", for the bare lookup).
+    for n, (tenant, event_id) in enumerate(
+        [("a", "e1"), ("a", "e10"), ("a:b", "e1"), ("a:b", "e10"), ("b", "e1"), ("b", "solo")]
+    ):
+        turn = TurnPublished(event_id, tenant, "u1", "s1", n + 1, Role.USER, f"{tenant} {event_id}", AT, {})
+        assert uow.events.insert_if_absent(turn, "recorded")
+        uow.turn_index.set_vector(turn.ref, [0.5] * 16, "m")
+        uow.events.set_stage(turn.ref, f"stage-{n}")
+
+
+ASKED = [event_ref("a", "e1"), event_ref("a:b", "e10"), event_ref("b", "e10"), event_ref("c", "e1"), "solo"]
+
+
+def test_lookups_by_many_keys_take_each_tenants_own_ids_as_the_fakes_do(sql_settings: Settings) -> None:
+    fake = FakeStore()
+    with fake.uow() as uow:
+        _mixed_log(uow)
+        expected = uow.events.stages(ASKED)
+    assert expected == {"a/e1": "stage-0", "a:b/e10": "stage-3", "solo": "stage-5"}
+    container = build_container(sql_settings)
+    try:
+        with container.uow() as uow:
+            _mixed_log(uow)
+            uow.commit()
+        with container.uow() as uow:
+            assert uow.events.stages(ASKED) == expected
+            uow.turn_index.mark_indexed(ASKED[:3])
+            uow.commit()
+        with container.uow() as uow:
+            indexed = {
+                s.event.ref
+                for tenant in ("a", "a:b", "b")
+                for s in uow.turn_index.index_states(tenant, "u1")
+                if s.turn_indexed
+            }
+        assert indexed == {"a/e1", "a:b/e10"}
+    finally:
+        container.close()

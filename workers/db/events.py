@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Select, Text, any_, exists, func, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, Select, Text, and_, any_, exists, false, func, or_, select, update
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 
 from shared.events import TurnPublished, event_ref, split_ref
@@ -51,11 +51,21 @@ def by_ref(ref: str) -> tuple[ColumnElement[bool], ...]:
 
 
 def by_refs(refs: Sequence[str]) -> ColumnElement[bool]:
-    """The WHERE term of the events these pipeline keys name (bare ids as in ``by_ref``)."""
-    pairs = [split_ref(r) for r in refs]
-    keyed = [(t, e) for t, e in pairs if t is not None]
-    bare = [e for t, e in pairs if t is None]
-    return or_(tuple_(EventRow.tenant_id, EventRow.event_id).in_(keyed), EventRow.event_id.in_(bare))
+    """The WHERE term of the events these pipeline keys name (bare ids as in ``by_ref``): per
+    tenant, its event ids as one array (``mapping.among``). A batch or a recall names one tenant,
+    so this is one term of the primary key, where a list of (tenant, id) pairs was two bound
+    parameters a key and a statement of its own for every length."""
+    by_tenant: dict[str | None, list[str]] = {}
+    for ref in refs:
+        tenant, event_id = split_ref(ref)
+        by_tenant.setdefault(tenant, []).append(event_id)
+    terms = [
+        among(EventRow.event_id, ids)
+        if tenant is None
+        else and_(EventRow.tenant_id == tenant, among(EventRow.event_id, ids))
+        for tenant, ids in sorted(by_tenant.items(), key=lambda item: item[0] or "")
+    ]
+    return or_(false(), *terms)
 
 
 class SqlEventRepository(SessionRepository):
