@@ -25,6 +25,7 @@ from workers.db.mapping import (
     from_columns,
     offset_seconds,
     plain_rows,
+    read_rows,
     text_array,
 )
 from workers.db.session import SessionRepository
@@ -157,8 +158,8 @@ class SqlEventRepository(SessionRepository):
     def stages(self, refs: Sequence[str]) -> dict[str, str]:
         if not refs:
             return {}
-        rows = self.session.execute(
-            select(EventRow.tenant_id, EventRow.event_id, EventRow.stage).where(by_refs(refs))
+        rows = read_rows(
+            self.session, select(EventRow.tenant_id, EventRow.event_id, EventRow.stage).where(by_refs(refs))
         )
         found = {(r.tenant_id, r.event_id): r.stage for r in rows}
         by_id = {e: stage for (_, e), stage in found.items()}

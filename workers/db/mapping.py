@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from datetime import datetime, timedelta, timezone
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
 
 from sqlalchemy import ColumnElement, Row, Select, Text, any_, bindparam, inspect, type_coerce
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 Record = TypeVar("Record", bound="DataclassInstance")
+Columns = TypeVarTuple("Columns")
 
 
 def column_values(record: DataclassInstance) -> dict[str, Any]:
@@ -91,7 +92,7 @@ def plain_rows(
     return read_rows(session, query.with_only_columns(*entity_columns(entity, skip)))
 
 
-def read_rows(session: Session, statement: Select[Any]) -> Sequence[Row[Any]]:
+def read_rows(session: Session, statement: Select[*Columns]) -> Sequence[Row[*Columns]]:
     """The rows of a column ``statement``, run on the session's connection as a Core statement.
     Through ``Session.execute`` an ORM-enabled select also passes every row through the ORM's
     loading (about a sixth of a recall's re-read time for rows that are only plain tuples). What

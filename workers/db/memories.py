@@ -240,7 +240,8 @@ class SqlMemoryRepository(SessionRepository):
         """Read from ``memory_cue_counts`` (kept by a trigger, migration 0010): one index lookup
         per status and cue, however many memories the user has."""
         keys = sorted({*cues, TOTAL_KEY})
-        rows = self.session.execute(
+        rows = read_rows(
+            self.session,
             select(CueCountRow.cue, func.sum(CueCountRow.n))
             .where(
                 CueCountRow.tenant_id == tenant_id,
@@ -248,8 +249,8 @@ class SqlMemoryRepository(SessionRepository):
                 in_statuses(statuses, CueCountRow.status),
                 among(CueCountRow.cue, keys),
             )
-            .group_by(CueCountRow.cue)
-        ).all()
+            .group_by(CueCountRow.cue),
+        )
         counts = {str(r[0]): int(r[1]) for r in rows if r[1]}
         return counts.pop(TOTAL_KEY, 0), counts
 
