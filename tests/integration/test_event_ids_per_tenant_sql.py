@@ -4,13 +4,16 @@ reindex pages every tenant's turns, and an import meets another tenant's id with
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from shared.events import Role, TurnPublished, event_ref
 from shared.settings import Settings
 from shared.storage import Receipt
 from tests.support.fakes import FakeStore
-from workers.bootstrap import build_container
+from workers.bootstrap import Container, build_container
 
 AT = datetime(2026, 11, 30, 12, tzinfo=UTC)
 
@@ -56,17 +59,23 @@ def test_sql_event_log_keys_each_turn_by_tenant_and_event_id_as_the_fakes_do(sql
     assert sorted(expected["stalled"]) == [("acme/order-1001", "recorded"), ("beta/order-1001", "extracted")]
     assert expected["receipts"] == {"acme": ["order-1001"], "beta": ["order-1001"], "gamma": []}
     assert expected["pages"] == [["acme/order-1001"], ["beta/order-1001"]]
-    container = build_container(sql_settings)
+    with _sql_log(sql_settings, _load) as container, container.uow() as uow:
+        found = _read(uow)
+    assert {k: v for k, v in found.items() if k != "stalled"} == {
+        k: v for k, v in expected.items() if k != "stalled"
+    }
+    assert sorted(found["stalled"]) == sorted(expected["stalled"])  # type: ignore[arg-type]
+
+
+@contextmanager
+def _sql_log(settings: Settings, load: Callable[[Any], None]) -> Iterator[Container]:
+    """A container whose SQL store holds what ``load`` writes, closed on exit."""
+    container = build_container(settings)
     try:
         with container.uow() as uow:
-            _load(uow)
+            load(uow)
             uow.commit()
-        with container.uow() as uow:
-            found = _read(uow)
-        assert {k: v for k, v in found.items() if k != "stalled"} == {
-            k: v for k, v in expected.items() if k != "stalled"
-        }
-        assert sorted(found["stalled"]) == sorted(expected["stalled"])  # type: ignore[arg-type]
+        yield container
     finally:
         container.close()
 
@@ -151,11 +160,7 @@ def test_lookups_by_many_keys_take_each_tenants_own_ids_as_the_fakes_do(sql_sett
         _mixed_log(uow)
         expected = uow.events.stages(ASKED)
     assert expected == {"a/e1": "stage-0", "a:b/e10": "stage-3", "solo": "stage-5"}
-    container = build_container(sql_settings)
-    try:
-        with container.uow() as uow:
-            _mixed_log(uow)
-            uow.commit()
+    with _sql_log(sql_settings, _mixed_log) as container:
         with container.uow() as uow:
             assert uow.events.stages(ASKED) == expected
             uow.turn_index.mark_indexed(ASKED[:3])
@@ -167,6 +172,4 @@ def test_lookups_by_many_keys_take_each_tenants_own_ids_as_the_fakes_do(sql_sett
                 for s in uow.turn_index.index_states(tenant, "u1")
                 if s.turn_indexed
             }
-        assert indexed == {"a/e1", "a:b/e10"}
-    finally:
-        container.close()
+    assert indexed == {"a/e1", "a:b/e10"}
