@@ -54,8 +54,8 @@ def by_ref(ref: str) -> tuple[ColumnElement[bool], ...]:
 def by_refs(refs: Sequence[str]) -> ColumnElement[bool]:
     """The WHERE term of the events these pipeline keys name (bare ids as in ``by_ref``): per
     tenant, its event ids as one array (``mapping.among``). A batch or a recall names one tenant,
-    so this is one term of the primary key, where a list of (tenant, id) pairs was two bound
-    parameters a key and a statement of its own for every length."""
+    so this is one term of the primary key, where a list of (tenant, id) pairs took two bound
+    parameters per key and made a statement of its own for every length."""
     by_tenant: dict[str | None, list[str]] = {}
     for ref in refs:
         tenant, event_id = split_ref(ref)
@@ -64,7 +64,7 @@ def by_refs(refs: Sequence[str]) -> ColumnElement[bool]:
         among(EventRow.event_id, ids)
         if tenant is None
         else and_(EventRow.tenant_id == tenant, among(EventRow.event_id, ids))
-        for tenant, ids in sorted(by_tenant.items(), key=lambda item: item[0] or "")
+        for tenant, ids in sorted(by_tenant.items(), key=lambda item: (item[0] is not None, item[0] or ""))
     ]
     return or_(false(), *terms)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
 from sqlalchemy import ColumnElement, Row, Select, Text, any_, bindparam, inspect, type_coerce
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import InstrumentedAttribute, Session
-from sqlalchemy.sql.sqltypes import NullType
+from sqlalchemy.types import NullType
 
 from shared.events import Role, TurnPublished
 from shared.models import Memory, MemoryStatus, MemoryType
@@ -96,17 +96,19 @@ def read_rows(session: Session, statement: Select[*Columns]) -> Sequence[Row[*Co
     """The rows of a column ``statement``, run on the session's connection as a Core statement.
     Through ``Session.execute`` an ORM-enabled select also passes every row through the ORM's
     loading (about a sixth of a recall's re-read time for rows that are only plain tuples). What
-    the session holds unwritten is flushed first, as the session would before a query."""
-    session.flush()
+    the session holds unwritten is flushed first when the session autoflushes, as
+    ``Session.execute`` would."""
+    if session.autoflush:
+        session.flush()
     return session.connection().execute(statement).all()
 
 
 # Built once per (entity, skip): recall builds its statements anew on every query.
-_COLUMNS: dict[tuple[str, frozenset[str]], tuple[ColumnElement[Any], ...]] = {}
+_COLUMNS: dict[tuple[type[Any], frozenset[str]], tuple[ColumnElement[Any], ...]] = {}
 
 
 def _entity_columns(entity: type[Any], skip: frozenset[str]) -> tuple[ColumnElement[Any], ...]:
-    key = (f"{entity.__module__}.{entity.__qualname__}", skip)
+    key = (entity, skip)
     if key not in _COLUMNS:
         _COLUMNS[key] = _labelled_columns(entity, skip)
     return _COLUMNS[key]
