@@ -65,6 +65,40 @@ def test_import_and_construction_do_not_touch_the_engine() -> None:
     assert after == [True, "2"]  # the thread count reached the engine
 
 
+def _vectors_on(threads: int, texts: list[str]) -> list[list[float]]:
+    """The query and passage vectors of ``texts`` from an engine of ``threads`` threads, in a fresh
+    interpreter (the engine reads its thread count once per process)."""
+    code = (
+        "import json, sys\n"
+        "from workers.endpoints.embedders.e5 import E5Embedder\n"
+        f"e = E5Embedder(threads={threads})\n"
+        "texts = json.loads(sys.stdin.read())\n"
+        "print(json.dumps([e.embed_query(t) for t in texts] + e.embed_passages(texts)))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(texts),
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    vectors: list[list[float]] = json.loads(done.stdout)
+    return vectors
+
+
+def test_the_thread_count_changes_no_vector() -> None:
+    # CUEMEM_EMBEDDING_THREADS is documented as a speed setting only (docs/BENCHMARKS.md, "A
+    # dialogue query on two threads"): a recall process on two threads must rank as on one.
+    dialogue = '<Bart>:"我最近在学做饭，昨天做了红烧肉。" <Assistant>:"真不错！" ' * 6
+    texts = ["花生", "The user is allergic to peanuts, and to shellfish since 2019.", dialogue]
+    one, two = _vectors_on(1, texts), _vectors_on(2, texts)
+    assert len(one) == 2 * len(texts)
+    assert one == two
+
+
 def test_vectors_are_plain_unit_length_lists(e5: E5Embedder) -> None:
     vectors = e5.embed_passages(["The user is allergic to peanuts.", "用户对花生过敏。", ""])
     assert len(vectors) == 3
