@@ -5,8 +5,10 @@ one tenant and user only, and the rows the same session holds unwritten."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import Engine, create_engine, select
 from sqlalchemy.orm import Session
 
@@ -44,15 +46,14 @@ def _orm_memories(session: Session, ids: list[str], with_embedding: bool) -> dic
     return {r.id: memory_from_row(r, with_embedding=with_embedding) for r in rows}
 
 
-def test_plain_reads_return_what_the_orm_loads_for_one_tenant_and_user(clean_db: str) -> None:
+@pytest.fixture
+def engine(clean_db: str) -> Iterator[Engine]:
     engine = create_engine(clean_db)
-    try:
-        _compare_with_the_orm(engine)
-    finally:
-        engine.dispose()
+    yield engine
+    engine.dispose()
 
 
-def _compare_with_the_orm(engine: Engine) -> None:
+def test_plain_reads_return_what_the_orm_loads_for_one_tenant_and_user(engine: Engine) -> None:
     written: dict[tuple[str, str], list[Memory]] = {}
     with Session(engine) as session:
         memories = SqlMemoryRepository(session)
@@ -79,15 +80,7 @@ def _compare_with_the_orm(engine: Engine) -> None:
             assert [m.embedding for m in with_vector] == [[0.25, -0.5, 1.0]]
 
 
-def test_a_read_sees_the_rows_its_session_holds_unwritten(clean_db: str) -> None:
-    engine = create_engine(clean_db)
-    try:
-        _read_unwritten(engine)
-    finally:
-        engine.dispose()
-
-
-def _read_unwritten(engine: Engine) -> None:
+def test_a_read_sees_the_rows_its_session_holds_unwritten(engine: Engine) -> None:
     with Session(engine) as session:
         memory = _memory(1, "t1", "u1")
         session.add(MemoryRow(**memory_values(memory)))

@@ -107,13 +107,6 @@ def read_rows(session: Session, statement: Select[*Columns]) -> Sequence[Row[*Co
 _COLUMNS: dict[tuple[type[Any], frozenset[str]], tuple[ColumnElement[Any], ...]] = {}
 
 
-def _entity_columns(entity: type[Any], skip: frozenset[str]) -> tuple[ColumnElement[Any], ...]:
-    key = (entity, skip)
-    if key not in _COLUMNS:
-        _COLUMNS[key] = _labelled_columns(entity, skip)
-    return _COLUMNS[key]
-
-
 def _labelled_columns(entity: type[Any], skip: frozenset[str]) -> tuple[ColumnElement[Any], ...]:
     columns: list[ColumnElement[Any]] = []
     for attr in inspect(entity).column_attrs:
@@ -131,7 +124,10 @@ def _labelled_columns(entity: type[Any], skip: frozenset[str]) -> tuple[ColumnEl
 def entity_columns(entity: type[Any], skip: frozenset[str] = frozenset()) -> list[ColumnElement[Any]]:
     """The entity's mapped columns, but ``skip``'s, in mapping order, each labelled with its
     attribute's name (rows keyed by those names; ``EventRow.metadata_`` reads column "metadata")."""
-    return list(_entity_columns(entity, skip))
+    key = (entity, skip)
+    if key not in _COLUMNS:
+        _COLUMNS[key] = _labelled_columns(entity, skip)
+    return list(_COLUMNS[key])
 
 
 def offset_seconds(at: datetime) -> int | None:
