@@ -81,7 +81,7 @@ def gather(
     windows.enter_cue_matches(pool, in_window)
     stage1.boost_type_hints(pool, cues)
     turns = stage1.working_turns(uow, request, working_memory, trace.notes)
-    stage1.add_working_turns(pool, turns, weights)
+    stage1.add_working_turns(uow, request, pool, turns, weights)
     trace.took("deterministic_ms", t)
     cue_ranked = stage1.ranked_by_cues(pool)
     trace.candidates.update(

@@ -201,42 +201,45 @@ def boost_type_hints(pool: Pool, cues: QueryCues) -> None:
 def working_turns(
     uow: UnitOfWork, request: RecallRequest, working_memory: WorkingMemory | None, notes: list[str]
 ) -> list[TurnPublished]:
-    """Recent turns: the current session's, or (without one) those the pipeline has not finished.
-
-    A finished turn outside the current session already answers through long-term memory, or
-    was judged not worth keeping; offering it again would only add noise.
-    """
-    turns: list[TurnPublished] | None = None
+    """Recent turns: the current session's, or (without one) the user's newest; which of them are
+    offered is :func:`add_working_turns`'s to say."""
     if working_memory is not None:
         try:
-            turns = working_memory.recent(
+            return working_memory.recent(
                 request.tenant_id, request.user_id, request.session_id, request.working_turns
             )
         except Exception as exc:  # Redis down: the event log still knows the recorded turns
             notes.append(
                 f"working memory unavailable ({type(exc).__name__}); read recent turns from the event log"
             )
-    if turns is None:
-        stored = uow.events.recent(
-            request.tenant_id, request.user_id, request.working_turns, request.session_id
-        )
-        turns = [s.event for s in stored]
-    if request.session_id is not None:
-        return turns
-    stages = uow.events.stages([t.ref for t in turns])
-    return [t for t in turns if stages.get(t.ref) != "done"]
+    stored = uow.events.recent(request.tenant_id, request.user_id, request.working_turns, request.session_id)
+    return [s.event for s in stored]
 
 
-def add_working_turns(pool: Pool, turns: list[TurnPublished], weights: dict[str, float]) -> None:
-    """The working memory's turns that share a cue with the query and are not already in the pool
-    as the long-term memory made of them."""
+def add_working_turns(
+    uow: UnitOfWork, request: RecallRequest, pool: Pool, turns: list[TurnPublished], weights: dict[str, float]
+) -> None:
+    """The recent turns that share a cue with the query and are not already in the pool as the
+    long-term memory made of them.
+
+    Without a session, only the turns the pipeline has not finished: a finished turn outside the
+    current session already answers through long-term memory, or was judged not worth keeping;
+    offering it again would only add noise. Their stages are read for the turns that match only:
+    most queries match none of the recent turns, and reading all of them cost every recall a
+    round trip to Postgres (about 1.5 ms of stage 1, docs/BENCHMARKS.md)."""
     long_term_sources = {s["event_id"] for c in pool.values() for s in c.item.sources}
+    matching = []
     for turn in turns:
         if turn.event_id in long_term_sources:
             continue
         score, matched = cue_match(weights, turn_cues(turn))
         if score > 0:
-            pool[f"event:{turn.event_id}"] = Candidate(turn_item(turn), score, matched, paths=["working"])
+            matching.append((turn, score, matched))
+    if request.session_id is None and matching:
+        stages = uow.events.stages([turn.ref for turn, _, _ in matching])
+        matching = [m for m in matching if stages.get(m[0].ref) != "done"]
+    for turn, score, matched in matching:
+        pool[f"event:{turn.event_id}"] = Candidate(turn_item(turn), score, matched, paths=["working"])
 
 
 def ranked_by_cues(pool: Pool) -> list[Candidate]:

@@ -235,3 +235,44 @@ def test_without_working_memory_the_event_log_gives_as_many_recent_turns_as_aske
         return out.trace["candidates"]["working"]
 
     assert (working(1), working(2), working(20)) == (1, 2, 3)
+
+
+def _recall_reading_stages(h, query: str) -> tuple[object, list[list[str]]]:
+    """Recall ``query`` of u1 without a session, and every list of turns whose stages it read."""
+    reads: list[list[str]] = []
+    request = RecallRequest("default", "u1", query, now=NOW + timedelta(days=1))
+    with h.store.uow() as uow:
+        stages = uow.events.stages
+
+        def recorded(refs):
+            reads.append(list(refs))
+            return stages(refs)
+
+        uow.events.stages = recorded
+        out = recall(uow, request, embedder=h.embedder, index=h.index, working_memory=None)
+    return out, reads
+
+
+def test_without_a_session_a_finished_turn_is_not_offered_again_and_an_unfinished_one_is():
+    from shared.queues import TaskName
+    from tests.support.pipeline import CHAT
+
+    h = Harness()
+    h.say(CHAT)  # finished: below the extraction threshold, it made no memory
+    h.run(TaskName.RECORD, (turn(2, "we also saw a fox cub by the mill"),))  # recorded, not finished
+    out, reads = _recall_reading_stages(h, "fox near the mill")
+    working = [i.content for i in out.items if "working" in i.explanation["paths"]]
+    assert working == ["we also saw a fox cub by the mill"]
+    assert reads and {r for read in reads for r in read} == {"default/e-u1-s1-1", "default/e-u1-s1-2"}
+
+
+def test_stages_are_read_only_for_recent_turns_that_share_a_cue_with_the_query():
+    from shared.queues import TaskName
+
+    h = Harness()
+    h.run(TaskName.RECORD, (turn(1, "生产环境部署端口是8443"),))
+    h.run(TaskName.RECORD, (turn(2, "我不吃香菜"),))
+    _, reads = _recall_reading_stages(h, "8443 是哪个环境的端口")
+    assert reads == [["default/e-u1-s1-1"]]
+    _, reads = _recall_reading_stages(h, "what is the weather in Lisbon")
+    assert reads == []
