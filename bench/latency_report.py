@@ -18,7 +18,7 @@ STAGE_NOTES = {
     "turn_window_ms": "  of which: the log's turns in a time range the query names (events.in_window)",
     "window_sources_ms": "  of which: memories citing those turns (SqlMemoryRepository.by_sources)",
     "working_memory_ms": "  of which: RedisWorkingMemory.recent",
-    "event_stages_ms": "  of which: stages of the working turns that share a cue with the query (events table)",
+    "event_stages_ms": "  of which: stages of the working turns matching the query (events table)",
     "embed_ms": "query embedding inside recall (0 with a precomputed vector)",
     "vector_ms": "user-filtered vector search over memories (qdrant-edge)",
     "keyword_ms": "keyword (sparse, BM25) search over memories",

@@ -81,13 +81,13 @@ def gather(
     windows.enter_cue_matches(pool, in_window)
     stage1.boost_type_hints(pool, cues)
     turns = stage1.working_turns(uow, request, working_memory, trace.notes)
-    stage1.add_working_turns(uow, request, pool, turns, weights)
+    working = stage1.add_working_turns(uow, request, pool, turns, weights)
     trace.took("deterministic_ms", t)
     cue_ranked = stage1.ranked_by_cues(pool)
     trace.candidates.update(
         cue=sum(1 for c in cue_ranked if "cue" in c.paths),
         link=sum(1 for c in cue_ranked if "link" in c.paths),
-        working=len(turns),
+        working=working,  # the recent turns offered, not every one read
     )
 
     # Stage 2: vector, keyword, conversation-log, time and recency paths.

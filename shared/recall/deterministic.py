@@ -218,15 +218,15 @@ def working_turns(
 
 def add_working_turns(
     uow: UnitOfWork, request: RecallRequest, pool: Pool, turns: list[TurnPublished], weights: dict[str, float]
-) -> None:
-    """The recent turns that share a cue with the query and are not already in the pool as the
-    long-term memory made of them.
+) -> int:
+    """Add the recent turns that share a cue with the query and are not already in the pool as
+    the long-term memory made of them; return how many were added.
 
     Without a session, only the turns the pipeline has not finished: a finished turn outside the
     current session already answers through long-term memory, or was judged not worth keeping;
     offering it again would only add noise. Their stages are read for the turns that match only:
-    most queries match none of the recent turns, and reading all of them cost every recall a
-    round trip to Postgres (about 1.5 ms of stage 1, docs/BENCHMARKS.md)."""
+    most queries match none of the recent turns, and reading the stages of all of them cost every
+    recall a round trip to Postgres (docs/BENCHMARKS.md: stage 1 p50 0.76 ms lower without it)."""
     long_term_sources = {s["event_id"] for c in pool.values() for s in c.item.sources}
     matching = []
     for turn in turns:
@@ -237,9 +237,12 @@ def add_working_turns(
             matching.append((turn, score, matched))
     if request.session_id is None and matching:
         stages = uow.events.stages([turn.ref for turn, _, _ in matching])
-        matching = [m for m in matching if stages.get(m[0].ref) != "done"]
+        matching = [
+            (turn, score, matched) for turn, score, matched in matching if stages.get(turn.ref) != "done"
+        ]
     for turn, score, matched in matching:
         pool[f"event:{turn.event_id}"] = Candidate(turn_item(turn), score, matched, paths=["working"])
+    return len(matching)
 
 
 def ranked_by_cues(pool: Pool) -> list[Candidate]:

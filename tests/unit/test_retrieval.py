@@ -8,7 +8,7 @@ import pytest
 
 from shared.recall.cascade import recall
 from shared.recall.deterministic import rarity
-from shared.recall.request import RecallRequest
+from shared.recall.request import RecallRequest, RecallResult
 from shared.recall.windows import named_times
 from tests.support.pipeline import NOW, Harness, ask, turn
 
@@ -223,24 +223,34 @@ def test_without_working_memory_the_event_log_gives_as_many_recent_turns_as_aske
     h.say("我不吃香菜", "我喜欢喝美式", "生产环境部署端口是8443")
 
     def working(turns):
+        read: list[int] = []
         request = RecallRequest("default", "u1", "8443", now=NOW + timedelta(days=1), session_id="s1")
         with h.store.uow() as uow:
-            out = recall(
+            recent = uow.events.recent
+
+            def recorded(*args, **kwargs):
+                out = recent(*args, **kwargs)
+                read.append(len(out))
+                return out
+
+            uow.events.recent = recorded
+            recall(
                 uow,
                 dataclasses.replace(request, working_turns=turns),
                 embedder=h.embedder,
                 index=h.index,
                 working_memory=None,
             )
-        return out.trace["candidates"]["working"]
+        return read
 
-    assert (working(1), working(2), working(20)) == (1, 2, 3)
+    assert (working(1), working(2), working(20)) == ([1], [2], [3])
 
 
-def _recall_reading_stages(h, query: str) -> tuple[object, list[list[str]]]:
-    """Recall ``query`` of u1 without a session, and every list of turns whose stages it read."""
+def _recall_reading_stages(h, query: str, session: str | None = None) -> tuple[RecallResult, list[list[str]]]:
+    """Recall ``query`` of u1 (in ``session``, or without one), and every list of turns whose
+    stages it read."""
     reads: list[list[str]] = []
-    request = RecallRequest("default", "u1", query, now=NOW + timedelta(days=1))
+    request = RecallRequest("default", "u1", query, now=NOW + timedelta(days=1), session_id=session)
     with h.store.uow() as uow:
         stages = uow.events.stages
 
@@ -262,8 +272,13 @@ def test_without_a_session_a_finished_turn_is_not_offered_again_and_an_unfinishe
     h.run(TaskName.RECORD, (turn(2, "we also saw a fox cub by the mill"),))  # recorded, not finished
     out, reads = _recall_reading_stages(h, "fox near the mill")
     working = [i.content for i in out.items if "working" in i.explanation["paths"]]
-    assert working == ["we also saw a fox cub by the mill"]
+    assert working == ["we also saw a fox cub by the mill"] and out.trace["candidates"]["working"] == 1
     assert reads and {r for read in reads for r in read} == {"default/e-u1-s1-1", "default/e-u1-s1-2"}
+    # In the current session every recent turn is offered, finished or not, and no stage is read.
+    out, reads = _recall_reading_stages(h, "fox near the mill", session="s1")
+    working = sorted(i.content for i in out.items if "working" in i.explanation["paths"])
+    assert working == sorted([CHAT, "we also saw a fox cub by the mill"])
+    assert out.trace["candidates"]["working"] == 2 and reads == []
 
 
 def test_stages_are_read_only_for_recent_turns_that_share_a_cue_with_the_query():
