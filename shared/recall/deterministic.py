@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 
-from shared.events import TurnPublished
+from shared.events import TurnPublished, is_safe_id
 from shared.language.cues import (
     ENTITY_WEIGHT,
     KEYWORD_WEIGHT,
@@ -61,8 +61,11 @@ def exact_key(uow: UnitOfWork, request: RecallRequest) -> list[Candidate]:
         memory = uow.memories.get(request.tenant_id, request.user_id, key.lower())
         if memory is not None and memory.status in request.statuses:
             found.append(memory)
-    if not found:
-        event_id = key.removeprefix("event:")
+    event_id = key.removeprefix("event:")
+    # Every stored event id is in the safe alphabet (``validate_turn`` checks it at every door,
+    # imports too): a key outside it names no event, and the read is skipped. A question in Chinese
+    # has no space ("我不吃什么？"), so it used to cost nearly every one of them a Postgres read.
+    if not found and is_safe_id(event_id):
         found = uow.memories.by_source(request.tenant_id, request.user_id, event_id, request.statuses)
     return [
         Candidate(memory_item(m), EXACT_KEY_SCORE, [f"key:{key}"], paths=["key"], memory=m) for m in found

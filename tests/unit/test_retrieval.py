@@ -139,6 +139,34 @@ def test_exact_keys_memory_id_and_source_event():
         assert "exact_key" not in out.trace and theirs.id not in [i.id for i in out.items]
 
 
+def test_only_a_key_that_could_be_an_event_id_is_looked_up_as_one():
+    h = Harness()
+    h.drain(turn(1, "生产环境部署端口是8443", event_id="e1"))
+    h.drain(turn(2, "我不吃香菜", event_id="e1:b"))
+    looked_up: list[str] = []
+
+    def asked(query: str) -> list[str]:
+        request = RecallRequest("default", "u1", query, now=NOW + timedelta(days=1))
+        with h.store.uow() as uow:
+            by_source = uow.memories.by_source
+
+            def recorded(tenant_id, user_id, event_id, statuses):
+                looked_up.append(event_id)
+                return by_source(tenant_id, user_id, event_id, statuses)
+
+            uow.memories.by_source = recorded
+            out = recall(uow, request, embedder=h.embedder, index=h.index, working_memory=None)
+        return [i.content for i in out.items] if out.stage == "deterministic" else []
+
+    # Ids that collide by prefix answer each for their own turn's memory, "event:" or bare.
+    assert asked("e1") == ["生产环境部署端口是8443"] and asked("event:e1:b") == ["我不吃香菜"]
+    assert looked_up == ["e1", "e1:b"]
+    # No event id holds a letter outside the safe alphabet: such a key reads nothing.
+    for query in ("我不吃什么？", "8443是哪个环境的端口", "event:我不吃香菜", "e1?"):
+        assert asked(query) == [], query
+    assert looked_up == ["e1", "e1:b"]
+
+
 def test_explanations_say_what_placed_each_item_and_every_path_that_found_it():
     from shared.recall.features import FEATURES
 
