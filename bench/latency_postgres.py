@@ -60,7 +60,7 @@ def explain_cue_query(db_url: str, user_id: str, queries: Sequence[str]) -> list
     from shared.models import RECALLABLE_STATUSES
     from shared.recall.deterministic import fetched
     from workers.bootstrap import sql_uow_factory
-    from workers.db.memories import cue_query
+    from workers.db.memories import cue_params, cue_query
 
     out: list[dict[str, Any]] = []
     uow_factory, dispose = sql_uow_factory(db_url)
@@ -74,7 +74,7 @@ def explain_cue_query(db_url: str, user_id: str, queries: Sequence[str]) -> list
                 if not chosen:
                     out.append({"query": q, "cue_keys": keys_, "fetched": [], "plan": ["(no cue fetches)"]})
                     continue
-                statement = cue_query(TENANT, user_id, chosen, RECALLABLE_STATUSES, 50)
+                statement = cue_query().params(cue_params(TENANT, user_id, chosen, RECALLABLE_STATUSES, 50))
                 sql = str(
                     statement.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True})
                 )

@@ -6,8 +6,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import cache
+from typing import Any
 
-from sqlalchemy import ColumnElement, Select, Text, and_, any_, exists, false, func, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    Text,
+    and_,
+    any_,
+    bindparam,
+    exists,
+    false,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 
 from shared.events import TurnPublished, event_ref, split_ref
@@ -21,12 +36,12 @@ from workers.db.mapping import (
     EVENT_BOOKKEEPING,
     among,
     column_values,
+    entity_columns,
     event_from_row,
     from_columns,
     offset_seconds,
     plain_rows,
     read_rows,
-    text_array,
 )
 from workers.db.session import SessionRepository
 from workers.db.tables import (
@@ -176,17 +191,10 @@ class SqlEventRepository(SessionRepository):
     ) -> list[StoredEvent]:
         if not event_ids and not windows_of:
             return []
-        owned = EventRow.owned_by(tenant_id, user_id)
-        ids = text_array(event_ids)
+        params = {"tenant": tenant_id, "user": user_id, "ids": list(event_ids)}
         if windows_of:
-            # One round trip for the hits and the turns their windows hold (a window holds turns
-            # of its own user and session; the outer scope is applied to them all the same). One
-            # array of ids, not "hit OR in a subquery": Postgres reads an OR with a subquery by
-            # scanning every event (720 ms at 220k turns); an array it reads by the primary key.
-            lending = among(EventRow.event_id, windows_of)
-            lent = select(func.unnest(EventRow.window_ids)).where(*owned, lending).scalar_subquery()
-            ids = func.array_cat(ids, func.array(lent), type_=ARRAY(Text))
-        return self._read(select(EventRow).where(*owned, EventRow.event_id == any_(ids)))
+            params["lending"] = list(windows_of)
+        return [event_from_row(r) for r in read_rows(self.session, _of_user(bool(windows_of)), params)]
 
     def in_window(
         self, tenant_id: str, user_id: str, start: datetime, end: datetime, limit: int
@@ -305,3 +313,19 @@ class SqlReceiptRepository(SessionRepository):
 
 def _receipt(row: ReceiptRow) -> Receipt:
     return from_columns(Receipt, row)
+
+
+@cache
+def _of_user(lending: bool) -> Select[Any]:
+    """The user's turns among the ids (``of_user``; recall re-reads its log hits here), built once:
+    with ``lending``, also the turns the windows of the lending hits hold. One round trip for both
+    (a window holds turns of its own user and session; the outer scope is applied to them all the
+    same). One array of ids, not "hit OR in a subquery": Postgres reads an OR with a subquery by
+    scanning every event (720 ms at 220k turns); an array it reads by the primary key."""
+    owned = EventRow.owned_by(bindparam("tenant"), bindparam("user"))
+    ids: ColumnElement[Any] = bindparam("ids", type_=ARRAY(Text))
+    if lending:
+        lent_by = EventRow.event_id == any_(bindparam("lending", type_=ARRAY(Text)))
+        lent = select(func.unnest(EventRow.window_ids)).where(*owned, lent_by).scalar_subquery()
+        ids = func.array_cat(ids, func.array(lent), type_=ARRAY(Text))
+    return select(*entity_columns(EventRow, EVENT_BOOKKEEPING)).where(*owned, EventRow.event_id == any_(ids))

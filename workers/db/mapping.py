@@ -5,7 +5,7 @@ Domain records are dataclasses whose field names are the columns' names, so a co
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime, timedelta, timezone
 from functools import cache
@@ -92,15 +92,18 @@ def plain_rows(
     return read_rows(session, query.with_only_columns(*entity_columns(entity, skip)))
 
 
-def read_rows(session: Session, statement: Select[*Columns]) -> Sequence[Row[*Columns]]:
-    """The rows of a column ``statement``, run on the session's connection as a Core statement.
+def read_rows(
+    session: Session, statement: Select[*Columns], params: Mapping[str, Any] | None = None
+) -> Sequence[Row[*Columns]]:
+    """The rows of a column ``statement`` (with the values of its named ``params``: recall's
+    statements are built once), run on the session's connection as a Core statement.
     Through ``Session.execute`` an ORM-enabled select also passes every row through the ORM's
     loading (about a sixth of a recall's re-read time for rows that are only plain tuples). What
     the session holds unwritten is flushed first when the session autoflushes, as
     ``Session.execute`` would."""
     if session.autoflush:
         session.flush()
-    return session.connection().execute(statement).all()
+    return session.connection().execute(statement, params).all()
 
 
 # Built once per (entity, skip): recall builds its statements anew on every query.

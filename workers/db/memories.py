@@ -5,16 +5,32 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, Text, cast, delete, func, or_, select, true, update
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Integer,
+    Select,
+    String,
+    Text,
+    any_,
+    bindparam,
+    cast,
+    delete,
+    func,
+    or_,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.orm import Session
 
 from shared.models import Memory, MemoryStatus, MemoryType
 from workers.db.mapping import (
     WITHOUT_EMBEDDING,
-    among,
     entity_columns,
     memory_from_row,
     memory_values,
@@ -38,11 +54,24 @@ def in_statuses(statuses: Iterable[MemoryStatus], column: Any = MemoryRow.status
     return column.in_([s.value for s in statuses])
 
 
-def cue_query(
-    tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus], limit: int
-) -> Select[Any]:
-    """The user's memories holding any of ``cues``, best half-life score first, every column but
-    the vector (``by_cues``; the latency benchmark shows this statement's plan).
+# Recall's reads run statements built once, with named parameters (``*_params`` give their
+# values): building a statement and its cache key anew on every recall cost more than the SQL of
+# these small reads (0.6 to 0.9 ms each for the cue query and the citing query). The SQL Postgres
+# receives is the one the statement built with the values would send.
+TENANT = bindparam("tenant", type_=String())
+USER = bindparam("user", type_=String())
+STATUSES: BindParameter[str] = bindparam("statuses", expanding=True)
+
+
+def statuses_of(statuses: Iterable[MemoryStatus]) -> list[str]:
+    return [s.value for s in statuses]
+
+
+@cache
+def cue_query() -> Select[Any]:
+    """The user's memories holding any of the cues, best half-life score first, every column but
+    the vector (``by_cues``, with :func:`cue_params`; the latency benchmark shows this statement's
+    plan).
 
     The user's postings of those cues are read on their own (``ix_memories_user_cues``,
     MATERIALIZED: Postgres cannot estimate an overlap over an expression and would AND it with the
@@ -53,17 +82,19 @@ def cue_query(
     the lookup would hold up to 16 x 2,000 of them in memory before the limit."""
     found = (
         select(MemoryRow.id, MemoryRow.score, MemoryRow.tenant_id, MemoryRow.user_id, MemoryRow.status)
-        .where(holds_any(tenant_id, user_id, cues))
+        .where(holds_any(TENANT, USER, bindparam("cues", type_=ARRAY(Text))))
         .cte("holding")
         .prefix_with("MATERIALIZED")
     )
     best = (
         select(found.c.id, found.c.score)
         .where(
-            found.c.tenant_id == tenant_id, found.c.user_id == user_id, in_statuses(statuses, found.c.status)
+            found.c.tenant_id == bindparam("tenant"),
+            found.c.user_id == bindparam("user"),
+            found.c.status.in_(STATUSES),
         )
         .order_by(found.c.score.desc(), found.c.id)
-        .limit(limit)
+        .limit(bindparam("limit", type_=Integer()))
         .subquery("best")
     )
     return (
@@ -73,23 +104,35 @@ def cue_query(
     )
 
 
-def citing_once(
-    tenant_id: str,
-    user_id: str,
-    match: ColumnElement[bool],
-    statuses: Iterable[MemoryStatus],
-    skip: frozenset[str] = frozenset(),
-) -> Select[Any]:
-    """The user's memories in ``statuses`` that ``match`` (the GIN lookup of the events they cite),
-    every column but ``skip``'s, oldest first. The lookup runs on its own (MATERIALIZED, as in
-    :func:`cue_query`) and reads the rows' columns there, since every row it finds is returned
-    (a page of events is cited by few memories); the scope and the statuses are applied to those
-    rows. Reading ids in the lookup and each row again by id read every row twice."""
+def cue_params(
+    tenant_id: str, user_id: str, cues: Sequence[str], statuses: Iterable[MemoryStatus], limit: int
+) -> dict[str, Any]:
+    return {
+        "tenant": tenant_id,
+        "user": user_id,
+        "cues": list(cues),
+        "statuses": statuses_of(statuses),
+        "limit": limit,
+    }
+
+
+@cache
+def citing_once(skip: frozenset[str] = frozenset()) -> Select[Any]:
+    """The user's memories in the statuses that cite any of the events (parameter ``events``: the
+    GIN lookup of ``memory_source_event_ids``), every column but ``skip``'s, oldest first. The
+    lookup runs on its own (MATERIALIZED, as in :func:`cue_query`) and reads the rows' columns
+    there, since every row it finds is returned (a page of events is cited by few memories); the
+    scope and the statuses are applied to those rows. Reading ids in the lookup and each row again
+    by id read every row twice."""
+    cited = func.memory_source_event_ids(MemoryRow.sources, type_=ARRAY(Text))
+    match = cited.overlap(bindparam("events", type_=ARRAY(Text)))
     found = select(*entity_columns(MemoryRow, skip)).where(match).cte("citing").prefix_with("MATERIALIZED")
     row = found.c
     return (
         select(found)
-        .where(row.tenant_id == tenant_id, row.user_id == user_id, in_statuses(statuses, row.status))
+        .where(
+            row.tenant_id == bindparam("tenant"), row.user_id == bindparam("user"), row.status.in_(STATUSES)
+        )
         .order_by(row.valid_from, row.id)
     )
 
@@ -108,11 +151,17 @@ def holding_any(tenant_id: str, user_id: str, cues: Sequence[str]) -> ColumnElem
     return MemoryRow.id.in_(select(holding.c.id))
 
 
-def holds_any(tenant_id: str, user_id: str, cues: Sequence[str]) -> ColumnElement[bool]:
+def holds_any(
+    tenant_id: str | ColumnElement[str],
+    user_id: str | ColumnElement[str],
+    cues: Sequence[str] | ColumnElement[Any],
+) -> ColumnElement[bool]:
     """The row is this user's and holds any of ``cues``, in the terms of ``ix_memories_user_cues``
-    (migration 0013): the same function on the row's columns and on the asked keys."""
+    (migration 0013): the same function on the row's columns and on the asked keys (values, or
+    parameters of a statement built once)."""
+    asked_cues = cues if isinstance(cues, ColumnElement) else list(cues)
     scoped = func.memory_user_cues(MemoryRow.tenant_id, MemoryRow.user_id, MemoryRow.cues, type_=ARRAY(Text))
-    asked = func.memory_user_cues(tenant_id, user_id, cast(list(cues), ARRAY(Text)), type_=ARRAY(Text))
+    asked = func.memory_user_cues(tenant_id, user_id, cast(asked_cues, ARRAY(Text)), type_=ARRAY(Text))
     return scoped.overlap(asked)
 
 
@@ -149,8 +198,8 @@ class SqlMemoryRepository(SessionRepository):
         """Without the embedding (recall re-reads index hits here and never needs the vector)."""
         if not ids:
             return []
-        query = user_memories(tenant_id, user_id, among(MemoryRow.id, ids))
-        return read_memories(self.session, query, with_embedding=False)
+        rows = read_rows(self.session, _by_ids(), {"tenant": tenant_id, "user": user_id, "ids": list(ids)})
+        return [memory_from_row(r, with_embedding=False) for r in rows]
 
     def save(self, memory: Memory) -> None:
         values = memory_values(memory)
@@ -194,7 +243,7 @@ class SqlMemoryRepository(SessionRepository):
     ) -> list[Memory]:
         if not cues:
             return []
-        rows = read_rows(self.session, cue_query(tenant_id, user_id, cues, statuses, limit))
+        rows = read_rows(self.session, cue_query(), cue_params(tenant_id, user_id, cues, statuses, limit))
         return [memory_from_row(r, with_embedding=False) for r in rows]
 
     def for_user(self, tenant_id: str, user_id: str, statuses: Iterable[MemoryStatus] | None) -> list[Memory]:
@@ -228,10 +277,9 @@ class SqlMemoryRepository(SessionRepository):
         # own (MATERIALIZED): Postgres cannot estimate an overlap over an expression and ANDed it
         # with the user's index, reading every memory of the user (18 ms at 100k); the event ids
         # name few rows, and the user's scope is applied to those.
-        cited = func.memory_source_event_ids(MemoryRow.sources, type_=ARRAY(Text))
         skip = frozenset() if with_embedding else WITHOUT_EMBEDDING
-        match = cited.overlap(sorted(set(event_ids)))
-        rows = read_rows(self.session, citing_once(tenant_id, user_id, match, statuses, skip))
+        params = {"tenant": tenant_id, "user": user_id, "events": sorted(set(event_ids))}
+        rows = read_rows(self.session, citing_once(skip), {**params, "statuses": statuses_of(statuses)})
         return [memory_from_row(r, with_embedding) for r in rows]
 
     def cue_counts(
@@ -239,18 +287,8 @@ class SqlMemoryRepository(SessionRepository):
     ) -> tuple[int, dict[str, int]]:
         """Read from ``memory_cue_counts`` (kept by a trigger, migration 0010): one index lookup
         per status and cue, however many memories the user has."""
-        keys = sorted({*cues, TOTAL_KEY})
-        rows = read_rows(
-            self.session,
-            select(CueCountRow.cue, func.sum(CueCountRow.n))
-            .where(
-                CueCountRow.tenant_id == tenant_id,
-                CueCountRow.user_id == user_id,
-                in_statuses(statuses, CueCountRow.status),
-                among(CueCountRow.cue, keys),
-            )
-            .group_by(CueCountRow.cue),
-        )
+        params = {"tenant": tenant_id, "user": user_id, "statuses": statuses_of(statuses)}
+        rows = read_rows(self.session, _cue_counts(), {**params, "cues": sorted({*cues, TOTAL_KEY})})
         counts = {str(r[0]): int(r[1]) for r in rows if r[1]}
         return counts.pop(TOTAL_KEY, 0), counts
 
@@ -333,3 +371,26 @@ def _recent_active(memory_type: MemoryType, since: datetime) -> tuple[ColumnElem
         MemoryRow.status == MemoryStatus.ACTIVE.value,
         MemoryRow.valid_from >= since,
     )
+
+
+@cache
+def _cue_counts() -> Select[str, int]:
+    """How many of the user's memories in the statuses hold each cue (``cue_counts``)."""
+    return (
+        select(CueCountRow.cue, func.sum(CueCountRow.n))
+        .where(
+            CueCountRow.tenant_id == bindparam("tenant"),
+            CueCountRow.user_id == bindparam("user"),
+            CueCountRow.status.in_(STATUSES),
+            CueCountRow.cue == any_(bindparam("cues", type_=ARRAY(Text))),
+        )
+        .group_by(CueCountRow.cue)
+    )
+
+
+@cache
+def _by_ids() -> Select[Any]:
+    """The user's memories among the ids (``get_many``), every column but the vector."""
+    owned = MemoryRow.owned_by(bindparam("tenant"), bindparam("user"))
+    ids = MemoryRow.id == any_(bindparam("ids", type_=ARRAY(Text)))
+    return select(*entity_columns(MemoryRow, WITHOUT_EMBEDDING)).where(*owned, ids)

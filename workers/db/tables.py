@@ -58,8 +58,11 @@ class UserOwned:
     user_id: Mapped[PublisherId]
 
     @classmethod
-    def owned_by(cls, tenant_id: str, user_id: str) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
-        """The WHERE terms that scope a read or write to one user's rows."""
+    def owned_by(
+        cls, tenant_id: str | ColumnElement[str], user_id: str | ColumnElement[str]
+    ) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
+        """The WHERE terms that scope a read or write to one user's rows (values, or the parameters
+        of a statement built once)."""
         return (cls.tenant_id == tenant_id, cls.user_id == user_id)
 
 
