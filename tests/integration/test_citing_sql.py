@@ -122,8 +122,9 @@ def _under_gather(plan: str) -> str:
 
 
 def test_an_id_longer_than_its_column_matches_no_row(clean_db, it_settings):
-    """Recall's id reads send their ids as one ``text[]`` (``mapping.among``): a ``varchar(36)[]``
-    would cut a longer id to the column's length, and the cut id would match another row."""
+    """Recall's id reads send their ids as one ``text[]`` (``mapping.among``,
+    ``mapping.text_array_param``): a ``varchar(36)[]`` would cut a longer id to the column's
+    length, and the cut id would match another row."""
     c = build_container(it_settings)
     stored = memory_row(1, "default", "u1", NOW)
     with c.uow() as uow:

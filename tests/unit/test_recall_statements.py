@@ -17,7 +17,7 @@ def _sql(statement, params) -> str:
     )
 
 
-def test_each_hot_statement_is_built_once():
+def test_each_hot_statement_is_built_once_and_names_the_parameters_its_read_binds():
     assert memories.cue_query() is memories.cue_query()
     assert memories.citing_once(memories.WITHOUT_EMBEDDING) is memories.citing_once(
         memories.WITHOUT_EMBEDDING
@@ -27,6 +27,17 @@ def test_each_hot_statement_is_built_once():
     assert events._of_user(True) is events._of_user(True) and events._of_user(False) is not events._of_user(
         True
     )
+    # Every value a read passes has its parameter, and no parameter is left without a value.
+    names = {
+        memories.cue_query(): set(memories.cue_params("t", "u", ["k:a"], ACTIVE, 5)),
+        memories.citing_once(memories.WITHOUT_EMBEDDING): {"tenant", "user", "events", "statuses"},
+        memories._cue_counts(): {"tenant", "user", "statuses", "cues"},
+        memories._by_ids(): {"tenant", "user", "ids"},
+        events._of_user(False): {"tenant", "user", "ids"},
+        events._of_user(True): {"tenant", "user", "ids", "lending"},
+    }
+    for statement, bound in names.items():
+        assert set(statement.compile().params) == bound, statement
 
 
 def test_each_call_binds_its_own_owner_and_values():
@@ -41,3 +52,8 @@ def test_each_call_binds_its_own_owner_and_values():
     assert "events.tenant_id = 't2'" in turns and "'e1:b'" in turns
     counts = {"tenant": "t1", "user": "u10", "statuses": ["active", "archived"], "cues": ["", "k:a"]}
     assert "IN ('active', 'archived')" in _sql(memories._cue_counts(), counts)
+    hits = _sql(memories._by_ids(), {"tenant": "t1:x", "user": "u1", "ids": ["m1"]})
+    assert "memories.tenant_id = 't1:x'" in hits and "memories.user_id = 'u1'" in hits
+    citing = {"tenant": "t2", "user": "u10", "events": ["e1:b"], "statuses": ["active"]}
+    cited = _sql(memories.citing_once(memories.WITHOUT_EMBEDDING), citing)
+    assert "citing.tenant_id = 't2'" in cited and "citing.user_id = 'u10'" in cited and "'e1:b'" in cited

@@ -42,6 +42,7 @@ from workers.db.mapping import (
     offset_seconds,
     plain_rows,
     read_rows,
+    text_array_param,
 )
 from workers.db.session import SessionRepository
 from workers.db.tables import (
@@ -323,9 +324,9 @@ def _of_user(lending: bool) -> Select[Any]:
     same). One array of ids, not "hit OR in a subquery": Postgres reads an OR with a subquery by
     scanning every event (720 ms at 220k turns); an array it reads by the primary key."""
     owned = EventRow.owned_by(bindparam("tenant"), bindparam("user"))
-    ids: ColumnElement[Any] = bindparam("ids", type_=ARRAY(Text))
+    ids: ColumnElement[Any] = text_array_param("ids")
     if lending:
-        lent_by = EventRow.event_id == any_(bindparam("lending", type_=ARRAY(Text)))
+        lent_by = EventRow.event_id == any_(text_array_param("lending"))
         lent = select(func.unnest(EventRow.window_ids)).where(*owned, lent_by).scalar_subquery()
         ids = func.array_cat(ids, func.array(lent), type_=ARRAY(Text))
     return select(*entity_columns(EventRow, EVENT_BOOKKEEPING)).where(*owned, EventRow.event_id == any_(ids))

@@ -11,7 +11,18 @@ from datetime import datetime, timedelta, timezone
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
 
-from sqlalchemy import ColumnElement, Row, RowMapping, Select, Text, any_, bindparam, inspect, type_coerce
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Row,
+    RowMapping,
+    Select,
+    Text,
+    any_,
+    bindparam,
+    inspect,
+    type_coerce,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.types import NullType
@@ -75,6 +86,12 @@ def from_columns(record_type: type[Record], row: Any, **converted: Any) -> Recor
 def text_array(values: Iterable[str]) -> ColumnElement[Any]:
     """``values`` as one ``text[]`` parameter (see :func:`among`)."""
     return bindparam(None, list(values), type_=ARRAY(Text))
+
+
+def text_array_param(name: str) -> BindParameter[Any]:
+    """The named ``text[]`` parameter of a statement built once (recall's hot reads): ``text[]``,
+    not the column's ``varchar(n)[]``, for the reason :func:`among` gives."""
+    return bindparam(name, type_=ARRAY(Text))
 
 
 def among(column: InstrumentedAttribute[str], values: Iterable[str]) -> ColumnElement[bool]:
