@@ -52,7 +52,7 @@ def user_memories(tenant_id: str, user_id: str, *where: ColumnElement[bool]) -> 
 
 def in_statuses(statuses: Iterable[MemoryStatus], column: Any = MemoryRow.status) -> ColumnElement[bool]:
     """``column`` (a memory's status, by default the table's) is one of ``statuses``."""
-    return column.in_([s.value for s in statuses])
+    return column.in_(statuses_of(statuses))
 
 
 # Recall's hot reads run statements built once, with named parameters: building a statement and
