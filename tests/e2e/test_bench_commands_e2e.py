@@ -120,6 +120,26 @@ def test_bench_latency_loads_and_asks_what_it_was_told(tmp_path: Path, work: Pat
     assert all(v.endswith("not 100k)") for t, v in verdicts.items() if "100k" in t), verdicts
 
 
+def test_bench_latency_times_stage_1_for_a_large_user_and_shows_the_cue_querys_plan(work: Path) -> None:
+    # The scale test on a small --big-rows: the big user's stage 1 and the plan of its cue query
+    # (``bench/latency_postgres.explain_cue_query`` binds the statement recall builds once).
+    _, out = run_bench(
+        work, "latency",
+        "--sizes", "60", "--queries", "10", "--clients", "1", "--pool-size", "50", "--no-hnsw",
+        "--big-rows", "1000", "--pg-admin", PG_ADMIN, "--redis-url", REDIS_URL,
+    )  # fmt: skip
+    scale = results_of(out)["deterministic_1m"]
+    assert scale["user"] == "user-big-1000" and scale["rows_for_user"] == 1000
+    plans = scale["explain"]["user-big-1000"]
+    fetched = [p for p in plans if p["fetched"]]
+    assert fetched, plans
+    for p in fetched:
+        # The plan is of the query recall runs, with this user's scope and the cues it fetched.
+        text = "\n".join(p["plan"])
+        assert "holding" in text and "'user-big-1000'" in text, text
+        assert all(cue in text for cue in p["fetched"]), (p["fetched"], text)
+
+
 def test_bench_ingest_counts_every_turn_to_the_end(work: Path) -> None:
     _, out = run_bench(
         work, "ingest",
