@@ -16,6 +16,8 @@ from bench import metrics
 
 SESSION_KEY = re.compile(r"^session_(\d+)$")
 SESSION_TIME_FORMAT = "%I:%M %p on %d %B, %Y"
+# LongMemEval's question date, e.g. "2023/04/18 (Tue) 18:34" (the weekday is not checked).
+QUESTION_DATE = re.compile(r"^(\d{4})/(\d{2})/(\d{2}) \(\w+\) (\d{2}):(\d{2})$")
 
 
 class LocomoDataError(ValueError):
@@ -80,11 +82,17 @@ class Conversation:
     speakers: tuple[str, str]
     turns: list[Turn]
     questions: list[Question]
+    # When the questions are asked (LongMemEval's ``question_date``); None: just after the turns.
+    asked_at: datetime | None = None
 
     @property
     def now(self) -> datetime:
-        """Just after the conversation: one minute after its latest turn."""
-        return max(t.at for t in self.turns) + timedelta(minutes=1)
+        """When the questions are asked: the sample's question date, but never before one minute
+        after its latest turn (the memory holds every turn; LongMemEval dates some questions hours
+        before the last session of the same day). A question asked weeks later ("a month ago")
+        must be asked then: its named time range counts back from that date."""
+        after = max(t.at for t in self.turns) + timedelta(minutes=1)
+        return max(after, self.asked_at) if self.asked_at is not None else after
 
     def dia_of_event(self, event_id: str) -> str | None:
         prefix = f"{self.sample_id}."
@@ -98,6 +106,23 @@ def parse_session_time(text: str) -> datetime:
     except ValueError:
         raise LocomoDataError(
             f"session time {text!r} does not read as e.g. '1:56 pm on 8 May, 2023'"
+        ) from None
+
+
+def parse_question_date(sample_id: str, text: Any) -> datetime | None:
+    """A sample's ``question_date`` (``"2023/04/18 (Tue) 18:34"``, UTC like the session times);
+    None when the sample has none."""
+    if text is None:
+        return None
+    match = QUESTION_DATE.match(text) if isinstance(text, str) else None
+    try:
+        if match is None:
+            raise ValueError
+        year, month, day, hour, minute = (int(g) for g in match.groups())
+        return datetime(year, month, day, hour, minute, tzinfo=UTC)
+    except ValueError:
+        raise LocomoDataError(
+            f"{sample_id}: question_date {text!r} does not read as e.g. '2023/04/18 (Tue) 18:34'"
         ) from None
 
 
@@ -154,7 +179,8 @@ def parse_conversation(sample: Any) -> Conversation:
             )
         )
     speakers = (str(conv.get("speaker_a", "")), str(conv.get("speaker_b", "")))
-    return Conversation(sample_id, speakers, turns, questions)
+    asked_at = parse_question_date(sample_id, sample.get("question_date"))
+    return Conversation(sample_id, speakers, turns, questions, asked_at)
 
 
 def fit_turns(convs: list[Conversation], max_chars: int) -> int:

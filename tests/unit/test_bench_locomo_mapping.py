@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -128,6 +129,29 @@ def test_now_is_just_after_the_last_turn_and_sources_map_back_to_turns() -> None
     assert conv.dia_of_event("conv-99.D2:2") == "D2:2"
     assert conv.dia_of_event("conv-9.D2:2") is None
     assert conv.dia_of_event("demo-001") is None
+
+
+@pytest.mark.parametrize(
+    ("question_date", "now"),
+    [
+        # LongMemEval asks a question weeks after its last session: asked then, "a month ago"
+        # counts back from that date, not from the last session.
+        ("2023/07/25 (Tue) 18:34", datetime(2023, 7, 25, 18, 34, tzinfo=UTC)),
+        # ... or hours before the last session of the same day: never before the last turn.
+        ("2023/06/21 (Wed) 09:00", datetime(2023, 6, 21, 10, 5, 3, tzinfo=UTC)),
+    ],
+)
+def test_questions_are_asked_at_the_samples_question_date(question_date: str, now: datetime) -> None:
+    later = locomo_data.parse_conversation({**mini_sample(), "question_date": question_date})
+    assert later.now == now
+    # The no-answer protocol's copies keep it.
+    assert dataclasses.replace(later, questions=later.questions[:1]).now == now
+
+
+@pytest.mark.parametrize("question_date", ["2023-07-25 18:34", "2023/13/25 (Tue) 18:34", 20230725])
+def test_a_question_date_that_does_not_read_is_a_data_error_naming_the_field(question_date: object) -> None:
+    with pytest.raises(locomo_data.LocomoDataError, match="conv-99: question_date"):
+        locomo_data.parse_conversation({**mini_sample(), "question_date": question_date})
 
 
 def test_load_locomo_reports_unusable_files(tmp_path: Path) -> None:
