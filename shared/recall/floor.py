@@ -64,6 +64,40 @@ def _turns(c: Candidate, step: int = 0) -> set[tuple[str, int]]:
     return {(str(s["session_id"]), int(s["seq"]) + step) for s in c.item.sources if "seq" in s}
 
 
+def _reasons(
+    ranked: Sequence[Candidate],
+    scored: Scored,
+    cues: QueryCues,
+    windows: Sequence[object],
+    about_assistant: bool,
+) -> dict[str, str]:
+    """Why each candidate that may not fill a slot is left out, by id (the rules above but the
+    minimum relevance)."""
+    content_free_range = bool(windows) and not cues.keys()
+    reasons = {c.item.id: reason for c in ranked if (reason := cut_reason(c, content_free_range, scored))}
+    if not about_assistant:
+        answers = {t for c in ranked if c.item.id not in reasons for t in _turns(c)}  # the turns kept
+        for c in ranked:
+            if c.item.id not in reasons and scored.asks(c.item.id) and _turns(c, 1) & answers:
+                reasons[c.item.id] = "question_answered"
+    return reasons
+
+
+def clears(
+    ranked: Sequence[Candidate],
+    request: RecallRequest,
+    scored: Scored,
+    cues: QueryCues,
+    windows: Sequence[object],
+    about_assistant: bool = False,
+) -> bool:
+    """Whether the answer :func:`fill` would give from ``ranked`` is not emptied by the minimum
+    relevance (its best item clears it, or no minimum applies, or it is empty anyway)."""
+    reasons = _reasons(ranked, scored, cues, windows, about_assistant)
+    answer = select([c for c in ranked if c.item.id not in reasons], request.k)
+    return not nothing_clears(answer, request, scored)
+
+
 def fill(
     ranked: Sequence[Candidate],
     request: RecallRequest,
@@ -79,13 +113,7 @@ def fill(
     items left out of the answer they would otherwise have been in. ``answered``: the first item
     answers the query by a rule (the current value of the slot it asks), so the minimum relevance
     never empties the answer."""
-    content_free_range = bool(windows) and not cues.keys()
-    reasons = {c.item.id: reason for c in ranked if (reason := cut_reason(c, content_free_range, scored))}
-    if not about_assistant:
-        answers = {t for c in ranked if c.item.id not in reasons for t in _turns(c)}  # the turns kept
-        for c in ranked:
-            if c.item.id not in reasons and scored.asks(c.item.id) and _turns(c, 1) & answers:
-                reasons[c.item.id] = "question_answered"
+    reasons = _reasons(ranked, scored, cues, windows, about_assistant)
     chosen = select([c for c in ranked if c.item.id not in reasons], request.k)
     # The minimum is met by the answer as it would be given, or there is none.
     emptied = chosen if not answered and nothing_clears(chosen, request, scored) else []

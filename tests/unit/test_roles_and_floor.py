@@ -314,3 +314,45 @@ def test_the_current_value_of_the_slot_a_question_asks_comes_first_and_is_never_
     # Someone else's home, or a past one, asks for no slot: nothing is put first.
     out = _recall_by(h, "where did I live before?", strict)
     assert out.items == [] and not [n for n in out.trace["notes"] if "asks for" in n]
+
+
+def _against_range(in_range_weight: float) -> RelevanceModel:
+    """A fake model that scores what lies in the query's named range lower than the rest: the
+    sigmoid of 3 + ``in_range_weight`` in it, of 3 (0.95) outside it."""
+    weights = [in_range_weight if name == "in_time_range" else 0.0 for name in FEATURES]
+    n = len(FEATURES)
+    embedder = TurnHarness().embedder.model_name
+    return RelevanceModel(
+        FEATURES, (0.0,) * n, (1.0,) * n, tuple(weights), 3.0, 0.0, "fake-range", embedder
+    )
+
+
+@pytest.mark.parametrize(
+    ("in_range_weight", "min_relevance", "answer", "model_order"),
+    [
+        (-2.0, 0.5, ["Hangzhou"], False),  # 0.73 in the range clears 0.5: it comes first
+        (-6.0, 0.5, ["Lisbon"], True),  # 0.05 does not, 0.95 outside it does
+        (-6.0, 0.99, [], False),  # nothing clears anywhere: no answer
+    ],
+)
+def test_what_lies_in_a_named_range_comes_first_unless_nothing_there_clears_the_minimum(
+    in_range_weight: float, min_relevance: float, answer: list[str], model_order: bool
+) -> None:
+    """Put first, a range that holds no answer ("last week" for a trip six weeks ago) filled the k
+    slots and emptied the answer while the model had one: then recall answers in the model's
+    order, and says so."""
+    h = TurnHarness()
+    for seq, (place, days) in enumerate((("Lisbon", 40), ("Hangzhou", 6)), 1):
+        at = (ASKED - timedelta(days=days)).isoformat()
+        h.drain({**turn(seq, f"I travelled to {place} for work", session=f"s{seq}"), "at": at})
+    request = RecallRequest(
+        "default", "u1", "where did I travel last week?", now=ASKED, k=1, min_relevance=min_relevance
+    )
+    with h.store.uow() as uow:
+        out = recall(
+            uow, request, embedder=h.embedder, index=h.index, working_memory=None, turn_index=h.turns,
+            relevance=_against_range(in_range_weight),
+        )  # fmt: skip
+    assert [i.content.split()[3] for i in out.items] == answer
+    said = "nothing in the named time range clears the minimum relevance: answered in the model's order"
+    assert (said in out.trace["notes"]) is model_order
