@@ -17,7 +17,7 @@ from bench import metrics
 SESSION_KEY = re.compile(r"^session_(\d+)$")
 SESSION_TIME_FORMAT = "%I:%M %p on %d %B, %Y"
 # LongMemEval's question date, e.g. "2023/04/18 (Tue) 18:34" (the weekday is not checked).
-QUESTION_DATE = re.compile(r"^(\d{4})/(\d{2})/(\d{2}) \(\w+\) (\d{2}):(\d{2})$")
+QUESTION_DATE = re.compile(r"(\d{4})/(\d{2})/(\d{2}) \(\w+\) (\d{2}):(\d{2})")
 
 
 class LocomoDataError(ValueError):
@@ -114,7 +114,7 @@ def parse_question_date(sample_id: str, text: Any) -> datetime | None:
     None when the sample has none."""
     if text is None:
         return None
-    match = QUESTION_DATE.match(text) if isinstance(text, str) else None
+    match = QUESTION_DATE.fullmatch(text) if isinstance(text, str) else None
     try:
         if match is None:
             raise ValueError

@@ -250,6 +250,7 @@ def recall(
         # does: the range was misremembered ("a month ago" for six weeks), or holds nothing on the
         # subject. Put first, its items emptied the answer (LongMemEval dev asked from the wrong
         # day, offline: any@5 0.875 against 0.925 in the model's order; docs/BENCHMARKS.md).
+        # (A question that names a range asks no slot, ``gather``: no answer here is one by a rule.)
         trace.notes.append(
             "nothing in the named time range clears the minimum relevance: answered in the model's order"
         )

@@ -148,7 +148,9 @@ def test_questions_are_asked_at_the_samples_question_date(question_date: str, no
     assert dataclasses.replace(later, questions=later.questions[:1]).now == now
 
 
-@pytest.mark.parametrize("question_date", ["2023-07-25 18:34", "2023/13/25 (Tue) 18:34", 20230725])
+@pytest.mark.parametrize(
+    "question_date", ["2023-07-25 18:34", "2023/13/25 (Tue) 18:34", "2023/07/25 (Tue) 18:34\n", 20230725]
+)
 def test_a_question_date_that_does_not_read_is_a_data_error_naming_the_field(question_date: object) -> None:
     with pytest.raises(locomo_data.LocomoDataError, match="conv-99: question_date"):
         locomo_data.parse_conversation({**mini_sample(), "question_date": question_date})
