@@ -89,7 +89,7 @@ class Conversation:
     def now(self) -> datetime:
         """When the questions are asked: the sample's question date, but never before one minute
         after its latest turn (the memory holds every turn; LongMemEval dates some questions hours
-        before the last session of the same day). A question asked weeks later ("a month ago")
+        before the final chat session of the same day). A question asked weeks later ("a month ago")
         must be asked then: its named time range counts back from that date."""
         after = max(t.at for t in self.turns) + timedelta(minutes=1)
         return max(after, self.asked_at) if self.asked_at is not None else after
