@@ -5,7 +5,8 @@ A named range is a filter: its items that also match the query's cues join stage
 ranks the rest of it by meaning. A range holds whole sessions; which of its items matter is for
 the query's content to say, not for their order in time. An item lies in a range when it was
 told then (``at``, ``valid_from``) or when what it tells happened then (its event time, resolved
-at ingest: "前天我把车送去保养了" told on 08-12 answers "我8月10号做了什么？").
+at ingest: "前天我把车送去保养了" told on 08-12 answers "我8月10号做了什么？"), unless what it tells
+took longer than the range: "night shifts this month" does not lie in "tonight" (:func:`within`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from shared.events import TurnPublished
 from shared.language.cues import QueryCues
-from shared.language.timeexpr import day_range, resolve_anchored
+from shared.language.timeexpr import Span, day_range, resolve_anchored
 from shared.models import is_redacted
 from shared.recall.deterministic import cue_match, turn_cues
 from shared.recall.request import EVERY_STATUS, Candidate, Pool, RecallRequest, memory_item, turn_item
@@ -29,7 +30,7 @@ WINDOW_SCAN = 200  # items of each kind read from one named range to pick those 
 RECENT_DAYS = 3  # the recency path: the user's newest memories ("那我现在该怎么办？")
 RECENT_CANDIDATES = 10
 
-Window = tuple[datetime, datetime]
+Window = Span
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,15 @@ def named_times(query: str, now: datetime) -> NamedTimes:
     for ref in refs:
         content[ref.start : ref.end] = " " * (ref.end - ref.start)
     return NamedTimes(windows, "".join(content))
+
+
+def within(happened: Span | None, start: datetime, end: datetime) -> bool:
+    """Whether what an item tells, read as lying in [start, end) by its event time, happened
+    within the range rather than around it: a span no longer than the range. "I work night
+    shifts this month" overlaps "tonight" but is not what happened tonight; put first, it pushed
+    the user's food preferences below it for "今晚吃什么好？" (the demo). A span at most as long
+    (a day of a week the query names, or one straddling its edge) lies in it."""
+    return happened is not None and happened[1] - happened[0] <= end - start
 
 
 @dataclass
@@ -83,6 +93,7 @@ def window_items(
             (m, label)
             for read, label in ((uow.memories.happened_in, HAPPENED), (uow.memories.in_window, TOLD))
             for m in read(*scope, request.statuses, WINDOW_SCAN, with_embedding=True)
+            if label == TOLD or within(_span(m.happened_from, m.happened_to), start, end)
         ]
         for memory, label in memories:
             if memory.id not in out:
@@ -94,7 +105,8 @@ def window_items(
         events: dict[str, tuple[TurnPublished, str]] = {}
         for read_turns, label in ((uow.events.happened_in, HAPPENED), (uow.events.in_window, TOLD)):
             for e in read_turns(*scope, WINDOW_SCAN):
-                events.setdefault(e.event.event_id, (e.event, label))
+                if label == TOLD or within(e.happened, start, end):
+                    events.setdefault(e.event.event_id, (e.event, label))
         # Cited by a memory of any status: a returnable memory stands for the turn; an unreturnable
         # one (superseded, forgotten...) means the turn's content must not come back either.
         cited = {
@@ -114,6 +126,10 @@ def window_items(
             cand = Candidate(turn_item(turn, "turn"), score, matched)
             out[key] = InWindow(key, cand, vectors.get(turn.event_id), f"{label}:{days}")
     return out
+
+
+def _span(start: datetime | None, end: datetime | None) -> Span | None:
+    return (start, end) if start is not None and end is not None else None
 
 
 def enter_window(pool: Pool, w: InWindow) -> Candidate:

@@ -143,3 +143,30 @@ def test_a_date_question_finds_a_memory_by_its_event_time_and_by_its_told_time_a
     assert "time:2026-08-10..2026-08-10" in found["我在一家游戏公司做产品经理"]
     assert "我养了一只猫，叫团子" not in found
     assert out.items[0].content in found
+
+
+MONTH_LONG = {"zh": "这个月我都上夜班", "en": "I work night shifts this month"}
+TONIGHT = {"zh": "今晚吃什么好？", "en": "what should I eat tonight?"}
+THIS_MONTH = {"zh": "这个月我在做什么？", "en": "What am I doing this month?"}
+ONE_DAY = {"zh": "前天我把车送去保养了", "en": "I took my car in for service two days ago"}
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_what_took_longer_than_the_named_range_does_not_lie_in_it(lang: str) -> None:
+    h = TurnHarness()
+    _told(h, 1, MONTH_LONG[lang])  # happened: all of August
+    _told(h, 2, ONE_DAY[lang])  # happened: August 10
+    assert happened(MONTH_LONG[lang], TOLD) == (datetime(2026, 8, 1, tzinfo=UTC), datetime(2026, 9, 1, tzinfo=UTC))
+
+    def in_range(query: str, now: datetime) -> set[str]:
+        out = ask(h, query, now=now)
+        return {i.content for i in out.items if "time" in i.explanation["paths"]}
+
+    # "Tonight" (one day) overlaps the month of night shifts, but they did not happen tonight.
+    tonight = in_range(TONIGHT[lang], TOLD + timedelta(days=1))
+    assert MONTH_LONG[lang] not in tonight and ONE_DAY[lang] not in tonight, tonight
+    # A range at least as long holds both: the month itself, and the day inside it.
+    month = in_range(THIS_MONTH[lang], LATER)
+    assert {MONTH_LONG[lang], ONE_DAY[lang]} <= month, month
+    # The day the car went in lies in a question about that day.
+    assert ONE_DAY[lang] in in_range(DATE_QUERY[lang], LATER)
