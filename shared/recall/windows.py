@@ -6,7 +6,8 @@ ranks the rest of it by meaning. A range holds whole sessions; which of its item
 the query's content to say, not for their order in time. An item lies in a range when it was
 told then (``at``, ``valid_from``) or when what it tells happened then (its event time, resolved
 at ingest: "前天我把车送去保养了" told on 08-12 answers "我8月10号做了什么？"), unless what it tells
-took longer than the range: "night shifts this month" does not lie in "tonight" (:func:`within`).
+reaches past the range on both sides: "night shifts this month" does not lie in "tonight"
+(:func:`within`).
 """
 
 from __future__ import annotations
@@ -54,12 +55,14 @@ def named_times(query: str, now: datetime) -> NamedTimes:
 
 
 def within(happened: Span | None, start: datetime, end: datetime) -> bool:
-    """Whether what an item tells, read as lying in [start, end) by its event time, happened
-    within the range rather than around it: a span no longer than the range. "I work night
-    shifts this month" overlaps "tonight" but is not what happened tonight; put first, it pushed
-    the user's food preferences below it for "今晚吃什么好？" (the demo). A span at most as long
-    (a day of a week the query names, or one straddling its edge) lies in it."""
-    return happened is not None and happened[1] - happened[0] <= end - start
+    """Whether what an item tells, read as overlapping [start, end) by its event time, happened
+    in the range rather than around it. A span that reaches past the range on both sides is a
+    longer time around it: "I work night shifts this month" overlaps "tonight" but is not what
+    happened tonight; put first, it pushed the user's food preferences below it for
+    "今晚吃什么好？" (the demo). A span that starts or ends inside the range lies in it: the
+    range itself, a day of it, or two times told together ("昨天去了北京，明天回上海" lies in
+    either day)."""
+    return happened is not None and not (happened[0] < start and happened[1] > end)
 
 
 @dataclass

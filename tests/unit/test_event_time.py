@@ -149,24 +149,37 @@ MONTH_LONG = {"zh": "这个月我都上夜班", "en": "I work night shifts this 
 TONIGHT = {"zh": "今晚吃什么好？", "en": "what should I eat tonight?"}
 THIS_MONTH = {"zh": "这个月我在做什么？", "en": "What am I doing this month?"}
 ONE_DAY = {"zh": "前天我把车送去保养了", "en": "I took my car in for service two days ago"}
+TWO_TIMES = {
+    "zh": "昨天我去了北京，明天回上海",
+    "en": "Yesterday I flew to Beijing and tomorrow I fly back to Shanghai",
+}
+ON_DAY = {
+    "zh": {11: "我8月11号做了什么？", 13: "我8月13号做了什么？"},
+    "en": {11: "What did I do on August 11?", 13: "What did I do on August 13?"},
+}
 
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
-def test_what_took_longer_than_the_named_range_does_not_lie_in_it(lang: str) -> None:
+def test_what_reaches_past_a_named_range_on_both_sides_does_not_lie_in_it(lang: str) -> None:
     h = TurnHarness()
     _told(h, 1, MONTH_LONG[lang])  # happened: all of August
     _told(h, 2, ONE_DAY[lang])  # happened: August 10
-    assert happened(MONTH_LONG[lang], TOLD) == (datetime(2026, 8, 1, tzinfo=UTC), datetime(2026, 9, 1, tzinfo=UTC))
+    _told(h, 3, TWO_TIMES[lang])  # happened: August 11 to 13
+    august = (datetime(2026, 8, 1, tzinfo=UTC), datetime(2026, 9, 1, tzinfo=UTC))
+    assert happened(MONTH_LONG[lang], TOLD) == august
+    assert happened(TWO_TIMES[lang], TOLD) == (_day(2026, 8, 11)[0], _day(2026, 8, 13)[1])
 
     def in_range(query: str, now: datetime) -> set[str]:
         out = ask(h, query, now=now)
         return {i.content for i in out.items if "time" in i.explanation["paths"]}
 
-    # "Tonight" (one day) overlaps the month of night shifts, but they did not happen tonight.
+    # "Tonight" (August 13) lies inside the month of night shifts: they did not happen tonight.
     tonight = in_range(TONIGHT[lang], TOLD + timedelta(days=1))
-    assert MONTH_LONG[lang] not in tonight and ONE_DAY[lang] not in tonight, tonight
-    # A range at least as long holds both: the month itself, and the day inside it.
-    month = in_range(THIS_MONTH[lang], LATER)
-    assert {MONTH_LONG[lang], ONE_DAY[lang]} <= month, month
-    # The day the car went in lies in a question about that day.
+    assert MONTH_LONG[lang] not in tonight and TWO_TIMES[lang] in tonight, tonight
+    # The month itself holds all three; the day the car went in holds it.
+    assert {MONTH_LONG[lang], ONE_DAY[lang], TWO_TIMES[lang]} <= in_range(THIS_MONTH[lang], LATER)
     assert ONE_DAY[lang] in in_range(DATE_QUERY[lang], LATER)
+    # Two times told together lie in either day, though their span is longer than one.
+    for day in (11, 13):
+        found = in_range(ON_DAY[lang][day], LATER)
+        assert TWO_TIMES[lang] in found and MONTH_LONG[lang] not in found, (day, found)
