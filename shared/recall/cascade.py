@@ -149,8 +149,11 @@ def _ordered(
         # A question that names a time range ("上周我去哪儿了") asks for what lies in it: that
         # comes first, in the model's order. Not for a dialogue, where "今天" is chatter, not a
         # filter: there this cost MADial R@1 0.29 -> 0.19 offline (docs/BENCHMARKS.md). When
-        # nothing in the range could be an answer, :func:`recall` takes the order without it.
-        ranked = [c for c in ranked if "time" in c.paths] + [c for c in ranked if "time" not in c.paths]
+        # nothing in the range could be an answer, :func:`recall` takes the order without it. A
+        # standing state around a range of the present or the future ("night shifts this month"
+        # for "今晚吃什么好？") is not what the question asks first (``windows.around``).
+        first = [c for c in ranked if windows.lies_in_range(c)]
+        ranked = first + [c for c in ranked if not windows.lies_in_range(c)]
     if gathered.follow_up:
         # A follow-up names nothing of its own: it is about what the user said last, so the
         # newest memories come first (in the model's order). The training questions all name

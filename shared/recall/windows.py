@@ -5,9 +5,10 @@ A named range is a filter: its items that also match the query's cues join stage
 ranks the rest of it by meaning. A range holds whole sessions; which of its items matter is for
 the query's content to say, not for their order in time. An item lies in a range when it was
 told then (``at``, ``valid_from``) or when what it tells happened then (its event time, resolved
-at ingest: "前天我把车送去保养了" told on 08-12 answers "我8月10号做了什么？"), unless what it tells
-reaches past the range on both sides: "night shifts this month" does not lie in "tonight"
-(:func:`within`).
+at ingest: "前天我把车送去保养了" told on 08-12 answers "我8月10号做了什么？"). An item whose
+event time reaches well past a range of the present or the future on both sides is a standing
+state around it, labelled ``around:`` (:func:`around`): it is in the range, but not what the
+question asks about first.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from shared.recall.request import EVERY_STATUS, Candidate, Pool, RecallRequest, 
 from shared.storage import UnitOfWork
 from shared.vectors import cosine
 
-HAPPENED, TOLD = "happened", "time"  # labels: in the range by event time, by told time
+# Labels: in the range by event time, by told time; around a present or future range by event time.
+HAPPENED, TOLD, AROUND = "happened", "time", "around"
 TIME_BOOST = 2.0  # the memory falls in a time range the query names ("上周", "last month")
 WINDOW_CANDIDATES = 20  # the time path's list (items of a named range, closest in meaning first)
 WINDOW_SCAN = 200  # items of each kind read from one named range to pick those from
@@ -32,6 +34,7 @@ RECENT_DAYS = 3  # the recency path: the user's newest memories ("那我现在�
 RECENT_CANDIDATES = 10
 
 Window = Span
+DAY = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -54,15 +57,22 @@ def named_times(query: str, now: datetime) -> NamedTimes:
     return NamedTimes(windows, "".join(content))
 
 
-def within(happened: Span | None, start: datetime, end: datetime) -> bool:
-    """Whether what an item tells, read as overlapping [start, end) by its event time, happened
-    in the range rather than around it. A span that reaches past the range on both sides is a
-    longer time around it: "I work night shifts this month" overlaps "tonight" but is not what
-    happened tonight; put first, it pushed the user's food preferences below it for
-    "今晚吃什么好？" (the demo). A span that starts or ends inside the range lies in it: the
-    range itself, a day of it, or two times told together ("昨天去了北京，明天回上海" lies in
-    either day)."""
-    return happened is not None and not (happened[0] < start and happened[1] > end)
+def around(happened: Span | None, window: Window, now: datetime) -> bool:
+    """Whether an item found in ``window`` by its event time is a standing state around it rather
+    than what a question naming it asks about: its span reaches a day or more past the range on
+    both sides, and the range has not ended (a question about the present or the future).
+    "I work night shifts this month" holds tonight, but "今晚吃什么好？" asks what to eat: put
+    first, it pushed the user's food preferences below it (the demo). Of a range in the past the
+    state is what the question asks ("去年三月我住在哪儿？" and "去年我住在上海"). A span that
+    starts or ends in the range (two times told together: "昨天去了北京，明天回上海") lies in it;
+    the day's margin keeps a span resolved in another zone than the question's (hours apart) in it."""
+    start, end = window
+    return happened is not None and end > now and happened[0] <= start - DAY and happened[1] >= end + DAY
+
+
+def lies_in_range(c: Candidate) -> bool:
+    """Found in a named range, and not only as a state around it (:func:`around`)."""
+    return "time" in c.paths and not any(m.startswith(f"{AROUND}:") for m in c.matched)
 
 
 @dataclass
@@ -86,7 +96,9 @@ def window_items(
     conversation log that no memory cites (a cited turn is there as its memory), up to
     WINDOW_SCAN of each per range and per time, with their vectors so that stage 2 can rank them
     by meaning. An item lies in a range by its event time ("前天我把车送去保养了" told on 08-12
-    lies in 08-10, labelled ``happened:``) or by its told time (labelled ``time:``)."""
+    lies in 08-10, labelled ``happened:``) or by its told time (labelled ``time:``); one whose event
+    time is only around a present or future range (:func:`around`) is labelled ``around:``, unless
+    another read or range finds it in one."""
     out: dict[str, InWindow] = {}
     for start, end in windows:
         days = f"{start.date().isoformat()}..{(end - timedelta(days=1)).date().isoformat()}"
@@ -96,10 +108,13 @@ def window_items(
             (m, label)
             for read, label in ((uow.memories.happened_in, HAPPENED), (uow.memories.in_window, TOLD))
             for m in read(*scope, request.statuses, WINDOW_SCAN, with_embedding=True)
-            if label == TOLD or within(_span(m.happened_from, m.happened_to), start, end)
         ]
         for memory, label in memories:
-            if memory.id not in out:
+            if label == HAPPENED and around(
+                _span(memory.happened_from, memory.happened_to), (start, end), request.now
+            ):
+                label = AROUND
+            if not _relabelled(out, memory.id, f"{label}:{days}"):
                 score, matched = cue_match(weights, memory.cues)
                 cand = Candidate(memory_item(memory), score, matched, memory=memory)
                 out[memory.id] = InWindow(memory.id, cand, memory.embedding, f"{label}:{days}")
@@ -108,8 +123,11 @@ def window_items(
         events: dict[str, tuple[TurnPublished, str]] = {}
         for read_turns, label in ((uow.events.happened_in, HAPPENED), (uow.events.in_window, TOLD)):
             for e in read_turns(*scope, WINDOW_SCAN):
-                if label == TOLD or within(e.happened, start, end):
-                    events.setdefault(e.event.event_id, (e.event, label))
+                here = (
+                    AROUND if label == HAPPENED and around(e.happened, (start, end), request.now) else label
+                )
+                if e.event.event_id not in events or events[e.event.event_id][1] == AROUND:
+                    events[e.event.event_id] = (e.event, here)
         # Cited by a memory of any status: a returnable memory stands for the turn; an unreturnable
         # one (superseded, forgotten...) means the turn's content must not come back either.
         cited = {
@@ -120,7 +138,9 @@ def window_items(
         fresh = [
             (turn, label)
             for event_id, (turn, label) in events.items()
-            if event_id not in cited and f"event:{event_id}" not in out and not is_redacted(turn)
+            if event_id not in cited
+            and not _relabelled(out, f"event:{event_id}", f"{label}:{days}")
+            and not is_redacted(turn)
         ]
         vectors = uow.turn_index.vectors(request.tenant_id, request.user_id, [t.event_id for t, _ in fresh])
         for turn, label in fresh:
@@ -133,6 +153,17 @@ def window_items(
 
 def _span(start: datetime | None, end: datetime | None) -> Span | None:
     return (start, end) if start is not None and end is not None else None
+
+
+def _relabelled(out: dict[str, InWindow], key: str, label: str) -> bool:
+    """Whether ``key`` is already among the range's items; one found only around a range takes the
+    label of a read or range that finds it in one (event time first: ``window_items``)."""
+    found = out.get(key)
+    if found is None:
+        return False
+    if found.label.startswith(f"{AROUND}:") and not label.startswith(f"{AROUND}:"):
+        found.label = label
+    return True
 
 
 def enter_window(pool: Pool, w: InWindow) -> Candidate:

@@ -8,7 +8,8 @@ names, and says so (``happened:`` in the matched cues). On in-memory fakes, with
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -145,10 +146,12 @@ def test_a_date_question_finds_a_memory_by_its_event_time_and_by_its_told_time_a
     assert out.items[0].content in found
 
 
-MONTH_LONG = {"zh": "这个月我都上夜班", "en": "I work night shifts this month"}
+NIGHT_SHIFTS = {
+    "zh": "我在市医院当护士，这个月都上夜班",
+    "en": "I work as a nurse at the city hospital, night shifts this month",
+}
+FOOD = {"zh": "我不吃香菜，也不太能吃辣", "en": "I don't eat coriander and can't handle spicy food"}
 TONIGHT = {"zh": "今晚吃什么好？", "en": "what should I eat tonight?"}
-THIS_MONTH = {"zh": "这个月我在做什么？", "en": "What am I doing this month?"}
-ONE_DAY = {"zh": "前天我把车送去保养了", "en": "I took my car in for service two days ago"}
 TWO_TIMES = {
     "zh": "昨天我去了北京，明天回上海",
     "en": "Yesterday I flew to Beijing and tomorrow I fly back to Shanghai",
@@ -157,29 +160,53 @@ ON_DAY = {
     "zh": {11: "我8月11号做了什么？", 13: "我8月13号做了什么？"},
     "en": {11: "What did I do on August 11?", 13: "What did I do on August 13?"},
 }
+AUGUST = (datetime(2026, 8, 1, tzinfo=UTC), datetime(2026, 9, 1, tzinfo=UTC))
+
+
+def _range_labels(out: Any) -> dict[str, str]:
+    """Each item found in a named range, by content: its range label (``happened:``, ``time:``,
+    ``around:``, with the range's days)."""
+    return {
+        i.content: next(
+            m for m in i.explanation["matched_cues"] if m.split(":")[0] in ("happened", "time", "around")
+        )
+        for i in out.items
+        if "time" in i.explanation["paths"]
+    }
 
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
-def test_what_reaches_past_a_named_range_on_both_sides_does_not_lie_in_it(lang: str) -> None:
+def test_a_standing_state_around_a_range_of_the_present_is_labelled_around_it(lang: str) -> None:
     h = TurnHarness()
-    _told(h, 1, MONTH_LONG[lang])  # happened: all of August
-    _told(h, 2, ONE_DAY[lang])  # happened: August 10
-    _told(h, 3, TWO_TIMES[lang])  # happened: August 11 to 13
-    august = (datetime(2026, 8, 1, tzinfo=UTC), datetime(2026, 9, 1, tzinfo=UTC))
-    assert happened(MONTH_LONG[lang], TOLD) == august
+    _told(h, 1, NIGHT_SHIFTS[lang])  # happened: all of August
+    _told(h, 2, FOOD[lang], TOLD - timedelta(days=5))
+    assert happened(NIGHT_SHIFTS[lang], TOLD) == AUGUST
+    assert any(m.happened_from == AUGUST[0] for m in h.state.memories.values()), "a memory, not only a turn"
+
+    # Asked on the 13th: "tonight" has not ended, and the month of night shifts lies around it.
+    out = ask(h, TONIGHT[lang], now=TOLD + timedelta(days=1))
+    labels = _range_labels(out)
+    assert labels.get(NIGHT_SHIFTS[lang], "").startswith("around:2026-08-13"), labels
+
+    # Told tonight, it lies in tonight by its told time, whatever its event time.
+    told_tonight = _range_labels(ask(h, TONIGHT[lang], now=TOLD + timedelta(hours=2)))
+    assert told_tonight.get(NIGHT_SHIFTS[lang], "").startswith("time:2026-08-12"), told_tonight
+
+    # Of a day in the past the same state is what happened then. (The range rule's order:
+    # tests/unit/test_roles_and_floor.py.)
+    past = ask(h, ON_DAY[lang][13], now=LATER)
+    assert _range_labels(past).get(NIGHT_SHIFTS[lang], "").startswith("happened:2026-08-13"), _range_labels(
+        past
+    )
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+@pytest.mark.parametrize("zone", [UTC, timezone(timedelta(hours=8)), timezone(timedelta(hours=-5))])
+def test_two_times_told_together_lie_in_either_day_whatever_the_zones(lang: str, zone: timezone) -> None:
+    h = TurnHarness()
+    _told(h, 1, TWO_TIMES[lang], TOLD.astimezone(zone))  # happened: August 11 to 13, in the turn's zone
     assert happened(TWO_TIMES[lang], TOLD) == (_day(2026, 8, 11)[0], _day(2026, 8, 13)[1])
-
-    def in_range(query: str, now: datetime) -> set[str]:
-        out = ask(h, query, now=now)
-        return {i.content for i in out.items if "time" in i.explanation["paths"]}
-
-    # "Tonight" (August 13) lies inside the month of night shifts: they did not happen tonight.
-    tonight = in_range(TONIGHT[lang], TOLD + timedelta(days=1))
-    assert MONTH_LONG[lang] not in tonight and TWO_TIMES[lang] in tonight, tonight
-    # The month itself holds all three; the day the car went in holds it.
-    assert {MONTH_LONG[lang], ONE_DAY[lang], TWO_TIMES[lang]} <= in_range(THIS_MONTH[lang], LATER)
-    assert ONE_DAY[lang] in in_range(DATE_QUERY[lang], LATER)
-    # Two times told together lie in either day, though their span is longer than one.
     for day in (11, 13):
-        found = in_range(ON_DAY[lang][day], LATER)
-        assert TWO_TIMES[lang] in found and MONTH_LONG[lang] not in found, (day, found)
+        # Asked in UTC, on the day itself: a range that has not ended.
+        labels = _range_labels(ask(h, ON_DAY[lang][day], now=datetime(2026, 8, day, 9, 0, tzinfo=UTC)))
+        assert labels.get(TWO_TIMES[lang], "").startswith(("happened:", "time:")), (day, labels)

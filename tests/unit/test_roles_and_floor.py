@@ -6,7 +6,7 @@ trace (with what it left just below the cut)."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -322,9 +322,7 @@ def _against_range(in_range_weight: float) -> RelevanceModel:
     weights = [in_range_weight if name == "in_time_range" else 0.0 for name in FEATURES]
     n = len(FEATURES)
     embedder = TurnHarness().embedder.model_name
-    return RelevanceModel(
-        FEATURES, (0.0,) * n, (1.0,) * n, tuple(weights), 3.0, 0.0, "fake-range", embedder
-    )
+    return RelevanceModel(FEATURES, (0.0,) * n, (1.0,) * n, tuple(weights), 3.0, 0.0, "fake-range", embedder)
 
 
 @pytest.mark.parametrize(
@@ -356,3 +354,39 @@ def test_what_lies_in_a_named_range_comes_first_unless_nothing_there_clears_the_
     assert [i.content.split()[3] for i in out.items] == answer
     said = "nothing in the named time range clears the minimum relevance: answered in the model's order"
     assert (said in out.trace["notes"]) is model_order
+
+
+@pytest.mark.parametrize(
+    ("state", "other", "tonight", "that_day"),
+    [
+        ("I work as a nurse at the city hospital, night shifts this month",
+         "I don't eat coriander and can't handle spicy food", "what should I eat tonight?",
+         "What did I do on December 2?"),
+        ("我在市医院当护士，这个月都上夜班", "我不吃香菜，也不太能吃辣", "今晚吃什么好？",
+         "我12月2号做了什么？"),
+    ],
+)  # fmt: skip
+def test_a_standing_state_around_a_range_of_the_present_is_not_put_first(
+    state: str, other: str, tonight: str, that_day: str
+) -> None:
+    """ "Night shifts this month" holds tonight, but "what should I eat tonight?" does not ask for
+    it: the range rule puts first what lies in the range, not a state around it (the model, here
+    scoring the range's items lower, orders the rest). Of a day in the past the state is what
+    happened then, and comes first."""
+    h = TurnHarness()
+    december = NOW + timedelta(days=1)  # 2026-12-01: the state's month is December
+    h.drain({**turn(1, other, session="s1"), "at": (december - timedelta(days=20)).isoformat()})
+    h.drain({**turn(1, state, session="s2"), "at": december.isoformat()})
+    model = _against_range(-2.0)
+
+    def order(query: str, now: datetime) -> list[str]:
+        request = RecallRequest("default", "u1", query, now=now, k=2, min_relevance=0.0)
+        with h.store.uow() as uow:
+            out = recall(
+                uow, request, embedder=h.embedder, index=h.index, working_memory=None,
+                turn_index=h.turns, relevance=model,
+            )  # fmt: skip
+        return [i.content for i in out.items]
+
+    assert order(tonight, december + timedelta(days=2))[0] == other  # 12-03, "tonight" not ended
+    assert order(that_day, december + timedelta(days=9))[0] == state  # 12-02, past: it lies in it
