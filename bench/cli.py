@@ -197,6 +197,18 @@ def ranker_features_cmd(
     )
 
 
+def _model_file(path: Path) -> Any:
+    """A relevance model file, read as recall reads one; a clear error naming the file if not."""
+    import json
+
+    from shared.recall.relevance import RelevanceModel
+
+    try:
+        return RelevanceModel.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, KeyError, TypeError) as exc:  # ModelFileError is a ValueError
+        raise typer.BadParameter(f"{path}: {exc}", param_hint="--prior") from None
+
+
 @bench_app.command("train-ranker")
 def train_ranker_cmd(
     train: Annotated[
@@ -219,6 +231,14 @@ def train_ranker_cmd(
             "--compare-lightgbm", help="Also fit LightGBM on the same rows and report its dev numbers"
         ),
     ] = False,
+    prior: Annotated[
+        Path | None,
+        typer.Option(
+            "--prior",
+            help="The model file in service: each fit is also blended with it, and the choice keeps "
+            "every dev set's headline metrics at least its own (needs --dev)",
+        ),
+    ] = None,
     refloor_model: Annotated[
         Path | None,
         typer.Option(
@@ -238,18 +258,22 @@ def train_ranker_cmd(
         raise typer.BadParameter(
             "give --train files to fit, or --refloor MODEL, not both", param_hint="--train"
         )
-    for path in [*(train or []), *(dev or []), *([refloor_model] if refloor_model else [])]:
+    for path in [*(train or []), *(dev or []), *(p for p in (refloor_model, prior) if p is not None)]:
         if not path.is_file():
             raise typer.BadParameter(
-                f"{path} does not exist or is not a file", param_hint="--train / --dev / --refloor"
+                f"{path} does not exist or is not a file", param_hint="--train / --dev / --refloor / --prior"
             )
-    from bench.ranker import compare_boosted
+    if prior is not None and refloor_model is not None:
+        raise typer.BadParameter(
+            "--prior blends fits: give it with --train, not --refloor", param_hint="--prior"
+        )
+    from bench.ranker_lightgbm import compare_boosted
 
     try:
         if refloor_model is not None:
             result = refloor(refloor_model, dev or [], out)
         else:
-            result = train_model(train or [], dev or [], out)
+            result = train_model(train or [], dev or [], out, prior=_model_file(prior) if prior else None)
         if compare_lightgbm and train:
             result["lightgbm"] = compare_boosted(train, dev or [])
     except ValueError as exc:

@@ -7,8 +7,15 @@ run time). Its output is the probability that a candidate covers an evidence tur
 training split's own questions and on its no-answer questions (each conversation's questions
 asked of another user: nothing there is relevant), so it is calibrated for both.
 
-Choice: the regularisation ``C`` with the best mean dev score (any@5 + all@5 + all@10 over the
-dev sets' own questions, each set weighing the same). The floor (``min_relevance``): the highest
+Choice: the regularisation ``C`` with the best mean dev score (the sum of each dev set's headline
+metrics over its own questions, :func:`headline`, each set weighing the same). With ``--prior``
+(the model in service), each fit is also blended with it (:func:`blend`: the logit a weighted
+mean of the two, one linear model again) and the choice is the best of those that keep every
+headline metric of every dev set, and the share of no-answer questions left empty at the floor
+each gets, at least the prior's; the prior itself is one of them, so a refit that helps one set
+and costs another is not taken. Averaging two fits on different
+draws of the training split cuts the variance that one draw of 48 or 96 questions leaves
+(docs/BENCHMARKS.md). The floor (``min_relevance``): the highest
 threshold whose own-question any@5, all@5 and all@10 each drop by at most ``MAX_ANY5_DROP`` (the
 suite's headline cells, ``FLOOR_METRICS``) on every dev set that has
 the no-answer protocol (several users; on the training split when none is given); the share of
@@ -31,7 +38,8 @@ from bench import metrics
 from bench.common import machine_info
 from bench.ranker_features import read_features
 
-CS = (0.01, 0.1, 1.0, 10.0)
+CS = (0.01, 0.03, 0.1, 0.3, 1.0, 10.0)
+PRIOR_WEIGHTS = (0.25, 0.5, 0.75)  # the prior's share of a blend with a fit
 MAX_ANY5_DROP = 0.01
 THRESHOLDS = tuple(round(0.01 * i, 2) for i in range(1, 100))
 VERSION_PREFIX = "relevance-lr"
@@ -120,6 +128,62 @@ def evaluate(model: Any, lines: Sequence[dict[str, Any]], floor: float = 0.0) ->
 # The own-question metrics a floor must not cost (``MAX_ANY5_DROP`` each): the suite's headline
 # cells (docs/BENCHMARKS.md).
 FLOOR_METRICS = (("any@5", 5, "recall_any"), ("all@5", 5, "recall_all"), ("all@10", 10, "recall_all"))
+
+
+def headline(name: str) -> tuple[str, ...]:
+    """The offline metrics (:func:`evaluate`) of a dev set's headline cells in the suite
+    (``bench.suite.SETS``): MADial's R@1, R@5 and hit@5 (any@5), any other set's any@5, all@5
+    and all@10."""
+    from bench.suite import MADIAL, SETS
+
+    spec = SETS.get(name)
+    return (
+        ("R@1", "R@5", "any@5")
+        if spec is not None and spec.metrics == MADIAL
+        else ("any@5", "all@5", "all@10")
+    )
+
+
+def blend(prior: Any, fitted: Any, weight: float) -> Any:
+    """One linear model whose logit is ``weight`` times the prior's plus the rest times the fit's,
+    in the fit's standardisation (the same features in the same order)."""
+    import dataclasses
+
+    import numpy as np
+
+    def raw(m: Any) -> tuple[Any, float]:  # weights and bias over the unstandardised features
+        w = np.asarray(m.weights) / np.asarray(m.scale)
+        return w, float(m.bias - (w * np.asarray(m.mean)).sum())
+
+    if tuple(prior.features) != tuple(fitted.features):
+        raise ValueError(f"prior: model {prior.version} has other features than the fit")
+    (wp, bp), (wf, bf) = raw(prior), raw(fitted)
+    w = weight * wp + (1.0 - weight) * wf
+    bias = weight * bp + (1.0 - weight) * bf
+    return dataclasses.replace(
+        fitted,
+        weights=tuple(float(v) for v in w * np.asarray(fitted.scale)),
+        bias=float(bias + (w * np.asarray(fitted.mean)).sum()),
+    )
+
+
+def _empty_at_floor(
+    model: Any, train_lines: Sequence[dict[str, Any]], dev: dict[str, list[dict[str, Any]]], max_drop: float
+) -> tuple[dict[str, float], tuple[float, str, list[dict[str, float]], dict[str, list[dict[str, float]]]]]:
+    """The share of no-answer questions each dev set with the protocol leaves empty at the floor
+    the model gets (:func:`_choose_floor`), and that choice."""
+    chosen = _choose_floor(model, train_lines, dev, max_drop)
+    floor, _, _, curves = chosen
+    empty = {
+        name: next(p["no_answer_empty"] for p in curve if p["threshold"] == floor)
+        for name, curve in curves.items()
+        if any(line["foreign"] for line in dev[name])
+    }
+    return empty, chosen
+
+
+def _dev_score(per_set: dict[str, dict[str, float | None]]) -> float:
+    return sum(sum(float(v[m] or 0.0) for m in headline(name)) for name, v in per_set.items()) / len(per_set)
 
 
 def no_answer_curve(model: Any, lines: Sequence[dict[str, Any]]) -> list[dict[str, float]]:
@@ -245,8 +309,10 @@ def train(
     out_model: Path,
     cs: Sequence[float] = CS,
     max_drop: float = MAX_ANY5_DROP,
+    prior: Any = None,
 ) -> dict[str, Any]:
-    """Fit on ``train_files``, choose ``C`` on ``dev_files``, write ``out_model``; the report."""
+    """Fit on ``train_files``, choose ``C`` (and the share of ``prior``, a ``RelevanceModel``) on
+    ``dev_files``, write ``out_model``; the report."""
     import dataclasses
 
     headers, train_lines = [], []
@@ -261,24 +327,59 @@ def train(
             dev.setdefault(str(line["set"]), []).append(line)
     if not train_lines:
         raise ValueError("train: the training features hold no question")
-    candidates = []
-    for c in cs:
-        model = fit(train_lines, c)
-        per_set = {name: evaluate(model, lines) for name, lines in sorted(dev.items())}
-        score = (
-            sum(sum(float(v[m] or 0.0) for m in ("any@5", "all@5", "all@10")) for v in per_set.values())
-            / len(per_set)
-            if per_set
-            else sum(
-                float(v or 0.0)
-                for m, v in evaluate(model, train_lines).items()
-                if m in ("any@5", "all@5", "all@10")
-            )
+    if prior is not None and not dev:
+        raise ValueError("prior: give --dev sets to compare the fits with it on")
+    embedders = {str(h.get("embedding_model", "")) for h in headers}
+    if len(embedders) != 1:
+        raise ValueError(f"train: the training features come from several embedders: {sorted(embedders)}")
+    embedder = embedders.pop()
+    if prior is not None and prior.embedding_model != embedder:
+        raise ValueError(
+            f"prior: model {prior.version} is for {prior.embedding_model}, the features for {embedder}"
         )
-        candidates.append({"C": c, "dev": per_set, "score": round(score, 4), "model": model})
-    best = max(candidates, key=lambda r: (r["score"], -r["C"]))
+    floor_of = {name: evaluate(prior, lines) for name, lines in sorted(dev.items())} if prior else {}
+
+    def tried(c: float | None, weight: float, model: Any) -> dict[str, Any]:
+        per_set = {name: evaluate(model, lines) for name, lines in sorted(dev.items())}
+        score = _dev_score(per_set) if per_set else _dev_score({"training": evaluate(model, train_lines)})
+        keeps = all(
+            float(v[m] or 0.0) >= float(floor_of[name][m] or 0.0) - 1e-9
+            for name, v in per_set.items()
+            for m in headline(name)
+            if name in floor_of
+        )
+        return {
+            "C": c,
+            "prior_weight": weight,
+            "dev": per_set,
+            "score": round(score, 4),
+            "keeps_prior": keeps,
+            "model": model,
+        }
+
+    candidates = [tried(None, 1.0, prior)] if prior is not None else []
+    for c in cs:
+        fitted = fit(train_lines, c)
+        candidates.append(tried(c, 0.0, fitted))
+        if prior is not None:
+            candidates += [tried(c, w, blend(prior, fitted, w)) for w in PRIOR_WEIGHTS]
+    ranked_fits = sorted(
+        (r for r in candidates if r["keeps_prior"]),
+        key=lambda r: (r["score"], -(r["C"] or 0.0), -r["prior_weight"]),
+        reverse=True,
+    )
+    # Best first, the first that also leaves at least as many no-answer questions empty as the
+    # prior at the floor each would get (the prior itself does): a ranking that separates the
+    # answers less is not taken for a gain in their order.
+    prior_empty = _empty_at_floor(prior, train_lines, dev, max_drop)[0] if prior is not None else {}
+    for best in ranked_fits:
+        empty, (floor, floor_rule, train_curve, dev_curves) = _empty_at_floor(
+            best["model"], train_lines, dev, max_drop
+        )
+        best["no_answer_empty"] = empty
+        if all(empty[name] >= share - 1e-9 for name, share in prior_empty.items()):
+            break
     model = best["model"]
-    floor, floor_rule, train_curve, dev_curves = _choose_floor(model, train_lines, dev, max_drop)
     version = f"{VERSION_PREFIX}-{_digest(model)}"
     provenance = {
         "command": machine_info()["command"],
@@ -293,10 +394,31 @@ def train(
         ],
         "training_rows": int(sum(len(line["candidates"]) for line in train_lines)),
         "training_questions": len(train_lines),
-        "model": "sklearn.linear_model.LogisticRegression over standardised features",
-        "chosen_by": "best mean of any@5 + all@5 + all@10 over the dev sets' own questions (offline)",
+        "model": "sklearn.linear_model.LogisticRegression over standardised features"
+        + (
+            f", blended with {prior.version} at weight {best['prior_weight']}" if best["prior_weight"] else ""
+        ),
+        "chosen_by": "best mean of each dev set's headline metrics over its own questions (offline)"
+        + (
+            ", among the fits that keep every one, and the share of no-answer questions left empty at "
+            "their floor, at least the prior's"
+            if prior is not None
+            else ""
+        ),
         "C": best["C"],
-        "tried": [{"C": r["C"], "score": r["score"], "dev": r["dev"]} for r in candidates],
+        "prior": None
+        if prior is None
+        else {
+            "version": prior.version,
+            "weight": best["prior_weight"],
+            "command": (prior.provenance or {}).get("command"),
+            "training": (prior.provenance or {}).get("training"),
+        },
+        "tried": [
+            {k: r.get(k) for k in ("C", "prior_weight", "score", "keeps_prior", "no_answer_empty", "dev")}
+            for r in candidates
+        ],
+        "prior_no_answer_empty": prior_empty or None,
         "min_relevance_rule": floor_rule,
         "dev_at_min_relevance": {name: evaluate(model, lines, floor) for name, lines in sorted(dev.items())},
         "no_answer_training": [p for p in train_curve if p["threshold"] == floor],
@@ -304,15 +426,12 @@ def train(
             name: [p for p in curve if p["threshold"] == floor] for name, curve in dev_curves.items()
         },
     }
-    embedders = {str(h.get("embedding_model", "")) for h in headers}
-    if len(embedders) != 1:
-        raise ValueError(f"train: the training features come from several embedders: {sorted(embedders)}")
     shipped = dataclasses.replace(
         model,
         min_relevance=floor,
         version=version,
         provenance=provenance,
-        embedding_model=embedders.pop(),
+        embedding_model=embedder,
         min_candidates=min(len(line["candidates"]) for line in train_lines if not line["foreign"]),
     )
     out_model.parent.mkdir(parents=True, exist_ok=True)
@@ -321,6 +440,7 @@ def train(
         "model": str(out_model),
         "version": version,
         "C": best["C"],
+        "prior": provenance["prior"],
         "min_relevance": floor,
         "tried": provenance["tried"],
         "dev_at_min_relevance": provenance["dev_at_min_relevance"],
@@ -335,49 +455,3 @@ def _digest(model: Any) -> str:
 
     raw = json.dumps([model.weights, model.bias, model.mean, model.scale]).encode()
     return hashlib.sha256(raw).hexdigest()[:10]
-
-
-class _Boosted:
-    """A LightGBM model behind the same ``probabilities`` call, for the comparison only."""
-
-    def __init__(self, booster: Any) -> None:
-        self.booster = booster
-
-    def probabilities(self, rows: Sequence[Sequence[float]]) -> list[float]:
-        import numpy as np
-
-        return [float(p) for p in self.booster.predict(np.asarray(rows, dtype=np.float64))]
-
-
-def compare_boosted(
-    train_files: Sequence[Path],
-    dev_files: Sequence[Path],
-    objectives: Sequence[str] = ("binary", "lambdarank"),
-) -> dict[str, Any]:
-    """The same offline dev numbers for LightGBM (binary and LambdaRank objectives) fitted on the
-    same rows: the measurement behind choosing the logistic model (docs/BENCHMARKS.md). Needs the
-    ``lightgbm`` package, which cuemem does not depend on."""
-    try:
-        import lightgbm
-    except ImportError:
-        raise ValueError(
-            "compare: install lightgbm first (pip install lightgbm); cuemem does not need it"
-        ) from None
-    import numpy as np
-
-    train_lines = [line for path in train_files for line in read_features(path)[1]]
-    dev: dict[str, list[dict[str, Any]]] = {}
-    for path in dev_files:
-        for line in read_features(path)[1]:
-            dev.setdefault(str(line["set"]), []).append(line)
-    x, y = matrix(train_lines)
-    groups = [len(line["candidates"]) for line in train_lines]
-    out: dict[str, Any] = {}
-    for objective in objectives:
-        params = {"objective": objective, "learning_rate": 0.05, "num_leaves": 15, "min_data_in_leaf": 20,
-                  "verbose": -1, "deterministic": True, "num_threads": 1, "seed": 30}  # fmt: skip
-        data = lightgbm.Dataset(x, y, group=np.asarray(groups) if objective == "lambdarank" else None)
-        booster = lightgbm.train(params, data, num_boost_round=200)
-        model = _Boosted(booster)
-        out[objective] = {name: evaluate(model, lines) for name, lines in sorted(dev.items())}
-    return out

@@ -1,0 +1,107 @@
+"""`cuemem bench train-ranker --prior`: fits blended with the model in service, and a choice that
+keeps every dev headline metric of it (bench.ranker)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.ranker import blend, train
+from bench.ranker_features import FORMAT
+from shared.recall.features import FEATURES
+from shared.recall.relevance import RelevanceModel
+
+N = len(FEATURES)
+OURS, THEIRS = FEATURES.index("dense"), FEATURES.index("keyword_rel")  # the fit's signal, the prior's
+
+
+def _model(seed: int) -> RelevanceModel:
+    r = random.Random(seed)
+    return RelevanceModel(
+        FEATURES,
+        tuple(r.uniform(-1, 1) for _ in range(N)),
+        tuple(r.uniform(0.5, 2) for _ in range(N)),
+        tuple(r.uniform(-2, 2) for _ in range(N)),
+        r.uniform(-3, 3),
+        0.0,
+        f"model-{seed}",
+        "emb",
+    )
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.25, 0.5, 0.75, 1.0])
+def test_a_blend_is_one_linear_model_whose_logit_is_the_weighted_mean_of_both(weight: float) -> None:
+    prior, fitted = _model(1), _model(2)
+    r = random.Random(3)
+    rows = [[r.uniform(-2, 2) for _ in range(N)] for _ in range(20)]
+    mixed = blend(prior, fitted, weight)
+    expected = [
+        weight * p + (1 - weight) * f for p, f in zip(prior.logits(rows), fitted.logits(rows), strict=True)
+    ]
+    assert mixed.logits(rows) == pytest.approx(expected, abs=1e-9)
+    assert mixed.mean == fitted.mean and mixed.scale == fitted.scale  # the fit's standardisation
+
+
+def test_a_prior_of_other_features_is_refused() -> None:
+    other = dataclasses.replace(_model(1), features=tuple(reversed(FEATURES)))
+    with pytest.raises(ValueError, match="other features"):
+        blend(other, _model(2), 0.5)
+
+
+def _question(name: str, i: int, relevant: dict[int, float], wrong: dict[int, float]) -> dict[str, Any]:
+    """30 candidates, the last one relevant (ties go to file order): ``relevant`` and ``wrong``
+    set features of the relevant candidate and of every other one."""
+    candidates = []
+    for j in range(30):
+        row = [0.0] * N
+        for f, v in (relevant if j == 29 else wrong).items():
+            row[f] = v
+        candidates.append({"dias": [f"D1:{j + 1}"], "tokens": 10, "type": "turn", "row": row})
+    return {"set": name, "sample": f"{name}-{i}", "asked_of": f"{name}-{i}", "question": 0, "category": 4,
+            "evidence": ["D1:30"], "foreign": False, "candidates": candidates}  # fmt: skip
+
+
+def _file(path: Path, lines: list[dict[str, Any]]) -> Path:
+    header = {"format": FORMAT, "features": list(FEATURES), "data": "synthetic", "data_sha256": "0",
+              "samples": sorted({line["sample"] for line in lines}), "command": "test",
+              "embedding_model": "emb"}  # fmt: skip
+    path.write_text("\n".join(json.dumps(x) for x in [header, *lines]) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_fit_that_costs_one_dev_set_what_the_prior_has_is_not_taken(tmp_path: Path) -> None:
+    """The training split teaches OURS (the relevant candidate has it, the others now and then)
+    and nothing of THEIRS (every candidate of a question has it or none); the prior reads only
+    THEIRS. Dev set "a" is answered by THEIRS alone (the others all have
+    OURS), "b" and "c" by OURS alone (the others all have THEIRS): the fit scores better on the
+    mean of the three, and loses "a" entirely. Taken, it would do harm where the prior did none."""
+    training = [
+        _question(
+            "train", i, {OURS: 1.0, THEIRS: float(i % 2)}, {OURS: float(i % 10 == 0), THEIRS: float(i % 2)}
+        )
+        for i in range(40)
+    ]
+    dev = {
+        "a": [_question("a", i, {THEIRS: 1.0}, {OURS: 1.0}) for i in range(10)],
+        "b": [_question("b", i, {OURS: 1.0}, {THEIRS: 1.0}) for i in range(10)],
+        "c": [_question("c", i, {OURS: 1.0}, {THEIRS: 1.0}) for i in range(10)],
+    }
+    weights = [20.0 if f == THEIRS else 0.0 for f in range(N)]
+    prior = RelevanceModel(FEATURES, (0.0,) * N, (1.0,) * N, tuple(weights), -10.0, 0.0, "prior", "emb")
+    files = [_file(tmp_path / f"{name}.jsonl", lines) for name, lines in dev.items()]
+    report = train([_file(tmp_path / "train.jsonl", training)], files, tmp_path / "m.json", prior=prior)
+
+    fits_alone = [t for t in report["tried"] if t["prior_weight"] == 0.0]
+    assert all(t["dev"]["a"]["any@5"] == 0.0 and t["dev"]["b"]["any@5"] == 1.0 for t in fits_alone)
+    best_alone = max(t["score"] for t in fits_alone)
+    chosen = next(
+        t for t in report["tried"] if (t["C"], t["prior_weight"]) == (report["C"], report["prior"]["weight"])
+    )
+    assert best_alone > chosen["score"]  # the fit would have been taken on the mean
+    assert chosen["keeps_prior"] and chosen["dev"]["a"]["any@5"] == 1.0
+    assert report["prior"]["version"] == "prior" and report["prior"]["weight"] > 0.0
