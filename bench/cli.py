@@ -205,7 +205,7 @@ def _model_file(path: Path) -> Any:
 
     try:
         return RelevanceModel.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, KeyError, TypeError) as exc:  # ModelFileError is a ValueError
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # ModelFileError is a ValueError
         raise typer.BadParameter(f"{path}: {exc}", param_hint="--prior") from None
 
 
@@ -236,7 +236,8 @@ def train_ranker_cmd(
         typer.Option(
             "--prior",
             help="The model file in service: each fit is also blended with it, and the choice keeps "
-            "every dev set's headline metrics at least its own (needs --dev)",
+            "every dev set's headline metrics and no-answer share at least its own (needs --dev); "
+            "when none gains, nothing is written",
         ),
     ] = None,
     refloor_model: Annotated[
@@ -267,21 +268,31 @@ def train_ranker_cmd(
         raise typer.BadParameter(
             "--prior blends fits: give it with --train, not --refloor", param_hint="--prior"
         )
+    if prior is not None and not dev:
+        raise typer.BadParameter(
+            "give --dev sets to compare the fits with the prior on", param_hint="--prior"
+        )
+    prior_model = _model_file(prior) if prior is not None else None
     from bench.ranker_lightgbm import compare_boosted
 
     try:
         if refloor_model is not None:
             result = refloor(refloor_model, dev or [], out)
         else:
-            result = train_model(train or [], dev or [], out, prior=_model_file(prior) if prior else None)
+            result = train_model(train or [], dev or [], out, prior=prior_model)
         if compare_lightgbm and train:
             result["lightgbm"] = compare_boosted(train, dev or [])
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--train / --dev") from None
+        hint = "--prior" if str(exc).startswith("prior:") else "--train / --dev"
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    typer.echo(f"model {result['version']}: C {result['C']}, min_relevance {result['min_relevance']}")
+    if result.get("kept_prior"):
+        typer.echo(f"no fit keeps every dev number of {result['kept_prior']} and gains: nothing written")
+        return
+    share = f", {result['prior']['weight']} of {result['prior']['version']}" if result.get("prior") else ""
+    typer.echo(f"model {result['version']}: C {result['C']}{share}, min_relevance {result['min_relevance']}")
     for name, numbers in result["dev_at_min_relevance"].items():
         typer.echo(f"  {name}: " + ", ".join(f"{k} {v}" for k, v in numbers.items()))
     for objective, sets in result.get("lightgbm", {}).items():

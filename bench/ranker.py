@@ -12,15 +12,12 @@ metrics over its own questions, :func:`headline`, each set weighing the same). W
 (the model in service), each fit is also blended with it (:func:`blend`: the logit a weighted
 mean of the two, one linear model again) and the choice is the best of those that keep every
 headline metric of every dev set, and the share of no-answer questions left empty at the floor
-each gets, at least the prior's; the prior itself is one of them, so a refit that helps one set
-and costs another is not taken. Averaging two fits on different
-draws of the training split cuts the variance that one draw of 48 or 96 questions leaves
-(docs/BENCHMARKS.md). The floor (``min_relevance``): the highest
-threshold whose own-question any@5, all@5 and all@10 each drop by at most ``MAX_ANY5_DROP`` (the
-suite's headline cells, ``FLOOR_METRICS``) on every dev set that has
-the no-answer protocol (several users; on the training split when none is given); the share of
-no-answer questions it leaves empty, and
-each set's whole curve, are reported beside it.
+each gets, at least the prior's. The prior itself is one of them: when it is the best, nothing
+is written, and a refit that helps one set and costs another is never taken. The floor
+(``min_relevance``): the highest threshold whose own-question any@5, all@5 and all@10 each drop
+by at most ``MAX_ANY5_DROP`` (the suite's headline cells, ``FLOOR_METRICS``) on every dev set
+that has the no-answer protocol (several users; on the training split when none is given); the
+share of no-answer questions it leaves empty, and each set's whole curve, are reported beside it.
 
 The fitted model is written with its provenance: the command, the training file's hash and
 subset, the features, the choice and the dev numbers (offline: the candidates ranked by the model,
@@ -38,8 +35,9 @@ from bench import metrics
 from bench.common import machine_info
 from bench.ranker_features import read_features
 
+# Half-decades: 96 training questions chose 0.03 to 1 where 48 chose 10 (docs/BENCHMARKS.md).
 CS = (0.01, 0.03, 0.1, 0.3, 1.0, 10.0)
-PRIOR_WEIGHTS = (0.25, 0.5, 0.75)  # the prior's share of a blend with a fit
+PRIOR_WEIGHTS = (0.25, 0.5, 0.75)  # the prior's share of a blend; quarters: the steps measured
 MAX_ANY5_DROP = 0.01
 THRESHOLDS = tuple(round(0.01 * i, 2) for i in range(1, 100))
 VERSION_PREFIX = "relevance-lr"
@@ -315,6 +313,8 @@ def train(
     ``dev_files``, write ``out_model``; the report."""
     import dataclasses
 
+    from shared.recall.features import FEATURES
+
     headers, train_lines = [], []
     for path in train_files:
         header, lines = read_features(path)
@@ -337,48 +337,66 @@ def train(
         raise ValueError(
             f"prior: model {prior.version} is for {prior.embedding_model}, the features for {embedder}"
         )
-    floor_of = {name: evaluate(prior, lines) for name, lines in sorted(dev.items())} if prior else {}
+    if prior is not None and tuple(prior.features) != tuple(FEATURES):
+        raise ValueError(f"prior: model {prior.version} has another feature list than this code's")
+    prior_dev = {name: evaluate(prior, lines) for name, lines in sorted(dev.items())} if prior else {}
 
-    def tried(c: float | None, weight: float, model: Any) -> dict[str, Any]:
+    def measured(c: float | None, weight: float, model: Any) -> dict[str, Any]:
         per_set = {name: evaluate(model, lines) for name, lines in sorted(dev.items())}
         score = _dev_score(per_set) if per_set else _dev_score({"training": evaluate(model, train_lines)})
         keeps = all(
-            float(v[m] or 0.0) >= float(floor_of[name][m] or 0.0) - 1e-9
+            float(v[m] or 0.0) >= float(prior_dev[name][m] or 0.0) - 1e-9
             for name, v in per_set.items()
             for m in headline(name)
-            if name in floor_of
+            if name in prior_dev
         )
         return {
             "C": c,
             "prior_weight": weight,
             "dev": per_set,
             "score": round(score, 4),
-            "keeps_prior": keeps,
+            "keeps_prior": keeps if prior is not None else None,
+            "no_answer_empty": None,  # computed for the candidates the choice reaches (below)
             "model": model,
         }
 
-    candidates = [tried(None, 1.0, prior)] if prior is not None else []
+    candidates = [measured(None, 1.0, prior)] if prior is not None else []
     for c in cs:
         fitted = fit(train_lines, c)
-        candidates.append(tried(c, 0.0, fitted))
+        candidates.append(measured(c, 0.0, fitted))
         if prior is not None:
-            candidates += [tried(c, w, blend(prior, fitted, w)) for w in PRIOR_WEIGHTS]
-    ranked_fits = sorted(
-        (r for r in candidates if r["keeps_prior"]),
-        key=lambda r: (r["score"], -(r["C"] or 0.0), -r["prior_weight"]),
+            candidates += [measured(c, w, blend(prior, fitted, w)) for w in PRIOR_WEIGHTS]
+    # Best score first; on a tie the prior (a change must gain something), then the stronger
+    # regularisation, then the larger share of the prior (the smaller change).
+    ranked_candidates = sorted(
+        (r for r in candidates if r["keeps_prior"] is not False),
+        key=lambda r: (r["score"], r["C"] is None, -(r["C"] or 0.0), r["prior_weight"]),
         reverse=True,
     )
-    # Best first, the first that also leaves at least as many no-answer questions empty as the
-    # prior at the floor each would get (the prior itself does): a ranking that separates the
-    # answers less is not taken for a gain in their order.
-    prior_empty = _empty_at_floor(prior, train_lines, dev, max_drop)[0] if prior is not None else {}
-    for best in ranked_fits:
+    # The first that also leaves at least as many no-answer questions empty as the prior at the
+    # floor each would get (the prior itself does): a ranking that separates the answers less is
+    # not taken for a gain in their order.
+    prior_empty: dict[str, float] = {}
+    if prior is not None:
+        prior_empty = candidates[0]["no_answer_empty"] = _empty_at_floor(prior, train_lines, dev, max_drop)[0]
+    for best in ranked_candidates:
         empty, (floor, floor_rule, train_curve, dev_curves) = _empty_at_floor(
             best["model"], train_lines, dev, max_drop
         )
         best["no_answer_empty"] = empty
         if all(empty[name] >= share - 1e-9 for name, share in prior_empty.items()):
             break
+    else:  # unreachable: the prior keeps its own numbers, and without one the first is taken
+        raise AssertionError("train: no candidate to choose")
+    tried = [{k: v for k, v in r.items() if k != "model"} for r in candidates]
+    if best["C"] is None:  # the prior is the best: nothing is written
+        kept = {"kept_prior": prior.version, "version": prior.version, "C": None, "prior": None}
+        return {
+            **kept,
+            "min_relevance": prior.min_relevance,
+            "prior_no_answer_empty": prior_empty,
+            "tried": tried,
+        }
     model = best["model"]
     version = f"{VERSION_PREFIX}-{_digest(model)}"
     provenance = {
@@ -399,12 +417,8 @@ def train(
             f", blended with {prior.version} at weight {best['prior_weight']}" if best["prior_weight"] else ""
         ),
         "chosen_by": "best mean of each dev set's headline metrics over its own questions (offline)"
-        + (
-            ", among the fits that keep every one, and the share of no-answer questions left empty at "
-            "their floor, at least the prior's"
-            if prior is not None
-            else ""
-        ),
+        + (", among the fits that keep every one at least the prior's" if prior is not None else "")
+        + (", and the share of no-answer questions left empty at their floor" if prior_empty else ""),
         "C": best["C"],
         "prior": None
         if prior is None
@@ -414,10 +428,7 @@ def train(
             "command": (prior.provenance or {}).get("command"),
             "training": (prior.provenance or {}).get("training"),
         },
-        "tried": [
-            {k: r.get(k) for k in ("C", "prior_weight", "score", "keeps_prior", "no_answer_empty", "dev")}
-            for r in candidates
-        ],
+        "tried": tried,
         "prior_no_answer_empty": prior_empty or None,
         "min_relevance_rule": floor_rule,
         "dev_at_min_relevance": {name: evaluate(model, lines, floor) for name, lines in sorted(dev.items())},
@@ -441,6 +452,7 @@ def train(
         "version": version,
         "C": best["C"],
         "prior": provenance["prior"],
+        "prior_no_answer_empty": prior_empty or None,
         "min_relevance": floor,
         "tried": provenance["tried"],
         "dev_at_min_relevance": provenance["dev_at_min_relevance"],

@@ -98,10 +98,58 @@ def test_a_fit_that_costs_one_dev_set_what_the_prior_has_is_not_taken(tmp_path: 
 
     fits_alone = [t for t in report["tried"] if t["prior_weight"] == 0.0]
     assert all(t["dev"]["a"]["any@5"] == 0.0 and t["dev"]["b"]["any@5"] == 1.0 for t in fits_alone)
-    best_alone = max(t["score"] for t in fits_alone)
+    prior_row = next(t for t in report["tried"] if t["C"] is None)
+    assert max(t["score"] for t in fits_alone) > prior_row["score"]  # taken on the mean, it would do harm
+    assert report["kept_prior"] == "prior" and not (tmp_path / "m.json").exists()
+
+
+def _prior(weight: float = 4.0) -> RelevanceModel:
+    weights = [weight if f == THEIRS else 0.0 for f in range(N)]
+    return RelevanceModel(FEATURES, (0.0,) * N, (1.0,) * N, tuple(weights), -2.0, 0.0, "prior", "emb")
+
+
+def _training() -> list[dict[str, Any]]:
+    return [
+        _question(
+            "train", i, {OURS: 1.0, THEIRS: float(i % 2)}, {OURS: float(i % 10 == 0), THEIRS: float(i % 2)}
+        )
+        for i in range(40)
+    ]
+
+
+def test_a_blend_that_keeps_what_the_prior_answers_and_answers_more_is_taken(tmp_path: Path) -> None:
+    """Dev set "a" is answered by THEIRS (OURS says nothing there), "b" by OURS against THEIRS:
+    the prior answers "a" only, the fit "b" only, a blend both."""
+    dev = {
+        "a": [_question("a", i, {THEIRS: 1.0}, {}) for i in range(10)],
+        "b": [_question("b", i, {OURS: 1.0}, {THEIRS: 1.0}) for i in range(10)],
+    }
+    files = [_file(tmp_path / f"{name}.jsonl", lines) for name, lines in dev.items()]
+    out = tmp_path / "m.json"
+    report = train([_file(tmp_path / "train.jsonl", _training())], files, out, prior=_prior())
+    assert 0.0 < report["prior"]["weight"] < 1.0 and report["prior"]["version"] == "prior"
     chosen = next(
         t for t in report["tried"] if (t["C"], t["prior_weight"]) == (report["C"], report["prior"]["weight"])
     )
-    assert best_alone > chosen["score"]  # the fit would have been taken on the mean
-    assert chosen["keeps_prior"] and chosen["dev"]["a"]["any@5"] == 1.0
-    assert report["prior"]["version"] == "prior" and report["prior"]["weight"] > 0.0
+    assert chosen["dev"]["a"]["any@5"] == 1.0 and chosen["dev"]["b"]["any@5"] == 1.0
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert written["provenance"]["prior"]["weight"] == report["prior"]["weight"]
+
+
+def test_a_blend_that_answers_more_but_leaves_fewer_no_answer_questions_empty_is_not_taken(
+    tmp_path: Path,
+) -> None:
+    """As above, and set "a" has the no-answer protocol: its questions asked of another user,
+    whose candidates all have OURS. The prior gives them nothing; any blend gives them the fit's
+    confidence, so its floor leaves fewer of them empty than the prior's does."""
+    own = [_question("a", i, {THEIRS: 1.0}, {}) for i in range(10)]
+    foreign = [
+        {**_question("a", i, {OURS: 1.0}, {OURS: 1.0}), "foreign": True, "evidence": []} for i in range(10)
+    ]
+    dev = {"a": own + foreign, "b": [_question("b", i, {OURS: 1.0}, {THEIRS: 1.0}) for i in range(10)]}
+    files = [_file(tmp_path / f"{name}.jsonl", lines) for name, lines in dev.items()]
+    report = train([_file(tmp_path / "train.jsonl", _training())], files, tmp_path / "m.json", prior=_prior())
+    prior_row = next(t for t in report["tried"] if t["C"] is None)
+    better = [t for t in report["tried"] if t["keeps_prior"] and t["score"] > prior_row["score"]]
+    assert better and all(t["no_answer_empty"]["a"] < prior_row["no_answer_empty"]["a"] for t in better)
+    assert report["kept_prior"] == "prior"
