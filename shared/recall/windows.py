@@ -65,7 +65,9 @@ def around(happened: Span | None, window: Window, now: datetime) -> bool:
     first, it pushed the user's food preferences below it (the demo). Of a range in the past the
     state is what the question asks ("去年三月我住在哪儿？" and "去年我住在上海"). A span that
     starts or ends in the range (two times told together: "昨天去了北京，明天回上海") lies in it;
-    the day's margin keeps a span resolved in another zone than the question's (hours apart) in it."""
+    the day's margin keeps a span resolved in another zone than the question's (up to a day
+    apart) in it. "Not ended" stands for the tense, which is not read: "我今天做了什么？" does not
+    put first a state told before today that holds through it."""
     start, end = window
     return happened is not None and end > now and happened[0] <= start - DAY and happened[1] >= end + DAY
 

@@ -210,3 +210,22 @@ def test_two_times_told_together_lie_in_either_day_whatever_the_zones(lang: str,
         # Asked in UTC, on the day itself: a range that has not ended.
         labels = _range_labels(ask(h, ON_DAY[lang][day], now=datetime(2026, 8, day, 9, 0, tzinfo=UTC)))
         assert labels.get(TWO_TIMES[lang], "").startswith(("happened:", "time:")), (day, labels)
+
+
+LOGGED_ONLY = {"zh": "哈哈这个月全是夜班", "en": "lol this month is all night shifts for me haha"}
+BOTH_RANGES = {
+    "zh": "昨天吃了什么，今晚吃什么好？",
+    "en": "what did I eat yesterday and what should I eat tonight?",
+}
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_a_logged_turn_around_a_range_is_labelled_so_and_another_range_that_holds_it_wins(lang: str) -> None:
+    h = TurnHarness()
+    event_id = _told(h, 1, LOGGED_ONLY[lang])  # chit-chat: no memory cites it, it stays a logged turn
+    assert not any(s["event_id"] == event_id for m in h.state.memories.values() for s in m.sources)
+    tonight = _range_labels(ask(h, TONIGHT[lang], now=TOLD + timedelta(days=1)))
+    assert tonight.get(LOGGED_ONLY[lang], "").startswith("around:2026-08-13"), tonight
+    # Named with a day that has ended too (yesterday), the month lies in that range: it is in it.
+    both = _range_labels(ask(h, BOTH_RANGES[lang], now=TOLD + timedelta(days=1)))
+    assert both.get(LOGGED_ONLY[lang], "").startswith(("happened:2026-08-12", "time:2026-08-12")), both

@@ -361,9 +361,9 @@ def test_what_lies_in_a_named_range_comes_first_unless_nothing_there_clears_the_
     [
         ("I work as a nurse at the city hospital, night shifts this month",
          "I don't eat coriander and can't handle spicy food", "what should I eat tonight?",
-         "What did I do on December 2?"),
+         "Where was I working on December 2?"),
         ("我在市医院当护士，这个月都上夜班", "我不吃香菜，也不太能吃辣", "今晚吃什么好？",
-         "我12月2号做了什么？"),
+         "我12月2号在哪儿上班？"),
     ],
 )  # fmt: skip
 def test_a_standing_state_around_a_range_of_the_present_is_not_put_first(
