@@ -37,6 +37,8 @@ from bench.ranker_features import read_features
 
 # Half-decades: 96 training questions chose 0.03 to 1 where 48 chose 10 (docs/BENCHMARKS.md).
 CS = (0.01, 0.03, 0.1, 0.3, 1.0, 10.0)
+# Training rows a feature must show (a value other than its most common) to be given a weight.
+MIN_SUPPORT = 20
 PRIOR_WEIGHTS = (0.25, 0.5, 0.75)  # the prior's share of a blend; quarters: the steps measured
 MAX_ANY5_DROP = 0.01
 THRESHOLDS = tuple(round(0.01 * i, 2) for i in range(1, 100))
@@ -56,8 +58,25 @@ def matrix(lines: Sequence[dict[str, Any]]) -> tuple[Any, Any]:
     return np.asarray(rows, dtype=np.float64), np.asarray(labels, dtype=np.int64)
 
 
-def fit(lines: Sequence[dict[str, Any]], c: float) -> Any:
-    """A ``RelevanceModel`` fitted on ``lines`` (min_relevance 0: chosen afterwards)."""
+def unsupported(lines: Sequence[dict[str, Any]], min_support: int = MIN_SUPPORT) -> tuple[int, ...]:
+    """The features (indices) that fewer than ``min_support`` rows of ``lines`` show: a value other
+    than the feature's most common one. From one or two rows a fit learns a sign and a size by
+    chance: the link hop's feature, seen once in the 48 questions of the earlier model, gave every
+    link-hop candidate -14.7 logits (docs/BENCHMARKS.md)."""
+    import numpy as np
+
+    x, _ = matrix(lines)
+    out = []
+    for j in range(x.shape[1]):
+        _, counts = np.unique(x[:, j], return_counts=True)
+        if x.shape[0] - int(counts.max(initial=0)) < min_support:
+            out.append(j)
+    return tuple(out)
+
+
+def fit(lines: Sequence[dict[str, Any]], c: float, drop: Sequence[int] = ()) -> Any:
+    """A ``RelevanceModel`` fitted on ``lines`` (min_relevance 0: chosen afterwards); the features
+    in ``drop`` get no weight (:func:`unsupported`)."""
     import numpy as np
     from sklearn.linear_model import LogisticRegression
 
@@ -65,6 +84,7 @@ def fit(lines: Sequence[dict[str, Any]], c: float) -> Any:
     from shared.recall.relevance import RelevanceModel
 
     x, y = matrix(lines)
+    x[:, list(drop)] = 0.0  # a constant column: standardised to 0, so its weight is 0
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale = np.where(scale > 1e-9, scale, 1.0)
@@ -142,9 +162,10 @@ def headline(name: str) -> tuple[str, ...]:
     )
 
 
-def blend(prior: Any, fitted: Any, weight: float) -> Any:
+def blend(prior: Any, fitted: Any, weight: float, drop: Sequence[int] = ()) -> Any:
     """One linear model whose logit is ``weight`` times the prior's plus the rest times the fit's,
-    in the fit's standardisation (the same features in the same order)."""
+    in the fit's standardisation (the same features in the same order); the features in ``drop``
+    get no weight from either (:func:`unsupported`)."""
     import dataclasses
 
     import numpy as np
@@ -158,6 +179,7 @@ def blend(prior: Any, fitted: Any, weight: float) -> Any:
     (wp, bp), (wf, bf) = raw(prior), raw(fitted)
     w = weight * wp + (1.0 - weight) * wf
     bias = weight * bp + (1.0 - weight) * bf
+    w[list(drop)] = 0.0
     return dataclasses.replace(
         fitted,
         weights=tuple(float(v) for v in w * np.asarray(fitted.scale)),
@@ -360,12 +382,13 @@ def train(
             "model": model,
         }
 
+    drop = unsupported(train_lines)
     candidates = [measured(None, 1.0, prior)] if prior is not None else []
     for c in cs:
-        fitted = fit(train_lines, c)
+        fitted = fit(train_lines, c, drop)
         candidates.append(measured(c, 0.0, fitted))
         if prior is not None:
-            candidates += [measured(c, w, blend(prior, fitted, w)) for w in PRIOR_WEIGHTS]
+            candidates += [measured(c, w, blend(prior, fitted, w, drop)) for w in PRIOR_WEIGHTS]
     # Best score first; on a tie the prior (a change must gain something), then the stronger
     # regularisation, then the larger share of the prior (the smaller change).
     ranked_candidates = sorted(
@@ -412,6 +435,7 @@ def train(
         ],
         "training_rows": int(sum(len(line["candidates"]) for line in train_lines)),
         "training_questions": len(train_lines),
+        "unsupported_features": {"min_support": MIN_SUPPORT, "given_no_weight": [FEATURES[j] for j in drop]},
         "model": "sklearn.linear_model.LogisticRegression over standardised features"
         + (
             f", blended with {prior.version} at weight {best['prior_weight']}" if best["prior_weight"] else ""

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench.ranker import blend, train
+from bench.ranker import blend, fit, train, unsupported
 from bench.ranker_features import FORMAT
 from shared.recall.features import FEATURES
 from shared.recall.relevance import RelevanceModel
@@ -153,3 +153,30 @@ def test_a_blend_that_answers_more_but_leaves_fewer_no_answer_questions_empty_is
     better = [t for t in report["tried"] if t["keeps_prior"] and t["score"] > prior_row["score"]]
     assert better and all(t["no_answer_empty"]["a"] < prior_row["no_answer_empty"]["a"] for t in better)
     assert report["kept_prior"] == "prior"
+
+
+def test_a_feature_the_training_split_barely_shows_gets_no_weight(tmp_path: Path) -> None:
+    """One training row with the link hop's feature teaches a sign and a size by chance (the
+    earlier model gave every link-hop candidate -14.7 logits): the fits, and their blends with a
+    prior that learned it so, give it none."""
+    link = FEATURES.index("link")
+    training = _training()
+    training[0]["candidates"][0]["row"][link] = 1.0  # one row of 1,200
+    dropped = unsupported(training)
+    assert link in dropped and OURS not in dropped and THEIRS not in dropped
+    assert link not in unsupported(training, min_support=1)
+
+    weights = [4.0 if f == THEIRS else -15.0 if f == link else 0.0 for f in range(N)]
+    prior = RelevanceModel(FEATURES, (0.0,) * N, (1.0,) * N, tuple(weights), -2.0, 0.0, "prior", "emb")
+    dev = {
+        "a": [_question("a", i, {THEIRS: 1.0}, {}) for i in range(10)],
+        "b": [_question("b", i, {OURS: 1.0}, {THEIRS: 1.0}) for i in range(10)],
+    }
+    files = [_file(tmp_path / f"{name}.jsonl", lines) for name, lines in dev.items()]
+    out = tmp_path / "m.json"
+    report = train([_file(tmp_path / "train.jsonl", training)], files, out, prior=prior)
+    assert 0.0 < report["prior"]["weight"] < 1.0
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert written["weights"][link] == 0.0
+    assert "link" in written["provenance"]["unsupported_features"]["given_no_weight"]
+    assert fit(training, 1.0, dropped).weights[link] == 0.0
