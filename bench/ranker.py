@@ -13,7 +13,9 @@ metrics over its own questions, :func:`headline`, each set weighing the same). W
 mean of the two, one linear model again) and the choice is the best of those that keep every
 headline metric of every dev set, and the share of no-answer questions left empty at the floor
 each gets, at least the prior's. The prior itself is one of them: when it is the best, nothing
-is written, and a refit that helps one set and costs another is never taken. The floor
+is written (it keeps its weights as they are), and a refit that helps one set and costs another
+is never taken. A feature that fewer than ``MIN_SUPPORT`` training rows show gets no weight, in
+a fit or a blend (:func:`unsupported`). The floor
 (``min_relevance``): the highest threshold whose own-question any@5, all@5 and all@10 each drop
 by at most ``MAX_ANY5_DROP`` (the suite's headline cells, ``FLOOR_METRICS``) on every dev set
 that has the no-answer protocol (several users; on the training split when none is given); the
@@ -37,7 +39,8 @@ from bench.ranker_features import read_features
 
 # Half-decades: 96 training questions chose 0.03 to 1 where 48 chose 10 (docs/BENCHMARKS.md).
 CS = (0.01, 0.03, 0.1, 0.3, 1.0, 10.0)
-# Training rows a feature must show (a value other than its most common) to be given a weight.
+# Training rows a feature must show (other than 0) to be given a weight. In the 96 questions the
+# features under it show in 0 to 10 rows (link 0, recent_rank 10, filler 2); the next fewest, 47.
 MIN_SUPPORT = 20
 PRIOR_WEIGHTS = (0.25, 0.5, 0.75)  # the prior's share of a blend; quarters: the steps measured
 MAX_ANY5_DROP = 0.01
@@ -59,19 +62,15 @@ def matrix(lines: Sequence[dict[str, Any]]) -> tuple[Any, Any]:
 
 
 def unsupported(lines: Sequence[dict[str, Any]], min_support: int = MIN_SUPPORT) -> tuple[int, ...]:
-    """The features (indices) that fewer than ``min_support`` rows of ``lines`` show: a value other
-    than the feature's most common one. From one or two rows a fit learns a sign and a size by
-    chance: the link hop's feature, seen once in the 48 questions of the earlier model, gave every
-    link-hop candidate -14.7 logits (docs/BENCHMARKS.md)."""
-    import numpy as np
-
+    """The features (indices) that fewer than ``min_support`` rows of ``lines`` show (a value other
+    than 0, which each feature takes where it does not apply, so that no weight leaves every other
+    row's logit as it was). From one or two rows a fit learns a sign and a size by chance: the link
+    hop's feature, seen in one row of the earlier model's 48 questions, gave every link-hop
+    candidate -14.7 logits (docs/BENCHMARKS.md)."""
     x, _ = matrix(lines)
-    out = []
-    for j in range(x.shape[1]):
-        _, counts = np.unique(x[:, j], return_counts=True)
-        if x.shape[0] - int(counts.max(initial=0)) < min_support:
-            out.append(j)
-    return tuple(out)
+    if not len(x):
+        return ()
+    return tuple(j for j in range(x.shape[1]) if int((x[:, j] != 0).sum()) < min_support)
 
 
 def fit(lines: Sequence[dict[str, Any]], c: float, drop: Sequence[int] = ()) -> Any:
@@ -413,7 +412,8 @@ def train(
         raise AssertionError("train: no candidate to choose")
     tried = [{k: v for k, v in r.items() if k != "model"} for r in candidates]
     if best["C"] is None:  # the prior is the best: nothing is written
-        kept = {"kept_prior": prior.version, "version": prior.version, "C": None, "prior": None}
+        kept = {"kept_prior": prior.version, "version": prior.version, "C": None, "prior": None,
+                "unsupported_features": [FEATURES[j] for j in drop]}  # fmt: skip
         return {
             **kept,
             "min_relevance": prior.min_relevance,
@@ -477,6 +477,7 @@ def train(
         "C": best["C"],
         "prior": provenance["prior"],
         "prior_no_answer_empty": prior_empty or None,
+        "unsupported_features": provenance["unsupported_features"],
         "min_relevance": floor,
         "tried": provenance["tried"],
         "dev_at_min_relevance": provenance["dev_at_min_relevance"],
