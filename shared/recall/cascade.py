@@ -152,8 +152,8 @@ def _ordered(
         # nothing in the range could be an answer, :func:`recall` takes the order without it. A
         # standing state around a range of the present or the future ("night shifts this month"
         # for "今晚吃什么好？") is not what the question asks first (``windows.around``).
-        first = [c for c in ranked if windows.lies_in_range(c)]
-        ranked = first + [c for c in ranked if not windows.lies_in_range(c)]
+        inside = {c.item.id for c in ranked if windows.lies_in_range(c)}
+        ranked = [c for c in ranked if c.item.id in inside] + [c for c in ranked if c.item.id not in inside]
     if gathered.follow_up:
         # A follow-up names nothing of its own: it is about what the user said last, so the
         # newest memories come first (in the model's order). The training questions all name

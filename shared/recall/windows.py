@@ -128,7 +128,8 @@ def window_items(
                 here = (
                     AROUND if label == HAPPENED and around(e.happened, (start, end), request.now) else label
                 )
-                if e.event.event_id not in events or events[e.event.event_id][1] == AROUND:
+                held = events.get(e.event.event_id)
+                if _takes(held[1] if held else None, here):
                     events[e.event.event_id] = (e.event, here)
         # Cited by a memory of any status: a returnable memory stands for the turn; an unreturnable
         # one (superseded, forgotten...) means the turn's content must not come back either.
@@ -157,13 +158,20 @@ def _span(start: datetime | None, end: datetime | None) -> Span | None:
     return (start, end) if start is not None and end is not None else None
 
 
+def _takes(held: str | None, label: str) -> bool:
+    """Whether ``label`` replaces the label an item holds (None: none yet): the first one found
+    stays (event time first: ``window_items``), unless it is only around a range and this one
+    finds the item in one."""
+    return held is None or (held.startswith(AROUND) and not label.startswith(AROUND))
+
+
 def _relabelled(out: dict[str, InWindow], key: str, label: str) -> bool:
-    """Whether ``key`` is already among the range's items; one found only around a range takes the
-    label of a read or range that finds it in one (event time first: ``window_items``)."""
+    """Whether ``key`` is already among the range's items (its label replaced as :func:`_takes`
+    says)."""
     found = out.get(key)
     if found is None:
         return False
-    if found.label.startswith(f"{AROUND}:") and not label.startswith(f"{AROUND}:"):
+    if _takes(found.label, label):
         found.label = label
     return True
 
