@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from shared.events import TurnPublished
 from shared.indexing.collections import Indexes
-from shared.indexing.sync import push_unindexed
+from shared.indexing.sync import push_unindexed_users
 from shared.ingest.common import load_event, next_step
 from shared.models import EventStage
 from shared.ports import Embedder
@@ -21,7 +21,8 @@ def index_events(
     uow: UnitOfWork, indexes: Indexes, embedder: Embedder, event_ids: Sequence[str], resolved: bool = False
 ) -> list[FollowUp]:
     """The index stage of a batch: each user's rows not yet in each index pushed once for all of
-    the batch's events of that user (one upsert and flush per user and index, not per event).
+    the batch's events of that user, every user's points written together (one upsert and flush
+    per index for the batch, not per user or per event).
     Events that made a memory go on to resolve (a message each: the judge may be an LLM, and one
     slow judgement must not hold the others), unless ``resolved`` (the fused stages judged them
     before the index); the others are done here. An event past this stage (a redelivery)
@@ -36,9 +37,7 @@ def index_events(
             followups += next_step(ref, stage.value)
     users = sorted({(e.tenant_id, e.user_id) for e in persisted})
     written = sum(
-        push_unindexed(uow, collection, index, embedder, tenant_id, user_id)
-        for tenant_id, user_id in users
-        for collection, index in indexes.items()
+        push_unindexed_users(uow, collection, index, embedder, users) for collection, index in indexes.items()
     )
     for event in persisted:
         made_memories = bool(uow.memories.from_event(event.tenant_id, event.user_id, event.event_id))
