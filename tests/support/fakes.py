@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import copy
+import threading
 
 from tests.support.fake_events import FakeEventRepository, FakeReceiptRepository
 from tests.support.fake_lifecycle import FakeLifecycleRepository
@@ -21,7 +22,10 @@ from tests.support.fake_turn_index import FakeTurnIndexRepository
 
 
 class FakeUnitOfWork:
-    """Commits by swapping in the working copy; leaving without commit discards it."""
+    """Commits by swapping in the working copy; leaving without commit discards it. Units on
+    several threads (a worker running a batch's users at once) take turns: each holds the store
+    from ``with`` to its end, as if every unit locked the whole database, so none loses another's
+    commit (the real adapters run them at once: tests/integration)."""
 
     outages: tuple[type[BaseException], ...] = ()
 
@@ -30,6 +34,7 @@ class FakeUnitOfWork:
         self.committed = False
 
     def __enter__(self) -> FakeUnitOfWork:
+        self._store.turn.acquire()
         self._work = copy.deepcopy(self._store.state)
         self.events = FakeEventRepository(self._work)
         self.receipts = FakeReceiptRepository(self._work)
@@ -44,7 +49,7 @@ class FakeUnitOfWork:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        return None
+        self._store.turn.release()
 
     def commit(self) -> None:
         self._store.state = copy.deepcopy(self._work)
@@ -61,6 +66,7 @@ class FakeStore:
     def __init__(self) -> None:
         self.state = FakeState()
         self.commits = 0
+        self.turn = threading.RLock()  # one unit at a time across threads; nested units go on
 
     def uow(self) -> FakeUnitOfWork:
         return FakeUnitOfWork(self)

@@ -9,6 +9,7 @@ names, the way a worker finds them."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -45,13 +46,16 @@ def over_the_wire(args: Sequence[Any]) -> list[Any]:
 class Worker:
     """One worker process's view: the real tasks, a container of fakes, follow-ups kept in order."""
 
-    def __init__(self, *, index_turns: bool = True, embedder: Any = None, llm: Any = None) -> None:
+    def __init__(
+        self, *, index_turns: bool = True, embedder: Any = None, llm: Any = None, units: int = 1
+    ) -> None:
         self.store = FakeStore()
         self.embedder = embedder or CountingEmbedder()
         self.index = FakeVectorIndex()
         self.turns = FakeVectorIndex() if index_turns else None
         self.sent: list[FollowUp] = []
-        settings = Settings(index_turns=index_turns, broker_url=None, redis_url=None)
+        # One unit at a time unless asked: these tests assert the order of the model calls.
+        settings = Settings(index_turns=index_turns, broker_url=None, redis_url=None, ingest_units=units)
         install_container(
             build_container(
                 settings,
@@ -86,11 +90,13 @@ class CountingEmbedder(HashingEmbedder):
     def __init__(self) -> None:
         super().__init__(dim=16)
         self.calls: list[int] = []
+        self.threads: list[str] = []
 
     def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         if any("BOOM" in t for t in texts):
             raise EmbeddingError("the endpoint refused the input", transient=False)
         self.calls.append(len(texts))
+        self.threads.append(threading.current_thread().name)
         return super().embed_passages(texts)
 
 
@@ -100,9 +106,10 @@ def worker() -> Iterator[Worker]:
     reset_container()
 
 
-def published(seq: int, content: str, *, user: str = "u1") -> dict[str, Any]:
+def published(seq: int, content: str, *, user: str = "u1", tenant: str = "default") -> dict[str, Any]:
     """The message a Publisher sends as ``memory.record``."""
     raw = {
+        "tenant_id": tenant,
         "event_id": f"e-{user}-{seq}",
         "user_id": user,
         "session_id": "s1",
@@ -204,6 +211,47 @@ def test_a_user_whose_unit_fails_costs_the_other_users_of_the_batch_nothing(work
     ]
     assert worker.store.state.events["e-u1-2"]["stage"] == "persisted"
     assert worker.store.state.events["e-u2-1"]["stage"] == "recorded"
+
+
+def test_a_batchs_users_run_two_units_at_a_time_and_each_lands_as_alone() -> None:
+    """CUEMEM_INGEST_UNITS=2: the users' units run on the worker's unit threads; every user's
+    turns reach the index in one message, a failing user's go on stage by stage, and the
+    outcome is the one the units give one at a time (colliding ids: u1/u10, two tenants)."""
+    worker = Worker(units=2)
+    try:
+        batch = [
+            published(1, "我住在杭州"),
+            published(1, "我住在上海", user="u10"),
+            published(1, "BOOM 我的车是红色的", user="u1", tenant="acme"),
+            published(1, "我不吃香菜", user="u10", tenant="acme"),
+            published(2, "我喜欢爬山"),
+        ]
+        worker.run(TaskName.RECORD_BATCH.value, [batch])
+
+        # One call per user whose unit went on (u1: two drafts and the window of both turns).
+        assert sorted(worker.embedder.calls) == [1, 1, 3]
+        assert all(name.startswith("unit") for name in worker.embedder.threads)
+        assert [(f.task, f.args[0]) for f in worker.sent] == [
+            ("memory.extract", "acme/e-u1-1"),
+            ("memory.index", ["acme/e-u10-1", "default/e-u1-1", "default/e-u1-2", "default/e-u10-1"]),
+        ]
+        stages = {(e["event"].tenant_id, e["event"].event_id): e["stage"] for e in worker.store.state.events.values()}
+        assert stages == {
+            ("default", "e-u1-1"): "persisted",
+            ("default", "e-u1-2"): "persisted",
+            ("default", "e-u10-1"): "persisted",
+            ("acme", "e-u10-1"): "persisted",
+            ("acme", "e-u1-1"): "recorded",
+        }
+        owners = {(m.tenant_id, m.user_id, m.content) for m in worker.store.state.memories.values()}
+        assert owners == {
+            ("default", "u1", "我住在杭州"),
+            ("default", "u1", "我喜欢爬山"),
+            ("default", "u10", "我住在上海"),
+            ("acme", "u10", "我不吃香菜"),
+        }
+    finally:
+        reset_container()
 
 
 class ScriptedLLM:

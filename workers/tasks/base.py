@@ -6,10 +6,12 @@ decode the message, call one service function of ``shared/``.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from celery import Task
 
@@ -23,6 +25,9 @@ from workers.endpoints.llm_runtime import current_event_id
 from workers.failures import PERMANENT_ERRORS, TRANSIENT_ERRORS, PermanentFailure, count_delivery, dead_letter
 
 log = logging.getLogger(__name__)
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 
 
 class PipelineTask(Task):
@@ -151,3 +156,26 @@ def finish_sweep(name: str, c: Container, stats: Any, touched: Sequence[tuple[st
     """The end of every lifecycle sweep: the touched users synced by the index owner, the counts logged."""
     sync_touched(c, touched)
     log.info("%s: %s", name, stats)
+
+
+def each_concurrently(
+    work: Callable[[Item], Result], items: Sequence[Item], at_once: int
+) -> Iterator[tuple[Item, Result | BaseException]]:
+    """``work`` on every item, ``at_once`` of them at a time on threads (inline when 1), each in
+    a copy of the caller's context (the task's trace span, its log context); yields each item
+    with its result or the exception it raised, in the items' order, once every item has ended.
+    Every item runs even when one fails: what the others did is committed and must be dispatched."""
+    if at_once <= 1 or len(items) <= 1:
+        outcomes = [contextvars.copy_context().run(_outcome, work, item) for item in items]
+    else:
+        with ThreadPoolExecutor(max_workers=min(at_once, len(items)), thread_name_prefix="unit") as pool:
+            futures = [pool.submit(contextvars.copy_context().run, _outcome, work, item) for item in items]
+            outcomes = [f.result() for f in futures]
+    yield from zip(items, outcomes, strict=True)
+
+
+def _outcome(work: Callable[[Item], Result], item: Item) -> Result | BaseException:
+    try:
+        return work(item)
+    except Exception as exc:
+        return exc

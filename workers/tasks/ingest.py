@@ -25,7 +25,7 @@ from shared.storage import FollowUp, UnitOfWork
 from workers.bootstrap import Container, container
 from workers.celery_app import app
 from workers.failures import TRANSIENT_ERRORS, PermanentFailure, dead_letter
-from workers.tasks.base import PipelineTask, batch_key, run_batch, run_unit
+from workers.tasks.base import PipelineTask, batch_key, each_concurrently, run_batch, run_unit
 
 log = logging.getLogger(__name__)
 
@@ -108,16 +108,21 @@ def settle_published(c: Any, messages: list[Any]) -> None:
 
 def carry_on(name: str, c: Container, followups: list[FollowUp], messages: list[Any]) -> None:
     """Run the extract, embed and persist steps that ``followups`` name in this process and send
-    the rest: one unit of work (and one model call) per user of the batch, users in (tenant,
-    user) order, and one index message for all of them at the end (``shared/ingest/advance.py``).
+    the rest: one unit of work (and one model call) per user of the batch, and one index message
+    for all of them at the end (``shared/ingest/advance.py``).
+
+    ``CUEMEM_INGEST_UNITS`` units run at once (threads, each its own connection), so that one
+    user's model call overlaps the next user's extraction and SQL: the model releases the GIL and
+    takes one call at a time (``E5Embedder``), so the model runs back to back while the rest of
+    the pipeline's work is done beside it. Their outcomes are taken in (tenant, user) order.
 
     A unit per user, not per batch: persist and resolve hold the user's lock until the unit
     commits, so units of many users would hold up every batch sharing one of them (every batch of
     an interleaved backlog), and a failing unit costs only its own user's turns. A transient
-    failure is retried as any task's (the record step hands the same steps back, and users
-    already done are past them); any other failure of a user's unit sends that user's steps
-    out as messages after all: the per-stage tasks take each event on alone, with their own
-    retries and dead letters, and one bad turn holds up no other."""
+    failure is retried as any task's once every unit has ended (the record step hands the same
+    steps back, and users already done are past them); any other failure of a user's unit sends
+    that user's steps out as messages after all: the per-stage tasks take each event on alone,
+    with their own retries and dead letters, and one bad turn holds up no other."""
     inline = [f for f in followups if f.task in FUSED_STAGES]
     c.dispatch([f for f in followups if f.task not in FUSED_STAGES])
     if not inline:
@@ -134,25 +139,35 @@ def carry_on(name: str, c: Container, followups: list[FollowUp], messages: list[
     for f in inline:
         groups.setdefault(owner.get(str(f.args[0]), ("", "")), []).append(f)
     steps = c.ingest_steps()
-    onward: list[FollowUp] = []
-    for user in sorted(groups):
+
+    def unit(user: tuple[str, str]) -> list[FollowUp]:
         ids = [str(f.args[0]) for f in groups[user]]
         stages = sorted({f.task for f in groups[user]})
-        try:
-            with tracing.span("cuemem.advance", {"cuemem.stages": stages} if tracing.enabled() else None):
-                onward += run_unit(name, batch_key(ids), _advance(ids, steps, c), dispatch=False)
-        except TRANSIENT_ERRORS:
+        with tracing.span("cuemem.advance", {"cuemem.stages": stages} if tracing.enabled() else None):
+            return run_unit(name, batch_key(ids), _advance(ids, steps, c), dispatch=False)
+
+    onward: list[FollowUp] = []
+    transient: BaseException | None = None
+    for user, outcome in each_concurrently(unit, sorted(groups), c.settings.ingest_units):
+        if isinstance(outcome, TRANSIENT_ERRORS):
             # An outage or a deadlock: Celery retries the record task with backoff; its record
-            # step finds the turns recorded and hands the steps still to do back here.
-            c.dispatch(merge_index(onward))
-            raise
-        except Exception as exc:
+            # step finds the turns recorded and hands the steps still to do back here (the users
+            # whose units committed are past them).
+            transient = transient or outcome
+        elif isinstance(outcome, Exception):
+            keys = batch_key([str(f.args[0]) for f in groups[user]])
             log.warning(
                 "%s %s: extract, embed and persist failed together (%s: %s); each goes on stage by stage",
-                name, batch_key(ids), type(exc).__name__, exc,
+                name, keys, type(outcome).__name__, outcome,
             )  # fmt: skip
             onward += groups[user]
+        elif isinstance(outcome, BaseException):
+            raise outcome
+        else:
+            onward += outcome
     c.dispatch(merge_index(onward))
+    if transient is not None:
+        raise transient
 
 
 def _advance(ids: list[str], steps: IngestSteps, c: Container) -> Callable[[UnitOfWork], list[FollowUp]]:
