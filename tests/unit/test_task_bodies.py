@@ -235,7 +235,10 @@ def test_a_batchs_users_run_two_units_at_a_time_and_each_lands_as_alone() -> Non
             ("memory.extract", "acme/e-u1-1"),
             ("memory.index", ["acme/e-u10-1", "default/e-u1-1", "default/e-u1-2", "default/e-u10-1"]),
         ]
-        stages = {(e["event"].tenant_id, e["event"].event_id): e["stage"] for e in worker.store.state.events.values()}
+        stages = {
+            (e["event"].tenant_id, e["event"].event_id): e["stage"]
+            for e in worker.store.state.events.values()
+        }
         assert stages == {
             ("default", "e-u1-1"): "persisted",
             ("default", "e-u1-2"): "persisted",
@@ -249,6 +252,47 @@ def test_a_batchs_users_run_two_units_at_a_time_and_each_lands_as_alone() -> Non
             ("default", "u1", "我喜欢爬山"),
             ("default", "u10", "我住在上海"),
             ("acme", "u10", "我不吃香菜"),
+        }
+    finally:
+        reset_container()
+
+
+class FlakyEmbedder(CountingEmbedder):
+    """A text holding "FLAKY" times out (a transient failure: the task is retried)."""
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        if any("FLAKY" in t for t in texts):
+            raise EmbeddingError("the endpoint timed out", transient=True)
+        return super().embed_passages(texts)
+
+
+@pytest.mark.parametrize("units", [1, 2])
+def test_a_transient_failure_of_one_user_is_retried_after_the_others_committed_and_went_on(
+    units: int,
+) -> None:
+    worker = Worker(units=units, embedder=FlakyEmbedder())
+    try:
+        batch = [
+            published(1, "FLAKY 我的车是红色的"),
+            published(1, "我住在杭州", user="u10"),
+            published(1, "我不吃香菜", tenant="acme"),
+        ]
+        with pytest.raises(EmbeddingError, match="timed out"):
+            worker.run(TaskName.RECORD_BATCH.value, [batch])
+
+        # The others' units committed; their index message went out before the task raised for
+        # its retry, which finds u1's turn recorded and carries it on.
+        assert [(f.task, f.args[0]) for f in worker.sent] == [
+            ("memory.index", ["acme/e-u1-1", "default/e-u10-1"]),
+        ]
+        stages = {
+            (e["event"].tenant_id, e["event"].event_id): e["stage"]
+            for e in worker.store.state.events.values()
+        }
+        assert stages == {
+            ("default", "e-u1-1"): "recorded",
+            ("default", "e-u10-1"): "persisted",
+            ("acme", "e-u1-1"): "persisted",
         }
     finally:
         reset_container()
