@@ -52,8 +52,9 @@ class Settings(BaseSettings):
     embedding_threads: int = Field(default=1, ge=1)
     # Units of a batch's users a pipeline worker process runs at once (threads): one user's model
     # call overlaps the next one's extraction and SQL (workers/tasks/ingest.py: carry_on). 1 runs
-    # them one after the other.
-    ingest_units: int = Field(default=2, ge=1, le=8)
+    # them one after the other. At most 4: each unit holds one of the process's 10 database
+    # connections (workers/bootstrap.py: sql_uow_factory), and an LLM call's usage row one more.
+    ingest_units: int = Field(default=2, ge=1, le=4)
     embedding_timeout_s: float = 30.0
     # The model's window: every text is cut to its first this many tokens before it is embedded
     # (workers/endpoints/embedders/window.py); the whole text is still stored and keyword-indexed.

@@ -68,3 +68,27 @@ def test_one_at_a_time_runs_inline_in_order() -> None:
 
     assert [o for _, o in each_concurrently(work, [2, 1], at_once=1)] == [2, 1]
     assert threads == [threading.current_thread().name] * 2
+
+
+def test_an_interrupted_wait_cancels_what_has_not_started_and_does_not_wait_for_the_rest() -> None:
+    """The soft time limit (or a shutdown) raised while waiting: items not started never run,
+    every item not finished gets the interruption as its outcome, and the call returns without
+    waiting for the ones still running on their threads."""
+    ran: list[str] = []
+    release = threading.Event()
+    ended: list[str] = []
+
+    def work(item: str) -> str:
+        ran.append(item)
+        if item == "u1":
+            raise KeyboardInterrupt  # what a shutdown raises: not an Exception
+        release.wait(timeout=30)  # the others are still running when the wait is interrupted
+        ended.append(item)
+        return item.upper()
+
+    outcomes = dict(each_concurrently(work, ["u1", "u10", "a", "a:b"], at_once=2))
+
+    assert ended == []  # returned while u10 (and perhaps "a", started after u1) still ran
+    release.set()
+    assert all(isinstance(outcomes[k], KeyboardInterrupt) for k in ("u1", "u10", "a", "a:b"))
+    assert "a:b" not in ran  # queued behind two running items: cancelled, never started

@@ -267,33 +267,69 @@ class FlakyEmbedder(CountingEmbedder):
 
 
 @pytest.mark.parametrize("units", [1, 2])
-def test_a_transient_failure_of_one_user_is_retried_after_the_others_committed_and_went_on(
-    units: int,
-) -> None:
+def test_a_transient_failure_stops_new_units_and_is_retried_after_the_others_went_on(units: int) -> None:
+    """A unit that fails transiently (an outage) raises the task for its retry once the units
+    already running have ended and the index message of those that committed went out; no
+    unit starts after it (the retry's record step hands their steps back)."""
     worker = Worker(units=units, embedder=FlakyEmbedder())
     try:
         batch = [
+            published(1, "我不吃香菜", tenant="acme"),
             published(1, "FLAKY 我的车是红色的"),
             published(1, "我住在杭州", user="u10"),
-            published(1, "我不吃香菜", tenant="acme"),
         ]
         with pytest.raises(EmbeddingError, match="timed out"):
             worker.run(TaskName.RECORD_BATCH.value, [batch])
 
-        # The others' units committed; their index message went out before the task raised for
-        # its retry, which finds u1's turn recorded and carries it on.
-        assert [(f.task, f.args[0]) for f in worker.sent] == [
-            ("memory.index", ["acme/e-u1-1", "default/e-u10-1"]),
-        ]
         stages = {
             (e["event"].tenant_id, e["event"].event_id): e["stage"]
             for e in worker.store.state.events.values()
         }
-        assert stages == {
-            ("default", "e-u1-1"): "recorded",
-            ("default", "e-u10-1"): "persisted",
-            ("acme", "e-u1-1"): "persisted",
-        }
+        assert stages[("default", "e-u1-1")] == "recorded"
+        went_on = sorted(f"{t}/{e}" for (t, e), stage in stages.items() if stage == "persisted")
+        assert [(f.task, f.args[0]) for f in worker.sent] == [("memory.index", went_on)]
+        assert "acme/e-u1-1" in went_on  # ran before (or beside) the failure
+        if units == 1:
+            # One at a time: u10's unit comes after the failure and is left for the retry.
+            assert stages[("default", "e-u10-1")] == "recorded"
+        # Nothing else was sent: the retry carries the rest on.
+        assert all(stage in ("recorded", "persisted") for stage in stages.values())
+    finally:
+        reset_container()
+
+
+class HaltingEmbedder(CountingEmbedder):
+    """A text holding "HALT" stops the process (a shutdown: a BaseException, not an Exception)."""
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        if any("HALT" in t for t in texts):
+            raise SystemExit("shutting down")
+        return super().embed_passages(texts)
+
+
+@pytest.mark.parametrize("units", [1, 2])
+def test_a_shutdown_during_a_batch_loses_no_turn(units: int) -> None:
+    """A unit stopped by something that is not an Exception: every turn of the batch is either
+    in the index message (its unit committed) or sent on stage by stage, then the stop goes on."""
+    worker = Worker(units=units, embedder=HaltingEmbedder())
+    try:
+        batch = [
+            published(1, "我不吃香菜", tenant="acme"),
+            published(1, "HALT 我的车是红色的"),
+            published(1, "我住在杭州", user="u10"),
+        ]
+        with pytest.raises(SystemExit):
+            worker.run(TaskName.RECORD_BATCH.value, [batch])
+
+        sent = [(f.task, f.args[0]) for f in worker.sent]
+        assert ("memory.extract", "default/e-u1-1") in sent
+        indexed = [ids for task, ids in sent if task == "memory.index"]
+        stepped = sorted(ref for task, ref in sent if task == "memory.extract")
+        assert sorted(stepped + [r for ids in indexed for r in ids]) == [
+            "acme/e-u1-1",
+            "default/e-u1-1",
+            "default/e-u10-1",
+        ]
     finally:
         reset_container()
 

@@ -10,7 +10,7 @@ import contextvars
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from celery import Task
@@ -163,15 +163,43 @@ def each_concurrently(
 ) -> Iterator[tuple[Item, Result | BaseException]]:
     """``work`` on every item, ``at_once`` of them at a time on threads (inline when 1), each in
     a copy of the caller's context (the task's trace span, its log context); yields each item
-    with its result or the exception it raised, in the items' order, once every item has ended.
-    Every item runs even when one fails: what the others did is committed and must be dispatched."""
+    with its result or the exception it raised, in the items' order. An item's failure is its
+    outcome, not the caller's: what the others did is committed and must be dispatched.
+
+    When the wait itself is interrupted (Celery's soft time limit, raised in this thread only;
+    a shutdown), the items not yet started are cancelled and every item not finished gets the
+    interruption as its outcome, as a unit the soft limit interrupts inline does; one still
+    running on its thread ends on its own (its commit, if any, is found by what comes next:
+    every stage is idempotent)."""
     if at_once <= 1 or len(items) <= 1:
-        outcomes = [contextvars.copy_context().run(_outcome, work, item) for item in items]
-    else:
-        with ThreadPoolExecutor(max_workers=min(at_once, len(items)), thread_name_prefix="unit") as pool:
-            futures = [pool.submit(contextvars.copy_context().run, _outcome, work, item) for item in items]
-            outcomes = [f.result() for f in futures]
+        for n, item in enumerate(items):
+            try:
+                outcome = contextvars.copy_context().run(_outcome, work, item)
+            except BaseException as interruption:
+                yield from ((rest, interruption) for rest in items[n:])
+                return
+            yield item, outcome
+        return
+    pool = ThreadPoolExecutor(max_workers=min(at_once, len(items)), thread_name_prefix="unit")
+    futures = [pool.submit(contextvars.copy_context().run, _outcome, work, item) for item in items]
+    outcomes: list[Result | BaseException] = []
+    try:
+        for future in futures:
+            outcomes.append(future.result())
+    except BaseException as interruption:
+        pool.shutdown(wait=False, cancel_futures=True)
+        rest = [_finished(f, interruption) for f in futures[len(outcomes) :]]
+        yield from zip(items, outcomes + rest, strict=True)
+        return
+    pool.shutdown(wait=True)
     yield from zip(items, outcomes, strict=True)
+
+
+def _finished(future: Future[Any], interruption: BaseException) -> Any:
+    """A future's outcome when it finished on its own, else the interruption."""
+    if future.done() and not future.cancelled() and future.exception() is None:
+        return future.result()
+    return interruption
 
 
 def _outcome(work: Callable[[Item], Result], item: Item) -> Result | BaseException:

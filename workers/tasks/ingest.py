@@ -4,6 +4,7 @@ sweep that re-drives events stuck between them (``shared/ingest/``, one module p
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -139,35 +140,53 @@ def carry_on(name: str, c: Container, followups: list[FollowUp], messages: list[
     for f in inline:
         groups.setdefault(owner.get(str(f.args[0]), ("", "")), []).append(f)
     steps = c.ingest_steps()
+    halted = threading.Event()  # a unit failed transiently: the retry takes the users not started
 
     def unit(user: tuple[str, str]) -> list[FollowUp]:
+        if halted.is_set():
+            raise _LeftForRetry
         ids = [str(f.args[0]) for f in groups[user]]
         stages = sorted({f.task for f in groups[user]})
-        with tracing.span("cuemem.advance", {"cuemem.stages": stages} if tracing.enabled() else None):
-            return run_unit(name, batch_key(ids), _advance(ids, steps, c), dispatch=False)
+        try:
+            with tracing.span("cuemem.advance", {"cuemem.stages": stages} if tracing.enabled() else None):
+                return run_unit(name, batch_key(ids), _advance(ids, steps, c), dispatch=False)
+        except TRANSIENT_ERRORS:
+            halted.set()
+            raise
 
     onward: list[FollowUp] = []
     transient: BaseException | None = None
+    stopped: BaseException | None = None
     for user, outcome in each_concurrently(unit, sorted(groups), c.settings.ingest_units):
+        if isinstance(outcome, _LeftForRetry):
+            continue  # not started after a transient failure: the retry takes it
         if isinstance(outcome, TRANSIENT_ERRORS):
             # An outage or a deadlock: Celery retries the record task with backoff; its record
             # step finds the turns recorded and hands the steps still to do back here (the users
             # whose units committed are past them).
             transient = transient or outcome
-        elif isinstance(outcome, Exception):
+        elif isinstance(outcome, BaseException):
+            # Any other failure, or an interruption (the soft time limit) the unit did not finish
+            # before: its turns go on stage by stage (each stage is idempotent).
             keys = batch_key([str(f.args[0]) for f in groups[user]])
             log.warning(
                 "%s %s: extract, embed and persist failed together (%s: %s); each goes on stage by stage",
                 name, keys, type(outcome).__name__, outcome,
             )  # fmt: skip
             onward += groups[user]
-        elif isinstance(outcome, BaseException):
-            raise outcome
+            if not isinstance(outcome, Exception):
+                stopped = stopped or outcome  # a shutdown: raised once the rest is sent
         else:
             onward += outcome
     c.dispatch(merge_index(onward))
+    if stopped is not None:
+        raise stopped
     if transient is not None:
         raise transient
+
+
+class _LeftForRetry(Exception):
+    """A user's unit not started because another failed transiently: the task's retry takes it."""
 
 
 def _advance(ids: list[str], steps: IngestSteps, c: Container) -> Callable[[UnitOfWork], list[FollowUp]]:
