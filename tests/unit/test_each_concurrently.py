@@ -70,25 +70,57 @@ def test_one_at_a_time_runs_inline_in_order() -> None:
     assert threads == [threading.current_thread().name] * 2
 
 
-def test_an_interrupted_wait_cancels_what_has_not_started_and_does_not_wait_for_the_rest() -> None:
-    """The soft time limit (or a shutdown) raised while waiting: items not started never run,
-    every item not finished gets the interruption as its outcome, and the call returns without
-    waiting for the ones still running on their threads."""
+def _join_unit_threads() -> None:
+    for thread in threading.enumerate():
+        if thread.name.startswith("unit"):
+            thread.join(timeout=30)
+
+
+def test_an_interrupted_wait_cancels_what_has_not_started_and_hands_what_runs_to_late() -> None:
+    """A shutdown (or the soft time limit) raised while waiting: the items not started never run
+    and yield the interruption; an item still running is not yielded and not waited for: ``late``
+    gets its outcome when it ends."""
     ran: list[str] = []
     release = threading.Event()
     ended: list[str] = []
+    late: dict[str, object] = {}
 
     def work(item: str) -> str:
         ran.append(item)
         if item == "u1":
             raise KeyboardInterrupt  # what a shutdown raises: not an Exception
-        release.wait(timeout=30)  # the others are still running when the wait is interrupted
+        release.wait(timeout=30)  # still running when the wait is interrupted
         ended.append(item)
         return item.upper()
 
-    outcomes = dict(each_concurrently(work, ["u1", "u10", "a", "a:b"], at_once=2))
+    outcomes = dict(each_concurrently(work, ["u1", "u10", "a", "a:b"], at_once=2, late=late.__setitem__))
 
-    assert ended == []  # returned while u10 (and perhaps "a", started after u1) still ran
+    assert ended == []  # returned while u10 (and "a", if it started after u1) still ran
     release.set()
-    assert all(isinstance(outcomes[k], KeyboardInterrupt) for k in ("u1", "u10", "a", "a:b"))
+    _join_unit_threads()
+    assert isinstance(outcomes["u1"], KeyboardInterrupt) and isinstance(outcomes["a:b"], KeyboardInterrupt)
     assert "a:b" not in ran  # queued behind two running items: cancelled, never started
+    assert late["u10"] == "U10" and "u10" not in outcomes
+    # "a" started after u1 ended (then late gives it) or was cancelled with "a:b".
+    assert late.get("a") == "A" if "a" in ran else isinstance(outcomes["a"], KeyboardInterrupt)
+
+
+def test_inline_the_soft_time_limit_stops_the_item_and_the_ones_after_it() -> None:
+    """One at a time, Celery's soft limit is raised inside the running item: it and the items
+    after it yield it, and those never run (it is no item's own failure)."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    ran: list[str] = []
+
+    def work(item: str) -> str:
+        ran.append(item)
+        if item == "u10":
+            raise SoftTimeLimitExceeded()
+        return item.upper()
+
+    outcomes = list(each_concurrently(work, ["u1", "u10", "a", "a:b"], at_once=1))
+
+    assert ran == ["u1", "u10"]
+    assert outcomes[0] == ("u1", "U1")
+    assert [k for k, _ in outcomes[1:]] == ["u10", "a", "a:b"]
+    assert all(isinstance(o, SoftTimeLimitExceeded) for _, o in outcomes[1:])

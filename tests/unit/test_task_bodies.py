@@ -299,18 +299,25 @@ def test_a_transient_failure_stops_new_units_and_is_retried_after_the_others_wen
 
 
 class HaltingEmbedder(CountingEmbedder):
-    """A text holding "HALT" stops the process (a shutdown: a BaseException, not an Exception)."""
+    """The first text holding "HALT" stops the process (a shutdown: a BaseException, not an
+    Exception); after that (the worker restarted) it embeds as any other."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.halted = False
 
     def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        if any("HALT" in t for t in texts):
+        if not self.halted and any("HALT" in t for t in texts):
+            self.halted = True
             raise SystemExit("shutting down")
         return super().embed_passages(texts)
 
 
 @pytest.mark.parametrize("units", [1, 2])
 def test_a_shutdown_during_a_batch_loses_no_turn(units: int) -> None:
-    """A unit stopped by something that is not an Exception: every turn of the batch is either
-    in the index message (its unit committed) or sent on stage by stage, then the stop goes on."""
+    """A unit stopped by something that is not an Exception: the stop goes on after every other
+    user's turns were sent on (in the index message when their unit committed, else stage by
+    stage, or by a unit still running when it ends), and every turn of the batch ends done."""
     worker = Worker(units=units, embedder=HaltingEmbedder())
     try:
         batch = [
@@ -320,16 +327,26 @@ def test_a_shutdown_during_a_batch_loses_no_turn(units: int) -> None:
         ]
         with pytest.raises(SystemExit):
             worker.run(TaskName.RECORD_BATCH.value, [batch])
+        for thread in threading.enumerate():
+            if thread.name.startswith("unit"):
+                thread.join(timeout=30)
 
-        sent = [(f.task, f.args[0]) for f in worker.sent]
-        assert ("memory.extract", "default/e-u1-1") in sent
-        indexed = [ids for task, ids in sent if task == "memory.index"]
-        stepped = sorted(ref for task, ref in sent if task == "memory.extract")
-        assert sorted(stepped + [r for ids in indexed for r in ids]) == [
-            "acme/e-u1-1",
-            "default/e-u1-1",
-            "default/e-u10-1",
-        ]
+        assert ("memory.extract", "default/e-u1-1") in [(f.task, f.args[0]) for f in worker.sent]
+        worker.drain()
+        stages = {
+            (e["event"].tenant_id, e["event"].event_id): e["stage"]
+            for e in worker.store.state.events.values()
+        }
+        assert stages == {
+            ("acme", "e-u1-1"): "done",
+            ("default", "e-u1-1"): "done",
+            ("default", "e-u10-1"): "done",
+        }
+        for memory in worker.store.state.memories.values():
+            assert memory.id in worker.index.ids(memory.tenant_id, memory.user_id)
+        assert worker.turns is not None
+        for tenant, user in (("acme", "u1"), ("default", "u1"), ("default", "u10")):
+            assert len(worker.turns.ids(tenant, user)) == 1  # every turn is in the conversation log
     finally:
         reset_container()
 

@@ -14,6 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from celery import Task
+from celery.exceptions import SoftTimeLimitExceeded
 
 from infra import tracing
 from shared.queues import TaskName
@@ -159,18 +160,21 @@ def finish_sweep(name: str, c: Container, stats: Any, touched: Sequence[tuple[st
 
 
 def each_concurrently(
-    work: Callable[[Item], Result], items: Sequence[Item], at_once: int
+    work: Callable[[Item], Result],
+    items: Sequence[Item],
+    at_once: int,
+    late: Callable[[Item, Result | BaseException], None] | None = None,
 ) -> Iterator[tuple[Item, Result | BaseException]]:
     """``work`` on every item, ``at_once`` of them at a time on threads (inline when 1), each in
     a copy of the caller's context (the task's trace span, its log context); yields each item
     with its result or the exception it raised, in the items' order. An item's failure is its
     outcome, not the caller's: what the others did is committed and must be dispatched.
 
-    When the wait itself is interrupted (Celery's soft time limit, raised in this thread only;
-    a shutdown), the items not yet started are cancelled and every item not finished gets the
-    interruption as its outcome, as a unit the soft limit interrupts inline does; one still
-    running on its thread ends on its own (its commit, if any, is found by what comes next:
-    every stage is idempotent)."""
+    When the wait itself is interrupted (Celery's soft time limit, which only the main thread
+    receives; a shutdown), the items not started are cancelled and yield the interruption; an
+    item still running on its thread is not yielded: ``late`` gets its outcome when it ends (the
+    call returns without waiting for it). Inline, the soft limit interrupts the item itself, which
+    yields it, and the items after it yield it without running."""
     if at_once <= 1 or len(items) <= 1:
         for n, item in enumerate(items):
             try:
@@ -188,22 +192,35 @@ def each_concurrently(
             outcomes.append(future.result())
     except BaseException as interruption:
         pool.shutdown(wait=False, cancel_futures=True)
-        rest = [_finished(f, interruption) for f in futures[len(outcomes) :]]
-        yield from zip(items, outcomes + rest, strict=True)
+        yield from zip(items[: len(outcomes)], outcomes, strict=True)
+        for item, future in zip(items[len(outcomes) :], futures[len(outcomes) :], strict=True):
+            if future.cancelled() or (future.done() and future.exception() is not None):
+                yield item, interruption  # not started, or stopped by something not an Exception
+            elif future.done():
+                yield item, future.result()
+            elif late is not None:
+                future.add_done_callback(_calling(late, item))
         return
     pool.shutdown(wait=True)
     yield from zip(items, outcomes, strict=True)
 
 
-def _finished(future: Future[Any], interruption: BaseException) -> Any:
-    """A future's outcome when it finished on its own, else the interruption."""
-    if future.done() and not future.cancelled() and future.exception() is None:
-        return future.result()
-    return interruption
+def _calling(
+    late: Callable[[Item, Result | BaseException], None], item: Item
+) -> Callable[[Future[Any]], None]:
+    """A done-callback handing ``late`` the item's outcome: its result, or what stopped it."""
+
+    def ended(future: Future[Any]) -> None:
+        error = future.exception()
+        late(item, error if error is not None else future.result())
+
+    return ended
 
 
 def _outcome(work: Callable[[Item], Result], item: Item) -> Result | BaseException:
     try:
         return work(item)
+    except SoftTimeLimitExceeded:
+        raise  # the task's limit, not the item's failure (inline only: threads never get it)
     except Exception as exc:
         return exc

@@ -154,30 +154,41 @@ def carry_on(name: str, c: Container, followups: list[FollowUp], messages: list[
             halted.set()
             raise
 
+    def gone_on(user: tuple[str, str], outcome: list[FollowUp] | BaseException) -> list[FollowUp]:
+        """What to send for a user's unit: its follow-ups, or (it failed, or was stopped before it
+        ended) its turns' steps, which go on stage by stage (each stage is idempotent)."""
+        if isinstance(outcome, BaseException):
+            log.warning(
+                "%s %s: extract, embed and persist failed together (%s: %s); each goes on stage by stage",
+                name, batch_key([str(f.args[0]) for f in groups[user]]), type(outcome).__name__, outcome,
+            )  # fmt: skip
+            return list(groups[user])
+        return outcome
+
+    def late(user: tuple[str, str], outcome: list[FollowUp] | BaseException) -> None:
+        # A unit still running when the task's wait was interrupted ends on its own thread.
+        c.dispatch(merge_index(gone_on(user, outcome)))
+
     onward: list[FollowUp] = []
     transient: BaseException | None = None
     stopped: BaseException | None = None
-    for user, outcome in each_concurrently(unit, sorted(groups), c.settings.ingest_units):
+    left: list[tuple[str, str]] = []
+    for user, outcome in each_concurrently(unit, sorted(groups), c.settings.ingest_units, late):
         if isinstance(outcome, _LeftForRetry):
-            continue  # not started after a transient failure: the retry takes it
-        if isinstance(outcome, TRANSIENT_ERRORS):
+            left.append(user)  # not started after a transient failure: the retry takes it
+        elif isinstance(outcome, TRANSIENT_ERRORS):
             # An outage or a deadlock: Celery retries the record task with backoff; its record
             # step finds the turns recorded and hands the steps still to do back here (the users
             # whose units committed are past them).
             transient = transient or outcome
-        elif isinstance(outcome, BaseException):
-            # Any other failure, or an interruption (the soft time limit) the unit did not finish
-            # before: its turns go on stage by stage (each stage is idempotent).
-            keys = batch_key([str(f.args[0]) for f in groups[user]])
-            log.warning(
-                "%s %s: extract, embed and persist failed together (%s: %s); each goes on stage by stage",
-                name, keys, type(outcome).__name__, outcome,
-            )  # fmt: skip
-            onward += groups[user]
-            if not isinstance(outcome, Exception):
-                stopped = stopped or outcome  # a shutdown: raised once the rest is sent
         else:
-            onward += outcome
+            onward += gone_on(user, outcome)
+            if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+                stopped = stopped or outcome  # a shutdown: raised once the rest is sent
+    if transient is None:
+        # The unit that failed transiently was still running when the wait was interrupted (its
+        # outcome goes to ``late``): nothing will retry the users it kept from starting.
+        onward += [f for user in left for f in groups[user]]
     c.dispatch(merge_index(onward))
     if stopped is not None:
         raise stopped
