@@ -222,8 +222,23 @@ class Curation:
     def _forget_one(self, user: str, event_id: str) -> None:
         assert wait_until(lambda: self._all_done([event_id]), 600), f"{event_id} never got done to forget"
         tenant = self.ingest.settings.tenant_id
-        with self.c.uow() as uow:
-            made = [m.id for m in uow.memories.from_event(tenant, user, event_id)]
+
+        def made_by_event() -> list[str] | None:
+            with self.c.uow() as uow:
+                return [m.id for m in uow.memories.from_event(tenant, user, event_id)]
+
+        # Read as the app would during a fault: a Postgres going down between the done check and
+        # this read fails the read, and the app asks again.
+        reads: list[list[str]] = []
+
+        def read() -> bool:
+            got = tolerant(made_by_event, None)
+            if got is not None:
+                reads.append(got)
+            return got is not None
+
+        assert wait_until(read, 300), f"{event_id}'s memories could not be read"
+        made = reads[0]
         assert made, f"{event_id} made no memory to forget"
 
         def forget_all() -> bool:
