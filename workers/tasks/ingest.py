@@ -119,11 +119,14 @@ def carry_on(name: str, c: Container, followups: list[FollowUp], messages: list[
 
     A unit per user, not per batch: persist and resolve hold the user's lock until the unit
     commits, so units of many users would hold up every batch sharing one of them (every batch of
-    an interleaved backlog), and a failing unit costs only its own user's turns. A transient
-    failure is retried as any task's once every unit has ended (the record step hands the same
-    steps back, and users already done are past them); any other failure of a user's unit sends
-    that user's steps out as messages after all: the per-stage tasks take each event on alone,
-    with their own retries and dead letters, and one bad turn holds up no other."""
+    an interleaved backlog), and a failing unit costs only its own user's turns. After a
+    transient failure no unit starts; once the running ones have ended and what committed is sent,
+    the task is retried as any task is (the record step hands the same steps back, and users
+    already done are past them). Any other failure of a user's unit sends that user's steps out
+    as messages after all: the per-stage tasks take each event on alone, with their own retries
+    and dead letters, and one bad turn holds up no other. The soft time limit or a shutdown while
+    units run (``each_concurrently``): the users not started go on stage by stage, a unit still
+    running sends what it gives when it ends."""
     inline = [f for f in followups if f.task in FUSED_STAGES]
     c.dispatch([f for f in followups if f.task not in FUSED_STAGES])
     if not inline:
