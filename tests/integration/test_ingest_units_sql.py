@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
 
 import workers.tasks.ingest  # noqa: F401  (registers the tasks, as the worker's include does)
 from shared.events import EventLimits, record_message, validate_turn
@@ -84,8 +84,6 @@ def test_units_of_a_batch_overlap_and_each_users_rows_land_in_their_own_scope(
     assert [(f.task, sorted(f.args[0])) for f in sent] == [
         ("memory.index", sorted(f"{t}/e-{u}" for t, u in OWNERS))
     ]
-    from sqlalchemy import create_engine
-
     engine = create_engine(str(sql_settings.database_url))
     with engine.connect() as db:
         events = db.execute(text("select tenant_id, user_id, event_id, stage from events")).all()

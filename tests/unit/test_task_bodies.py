@@ -73,6 +73,11 @@ class Worker:
     def run(self, task: str, args: Sequence[Any]) -> Any:
         return app.tasks[task](*over_the_wire(args))
 
+    def stages(self) -> dict[tuple[str, str], str]:
+        """Each recorded turn's stage, by (tenant, event id)."""
+        events = self.store.state.events.values()
+        return {(e["event"].tenant_id, e["event"].event_id): e["stage"] for e in events}
+
     def drain(self) -> list[str]:
         """Run every follow-up, and theirs, like the queues would; the task names, in order."""
         ran = []
@@ -235,10 +240,7 @@ def test_a_batchs_users_run_two_units_at_a_time_and_each_lands_as_alone() -> Non
             ("memory.extract", "acme/e-u1-1"),
             ("memory.index", ["acme/e-u10-1", "default/e-u1-1", "default/e-u1-2", "default/e-u10-1"]),
         ]
-        stages = {
-            (e["event"].tenant_id, e["event"].event_id): e["stage"]
-            for e in worker.store.state.events.values()
-        }
+        stages = worker.stages()
         assert stages == {
             ("default", "e-u1-1"): "persisted",
             ("default", "e-u1-2"): "persisted",
@@ -281,10 +283,7 @@ def test_a_transient_failure_stops_new_units_and_is_retried_after_the_others_wen
         with pytest.raises(EmbeddingError, match="timed out"):
             worker.run(TaskName.RECORD_BATCH.value, [batch])
 
-        stages = {
-            (e["event"].tenant_id, e["event"].event_id): e["stage"]
-            for e in worker.store.state.events.values()
-        }
+        stages = worker.stages()
         assert stages[("default", "e-u1-1")] == "recorded"
         went_on = sorted(f"{t}/{e}" for (t, e), stage in stages.items() if stage == "persisted")
         assert [(f.task, f.args[0]) for f in worker.sent] == [("memory.index", went_on)]
@@ -333,10 +332,7 @@ def test_a_shutdown_during_a_batch_loses_no_turn(units: int) -> None:
 
         assert ("memory.extract", "default/e-u1-1") in [(f.task, f.args[0]) for f in worker.sent]
         worker.drain()
-        stages = {
-            (e["event"].tenant_id, e["event"].event_id): e["stage"]
-            for e in worker.store.state.events.values()
-        }
+        stages = worker.stages()
         assert stages == {
             ("acme", "e-u1-1"): "done",
             ("default", "e-u1-1"): "done",
