@@ -39,6 +39,10 @@ class Settings(BaseSettings):
     # terms of the turn together with the turns before it in its session, this many turns in all
     # (shared/indexing/turn_windows.py). 1 indexes each turn alone (one embedding fewer per turn).
     turn_window: int = Field(default=3, ge=1, le=8)
+    # Also embed each turn that has context by itself (one more text per such turn), so recall can
+    # score a candidate by the turn's own words beside its window's (``shared/recall/alone.py``).
+    # Off until the relevance model reads it (issue 30): on, ingest embeds about a third more text.
+    turn_alone_vector: bool = False
 
     tenant_id: str = "default"
 

@@ -106,6 +106,8 @@ def specs(limits: EventLimits, dim: int) -> dict[str, Spec]:
             "stage_at": default_time,
             "embedding": vector,
             "embedding_model": model,
+            # The turn by itself (migration 0020); absent in an older export.
+            "alone_vector": vector,
             "turn_indexed": Column(f.flag, absent=True),
             "window_ids": Column(_ids(limits.max_id_chars), absent=True),
             "trace_context": Column(lambda v: f.text(v, 55), null=True),

@@ -189,6 +189,7 @@ class Container:
             embedder,
             s.index_turns,
             s.turn_window,
+            alone=s.turn_alone_vector,
             judge=judge,
             strategies=self.strategies,
         )

@@ -215,8 +215,15 @@ def purge(container: Container, tenant_id: str, user_id: str, memory_id: str) ->
         )
     if purged.windows:  # windows that held a blanked turn: embedded again without it, then pushed
         with container.uow() as uow:
+            settings = container.settings
             embed_windows(
-                uow, container.embedder, tenant_id, user_id, purged.windows, container.settings.turn_window
+                uow,
+                container.embedder,
+                tenant_id,
+                user_id,
+                purged.windows,
+                settings.turn_window,
+                settings.turn_alone_vector,
             )
             uow.commit()
         sync_index(container, tenant_id, user_id)

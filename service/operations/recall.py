@@ -130,6 +130,7 @@ def answer_recall(container: RecallPorts, asked: RecallAsk) -> dict[str, Any]:
         query_lines=container.settings.recall_query_lines,
         working_turns=container.settings.working_memory_turns,
         statuses=asked.statuses,
+        turn_alone=container.settings.turn_alone_vector,
     )
     traced = (
         {
@@ -197,6 +198,7 @@ def recall_candidates(
         candidates=container.settings.recall_candidates,
         working_turns=container.settings.working_memory_turns,
         query_lines=container.settings.recall_query_lines,
+        turn_alone=container.settings.turn_alone_vector,
     )
     with container.uow() as uow:
         gathered = gather(

@@ -167,5 +167,6 @@ class _Import:
                     user,
                     ids,
                     self.container.settings.turn_window,
+                    self.container.settings.turn_alone_vector,
                 )
         uow.transfer.mark_unindexed(self.tenant_id, [], sorted(row["event_id"] for row in rows))

@@ -47,6 +47,7 @@ class IngestSteps:
     embedder: Embedder
     keep_turns: bool
     window: int
+    alone: bool = False  # each turn embedded by itself too (``Settings.turn_alone_vector``)
     # The conflict judge when it is the rules: new memories are then judged right after persist,
     # in the same unit, and the index is written once, after the verdicts. None (an LLM judges,
     # seconds a pair) keeps resolve its own stage, so that one slow judgement holds up no batch.
@@ -75,7 +76,7 @@ def advance_events(
             # From recorded, extract moves a turn on to embed, or ends it (nothing to keep).
             stage[event.ref] = EventStage.EXTRACTED if onward else EventStage.DONE
     to_embed = [event for event, _ in events if stage[event.ref] is EventStage.EXTRACTED]
-    stage.update(embed_events(uow, steps.embedder, to_embed, steps.keep_turns, steps.window))
+    stage.update(embed_events(uow, steps.embedder, to_embed, steps.keep_turns, steps.window, steps.alone))
     persisted_here: list[TurnPublished] = []
     for event, _ in events:
         if stage[event.ref] is EventStage.EMBEDDED:

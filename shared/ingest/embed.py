@@ -25,17 +25,22 @@ def claim_embedding_model(uow: UnitOfWork, embedder: Embedder) -> None:
 
 
 def embed_event(
-    uow: UnitOfWork, embedder: Embedder, ref: str, keep_turns: bool = False, window: int = 1
+    uow: UnitOfWork,
+    embedder: Embedder,
+    ref: str,
+    keep_turns: bool = False,
+    window: int = 1,
+    alone: bool = False,
 ) -> list[FollowUp]:
     """Embed the event's drafts and, with ``keep_turns``, the turn's context window of ``window``
-    turns (one model call; a draft with the window's text shares its vector). A turn without
-    drafts skips ``persist``."""
+    turns, and with ``alone`` the turn by itself (one model call; a draft with the window's text
+    shares its vector). A turn without drafts skips ``persist``."""
     event, stage = load_event(uow, ref)
     if stage is not EventStage.EXTRACTED:
         # A redelivery re-sends the step after this one: persist, or index for a turn without
         # drafts (it skips persist).
         return next_step(ref, stage) if stage in (EventStage.EMBEDDED, EventStage.PERSISTED) else []
-    stages = embed_events(uow, embedder, [event], keep_turns, window)
+    stages = embed_events(uow, embedder, [event], keep_turns, window, alone)
     return next_step(ref, stages[event.ref].value)
 
 
@@ -45,10 +50,12 @@ def embed_events(
     events: Sequence[TurnPublished],
     keep_turns: bool = False,
     window: int = 1,
+    alone: bool = False,
 ) -> dict[str, EventStage]:
     """Embed the drafts and context windows of ``events`` (all at the extracted stage, in seq
-    order within each conversation) in one model call, and move each on: to embedded, or past
-    persist to persisted when it made no draft. Returns each event's new stage, by pipeline key.
+    order within each conversation), with ``alone`` each turn by itself too, in one model call,
+    and move each on: to embedded, or past persist to persisted when it made no draft. Returns
+    each event's new stage, by pipeline key.
 
     One call for a whole batch is what lets ingest run at the model's speed: the model's cost per
     text falls with the batch, and the fixed cost of a call is paid once."""
@@ -56,7 +63,7 @@ def embed_events(
         return {}
     claim_embedding_model(uow, embedder)
     texts: dict[str, None] = {}  # ordered and unique: a text repeated in the batch is embedded once
-    plans: list[tuple[TurnPublished, list[Memory], str | None, list[str]]] = []
+    plans: list[tuple[TurnPublished, list[Memory], str | None, list[str], str | None]] = []
     for event in events:
         drafts = [
             m
@@ -64,16 +71,18 @@ def embed_events(
             if m.status is MemoryStatus.PENDING
         ]
         turn_text: str | None = None
+        alone_text: str | None = None
         context: list[str] = []
         if keep_turns and not is_redacted(event):  # blanked by a privacy delete meanwhile
             turn_text, context = turn_window(uow, event, window)
-        for text in [m.content for m in drafts] + ([turn_text] if turn_text is not None else []):
+            alone_text = alone_text_of(event) if alone else None
+        for text in [m.content for m in drafts] + [t for t in (turn_text, alone_text) if t is not None]:
             texts.setdefault(text)
-        plans.append((event, drafts, turn_text, context))
+        plans.append((event, drafts, turn_text, context, alone_text))
     ordered = list(texts)
     vectors = dict(zip(ordered, embedder.embed_passages(ordered), strict=True)) if ordered else {}
     stages: dict[str, EventStage] = {}
-    for event, drafts, turn_text, context in plans:
+    for event, drafts, turn_text, context, alone_text in plans:
         for memory in drafts:
             memory.embedding = vectors[memory.content]
             memory.embedding_model = embedder.model_name
@@ -81,7 +90,8 @@ def embed_events(
                 memory.slot = meaning_slot(memory.content, memory.embedding, embedder, event.at)
             uow.memories.save(memory)
         if turn_text is not None:
-            uow.turn_index.set_vector(event.ref, vectors[turn_text], embedder.model_name, context)
+            own = vectors[alone_text] if alone_text is not None else None
+            uow.turn_index.set_vector(event.ref, vectors[turn_text], embedder.model_name, context, own)
         stages[event.ref] = EventStage.EMBEDDED if drafts else EventStage.PERSISTED
         uow.events.set_stage(event.ref, stages[event.ref].value)
     return stages
@@ -123,14 +133,30 @@ def turn_window(uow: UnitOfWork, event: TurnPublished, window: int) -> tuple[str
 
 
 def embed_windows(
-    uow: UnitOfWork, embedder: Embedder, tenant_id: str, user_id: str, event_ids: list[str], window: int
+    uow: UnitOfWork,
+    embedder: Embedder,
+    tenant_id: str,
+    user_id: str,
+    event_ids: list[str],
+    window: int,
+    alone: bool = False,
 ) -> int:
     """Embed the context windows of these turns of the user again (after a privacy delete blanked
-    a turn they held: their new windows leave it out); their points follow with the next index
-    push. Returns how many were embedded."""
+    a turn they held: their new windows leave it out; after an import of another model's
+    vectors), with ``alone`` each turn by itself too; their points follow with the next index
+    push. Returns how many turns were embedded."""
     turns = [s.event for s in uow.events.of_user(tenant_id, user_id, event_ids) if not is_redacted(s.event)]
     windows = [turn_window(uow, turn, window) for turn in turns]
-    vectors = embedder.embed_passages([text for text, _ in windows]) if windows else []
-    for turn, (_, context), vector in zip(turns, windows, vectors, strict=True):
-        uow.turn_index.set_vector(turn.ref, vector, embedder.model_name, context)
+    alone_texts = [alone_text_of(t) for t in turns] if alone else []
+    texts = list(dict.fromkeys([text for text, _ in windows] + alone_texts))
+    vectors = dict(zip(texts, embedder.embed_passages(texts), strict=True)) if texts else {}
+    for turn, (text, context) in zip(turns, windows, strict=True):
+        own = vectors[alone_text_of(turn)] if alone else None
+        uow.turn_index.set_vector(turn.ref, vectors[text], embedder.model_name, context, own)
     return len(turns)
+
+
+def alone_text_of(turn: TurnPublished) -> str:
+    """What is embedded for the turn by itself: its own line of its window (a turn without context
+    turns is its own window, and the two share one vector)."""
+    return window_text(turn.content, ())

@@ -31,6 +31,7 @@ from shared.language.sparse import sparse_query
 from shared.ports import Embedder, Reranker, VectorIndex, WorkingMemory
 from shared.recall import deterministic as stage1
 from shared.recall import floor, fusion, roles, slots, windows
+from shared.recall.alone import score_alone
 from shared.recall.explain import Scored, Trace, answered, exact_answer
 from shared.recall.features import Lists, candidate_features
 from shared.recall.relevance import RelevanceModel, packaged_model
@@ -94,6 +95,7 @@ def gather(
     vector = embed_query(request, embedder, index or turn_index, trace)
     query = SearchQuery(vector, sparse_query(times.content))
     found = search(uow, request, [(MEMORIES, index), (CONVERSATION_LOG, turn_index)], query, pool, trace)
+    score_alone(uow, request, vector, pool, trace)
     window_ranked = windows.window_ranked(in_window, vector, pool)
     trace.candidates["time"] = sum(1 for c in pool.values() if "time" in c.paths)
     follow_up = windows.is_follow_up(cues, times)

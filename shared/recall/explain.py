@@ -28,7 +28,7 @@ CUT_REASONS = {
 }
 MOVED_SHOWN = 3  # the features an explanation names as having moved the item most
 # The searches' scores, in the order an explanation lists them.
-SEARCH_PATHS = ("vector", "keyword", "turn_vector", "turn_keyword")
+SEARCH_PATHS = ("vector", "keyword", "turn_vector", "turn_keyword", "turn_alone")
 
 
 @dataclass

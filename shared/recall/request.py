@@ -149,6 +149,9 @@ class RecallRequest:
     # A query of several lines (a dialogue so far) is searched by its last ``query_lines`` lines
     # only (``Settings.recall_query_lines``; 0: the whole query).
     query_lines: int = 0
+    # Score each candidate by its turns embedded alone too (``Settings.turn_alone_vector``;
+    # ``shared.recall.alone``).
+    turn_alone: bool = False
 
     @property
     def is_dialogue(self) -> bool:

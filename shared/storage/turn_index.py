@@ -60,10 +60,23 @@ class TurnIndexRepository(Protocol):
         """(tenant, user) pairs that have recorded turns, in order, after ``after`` (keyset paging)."""
 
     def set_vector(
-        self, ref: str, vector: Sequence[float], model: str, window: Sequence[str] | None = None
+        self,
+        ref: str,
+        vector: Sequence[float],
+        model: str,
+        window: Sequence[str] | None = None,
+        alone: Sequence[float] | None = None,
     ) -> None:
-        """Keep the vector of the turn's context window and, when given, its context turns' ids;
-        the turn's point is then out of date."""
+        """Keep the vector of the turn's context window and, when given, its context turns' ids
+        and the vector of the turn by itself (``alone``: None leaves the turn without one, so that
+        no turn keeps an alone vector of another model than its window's); the turn's point is
+        then out of date."""
+
+    def alone_scores(
+        self, tenant_id: str, user_id: str, event_ids: Sequence[str], query: Sequence[float]
+    ) -> dict[str, float]:
+        """The cosine of ``query`` to the vector of each of those of the user's turns embedded by
+        itself, by event id (a turn without one is left out)."""
 
     def vectors(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> dict[str, list[float]]:
         """The stored vectors of those of the user's turns that have one, by event id."""

@@ -125,7 +125,9 @@ class FakeEventRepository(FakeRepository):
             if row is None or row["event"].user_id != user_id:
                 continue
             row["event"] = dataclasses.replace(row["event"], content="", metadata={"redacted": True})
-            row.update(embedding=None, embedding_model=None, turn_indexed=True, window=(), happened=None)
+            row.update(
+                embedding=None, embedding_model=None, alone=None, turn_indexed=True, window=(), happened=None
+            )
             out.append((i, row["event"].session_id))
         return sorted(out)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from shared.events import split_ref
 from shared.storage import TurnRow, TurnState
+from shared.vectors import cosine
 from tests.support.fake_state import FakeRepository, events_of
 
 
@@ -52,12 +53,26 @@ class FakeTurnIndexRepository(FakeRepository):
         return [p for p in pairs if after is None or p > after][:limit]
 
     def set_vector(
-        self, ref: str, vector: Sequence[float], model: str, window: Sequence[str] | None = None
+        self,
+        ref: str,
+        vector: Sequence[float],
+        model: str,
+        window: Sequence[str] | None = None,
+        alone: Sequence[float] | None = None,
     ) -> None:
         row = self.s.events[ref]
         row.update(embedding=list(vector), embedding_model=model, turn_indexed=False)
+        row["alone"] = list(alone) if alone is not None else None
         if window is not None:
             row["window"] = tuple(window)
+
+    def alone_scores(self, tenant_id, user_id, event_ids, query) -> dict[str, float]:
+        wanted = set(event_ids)
+        return {
+            i: cosine(r["alone"], query)
+            for i, r in events_of(self.s, tenant_id, user_id)
+            if i in wanted and r.get("alone") is not None
+        }
 
     def vectors(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> dict[str, list[float]]:
         wanted = set(event_ids)

@@ -47,9 +47,10 @@ def turn(seq, content, *, event_id=None, user="u1", session="s1", minutes=0):
 class Harness:
     """Runs each follow-up like the task layer: one unit of work, commit, then the next step."""
 
-    def __init__(self, *, turns: bool = False, window: int = 3):
+    def __init__(self, *, turns: bool = False, window: int = 3, alone: bool = False):
         self.store = FakeStore()
         self.window = window  # turns per context window, as Settings.turn_window
+        self.alone = alone  # each turn embedded by itself too, as Settings.turn_alone_vector
         self.embedder = HashingEmbedder(dim=16)
         self.index = FakeVectorIndex()
         # The conversation log (every turn embedded and indexed), as the workers run by default.
@@ -69,7 +70,9 @@ class Harness:
             elif task == TaskName.EXTRACT:
                 out = extract_event(uow, args[0], 5.0, NOW, keep_turns=keep)
             elif task == TaskName.EMBED:
-                out = embed_event(uow, self.embedder, args[0], keep_turns=keep, window=self.window)
+                out = embed_event(
+                    uow, self.embedder, args[0], keep_turns=keep, window=self.window, alone=self.alone
+                )
             elif task == TaskName.PERSIST:
                 out = persist_event(uow, args[0], NOW)
             elif task == TaskName.INDEX:
@@ -107,8 +110,8 @@ class Harness:
 class TurnHarness(Harness):
     """The pipeline with the conversation log indexed, as the workers run it by default."""
 
-    def __init__(self, window: int = 3) -> None:
-        super().__init__(turns=True, window=window)
+    def __init__(self, window: int = 3, alone: bool = False) -> None:
+        super().__init__(turns=True, window=window, alone=alone)
         assert self.turns is not None
 
 
@@ -120,11 +123,22 @@ ASKED = NOW + timedelta(days=1)  # when ask() asks, unless told otherwise
 
 
 def ask(
-    h, query, *, user="u1", now=None, k=5, statuses=RECALLABLE_STATUSES, reranker=None, tenant="default"
+    h,
+    query,
+    *,
+    user="u1",
+    now=None,
+    k=5,
+    statuses=RECALLABLE_STATUSES,
+    reranker=None,
+    tenant="default",
+    turn_alone=False,
 ) -> Any:
     """Recall for ``query`` at ASKED (or at ``now``), from the memories and, on a TurnHarness,
     the conversation log."""
-    request = RecallRequest(tenant, user, query, now=now or ASKED, k=k, statuses=statuses)
+    request = RecallRequest(
+        tenant, user, query, now=now or ASKED, k=k, statuses=statuses, turn_alone=turn_alone
+    )
     with h.store.uow() as uow:
         return recall(
             uow,

@@ -234,6 +234,7 @@ class SqlEventRepository(SessionRepository):
                 metadata_=dict(REDACTED_METADATA),
                 embedding=None,
                 embedding_model=None,
+                alone_vector=None,
                 window_ids=[],
                 # What was derived from the words goes with them.
                 happened_from=None,

@@ -106,7 +106,7 @@ def among(column: InstrumentedAttribute[str], values: Iterable[str]) -> ColumnEl
 
 
 # The columns a read leaves out when it never shows the vector (recall, listings, the log).
-WITHOUT_EMBEDDING = frozenset({"embedding"})
+WITHOUT_EMBEDDING = frozenset({"embedding", "alone_vector"})
 # And what ``event_from_row`` never looks at: the pipeline's bookkeeping of a turn. Recall re-reads
 # a few hundred turns per query, and parsing their three bookkeeping timestamps alone cost more
 # than a millisecond of it at 100k memories.

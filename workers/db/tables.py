@@ -17,6 +17,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     PrimaryKeyConstraint,
     String,
     Text,
@@ -110,6 +111,8 @@ class EventRow(UserOwned, Happened, Base):
     # Deferred: event reads (timeline, recall) must not decode 384 floats per row.
     embedding: Mapped[Vector | None] = mapped_column(deferred=True)
     embedding_model: Mapped[Name | None]
+    # The turn alone, as float32 bytes (migration 0020), for recall's ``alone`` scores; deferred too.
+    alone_vector: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
     turn_indexed: Mapped[bool] = mapped_column(server_default=false(), default=False)
     # The turns before it that the vector's context window holds (event ids, oldest first).
     window_ids: Mapped[Words] = mapped_column(server_default="{}")

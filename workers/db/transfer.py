@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from shared.models import MemoryStatus
 from shared.transfer import ImportRefused
+from workers.db.packed_vectors import pack_vector, unpack_vector
 from workers.db.tables import EventRow, HistoryRow, MemoryRow, ReceiptRow
 
 _TABLES: dict[str, Any] = {
@@ -60,7 +61,16 @@ def _export_rows(
         query = query.where(table.c.status != MemoryStatus.PENDING.value)
     query = query.order_by(table.c.user_id, *(table.c[c] for c in _ORDER[name]))
     for row in session.execute(query.execution_options(yield_per=500)).mappings():
-        yield {k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()}
+        yield {k: _exported(v) for k, v in row.items()}
+
+
+def _exported(value: Any) -> Any:
+    """A column's value as the file holds it: times as ISO text, a packed vector as its numbers."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, bytes):  # events.alone_vector, the one binary column
+        return unpack_vector(value)
+    return value
 
 
 def _import_rows(session: Session, name: str, rows: Sequence[tuple[int, dict[str, Any]]]) -> set[str]:
@@ -69,7 +79,7 @@ def _import_rows(session: Session, name: str, rows: Sequence[tuple[int, dict[str
     of work then writes nothing); memory ids come here made the tenant's own."""
     if not rows:
         return set()
-    typed = [row for _, row in rows]
+    typed = [_stored(name, row) for _, row in rows]
     key = _KEYS.get(name)
     table = _table(name)
     inserted: set[str] = set()
@@ -106,6 +116,13 @@ def _import_rows(session: Session, name: str, rows: Sequence[tuple[int, dict[str
                     number, f"{name}.{key}: {row[key]!r} is held by another user of this tenant"
                 )
     return inserted
+
+
+def _stored(name: str, row: dict[str, Any]) -> dict[str, Any]:
+    """The row as its table stores it: the turn's alone vector packed (``_exported`` unpacks it)."""
+    if name == "events" and row.get("alone_vector") is not None:
+        return {**row, "alone_vector": pack_vector(row["alone_vector"])}
+    return row
 
 
 def _held_memory_ids(session: Session, tenant_id: str, memory_ids: Sequence[str]) -> set[tuple[str, str]]:

@@ -14,6 +14,7 @@ from shared.events import split_ref
 from shared.storage import TurnRow, TurnState
 from workers.db.events import by_ref, by_refs
 from workers.db.mapping import among, event_from_row
+from workers.db.packed_vectors import cosines, pack_vector
 from workers.db.session import SessionRepository
 from workers.db.tables import EventRow
 
@@ -78,16 +79,36 @@ class SqlTurnIndexRepository(SessionRepository):
         return self._users_after(EventRow, after, limit)
 
     def set_vector(
-        self, ref: str, vector: Sequence[float], model: str, window: Sequence[str] | None = None
+        self,
+        ref: str,
+        vector: Sequence[float],
+        model: str,
+        window: Sequence[str] | None = None,
+        alone: Sequence[float] | None = None,
     ) -> None:
         values: dict[str, object] = {
             "embedding": list(vector),
             "embedding_model": model,
+            "alone_vector": pack_vector(alone) if alone is not None else None,
             "turn_indexed": False,
         }
         if window is not None:
             values["window_ids"] = list(window)
         self.session.execute(update(EventRow).where(*by_ref(ref)).values(**values))
+
+    def alone_scores(
+        self, tenant_id: str, user_id: str, event_ids: Sequence[str], query: Sequence[float]
+    ) -> dict[str, float]:
+        if not event_ids:
+            return {}
+        rows = self.session.execute(
+            select(EventRow.event_id, EventRow.alone_vector).where(
+                *EventRow.owned_by(tenant_id, user_id),
+                among(EventRow.event_id, event_ids),
+                EventRow.alone_vector.is_not(None),
+            )
+        ).all()
+        return cosines(query, {r.event_id: r.alone_vector for r in rows})
 
     def vectors(self, tenant_id: str, user_id: str, event_ids: Sequence[str]) -> dict[str, list[float]]:
         if not event_ids:

@@ -239,8 +239,9 @@ def extract(self: Task, ref: str) -> None:
 @app.task(name=TaskName.EMBED.value, base=PipelineTask, bind=True)
 def embed(self: Task, ref: str) -> None:
     c = container()
-    keep, window = c.settings.index_turns, c.settings.turn_window
-    run_unit(self.name, ref, lambda uow: embed_event(uow, c.embedder, ref, keep, window))
+    s = c.settings
+    keep, window, alone = s.index_turns, s.turn_window, s.turn_alone_vector
+    run_unit(self.name, ref, lambda uow: embed_event(uow, c.embedder, ref, keep, window, alone))
 
 
 @app.task(name=TaskName.PERSIST.value, base=PipelineTask, bind=True)
