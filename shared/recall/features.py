@@ -25,6 +25,7 @@ from datetime import datetime
 
 from shared.language.cues import QueryCues
 from shared.language.text import STOPWORDS, tokens
+from shared.recall.alone import ALONE_PATH
 from shared.recall.filler import is_filler_text
 from shared.recall.request import Candidate, Pool, RecallRequest
 from shared.recall.roles import is_assistant_question
@@ -73,6 +74,9 @@ FEATURES: tuple[str, ...] = (
     "session_best_dense",
     "session_candidates",
     "neighbour_dense",  # the best dense cosine of a candidate at seq ± 1, ± 2 of the same session
+    # its turns by themselves (``shared.recall.alone``; 0 and a gap of 1 when none has a vector)
+    "turn_alone",
+    "turn_alone_gap",  # the best alone cosine of the query minus this one
     # the query, and how peaked its results are (a question nothing answers finds a flat list)
     "dense_peak",  # the best dense cosine minus the fifth best
     "keyword_peak",  # the best BM25 over the fifth best (log)
@@ -156,6 +160,7 @@ def candidate_features(
     best_dense = max(dense.values(), default=0.0)
     best_keyword = max(keyword.values(), default=0.0)
     best_cue = max((c.cue_score for c in pool.values()), default=0.0)
+    best_alone = max((c.scores[ALONE_PATH] for c in pool.values() if ALONE_PATH in c.scores), default=0.0)
     words = [w for w in dict.fromkeys(tokens(request.searched)) if w not in STOPWORDS]
     dense_sorted = sorted(dense.values(), reverse=True)
     keyword_sorted = sorted(keyword.values(), reverse=True)
@@ -230,6 +235,8 @@ def candidate_features(
             max((session_best.get(s, 0.0) for s in sessions), default=0.0),
             float(max((session_count.get(s, 0) for s in sessions), default=0)),
             max(neighbours, default=0.0),
+            c.scores.get(ALONE_PATH, 0.0),
+            best_alone - c.scores[ALONE_PATH] if ALONE_PATH in c.scores else 1.0,
             dense_peak,
             keyword_peak,
             *shape,

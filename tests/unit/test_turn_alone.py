@@ -101,3 +101,21 @@ def test_another_users_alone_vectors_are_never_read():
     theirs = ask(h, "red fox", k=5, user="u10", turn_alone=True)
     assert any("turn_alone_score" in i.explanation for i in mine.items)
     assert theirs.items and all("turn_alone_score" not in i.explanation for i in theirs.items)
+
+
+def test_the_relevance_features_carry_the_alone_cosine_and_its_gap_to_the_best():
+    h = TurnHarness(window=3, alone=True)
+    h.say(*FOX)
+    out = ask(h, "red fox", k=5, turn_alone=True)
+    feats = [i.explanation["features"] for i in out.items]
+    best = max(f.get("turn_alone", 0.0) for f in feats)
+    assert best > 0
+    for item, f in zip(out.items, feats, strict=True):  # a feature at 0 is not listed
+        assert f.get("turn_alone", 0.0) == item.explanation["turn_alone_score"]
+        assert f.get("turn_alone_gap", 0.0) == round(best - f.get("turn_alone", 0.0), 6)
+    assert any(f.get("turn_alone_gap", 0.0) > 0 for f in feats)
+    off = ask(h, "red fox", k=5)
+    assert off.items and all(
+        "turn_alone" not in i.explanation["features"] and i.explanation["features"]["turn_alone_gap"] == 1.0
+        for i in off.items
+    )
