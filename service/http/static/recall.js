@@ -19,6 +19,7 @@ const COMPONENTS = [
   ["keyword_score", "keywords"],
   ["turn_vector_score", "log vector"],
   ["turn_keyword_score", "log keywords"],
+  ["turn_alone_score", "log turn alone"],
   ["half_life_score", "half-life"],
   ["relevance", "relevance"],
   ["rerank_score", "rerank"],
