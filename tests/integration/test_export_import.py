@@ -24,7 +24,7 @@ from shared.models import imported_memory_id
 from shared.settings import Settings
 from tests.support.api import publish_turns
 from tests.support.databases import SPARE_REDIS_URL, scratch_database
-from tests.support.services import run_cuemem, wait_processed
+from tests.support.services import run_cuemem, wait_processed, wait_until
 from workers.bootstrap import build_api_container
 from workers.db.migrate import upgrade
 
@@ -40,6 +40,7 @@ TURNS = {
 ELSEWHERE = ("Valparaiso", "Trondheim")  # the look-alikes' turns: acme:me's u1, acme's u10
 QUERIES = ["where does my sister live", "出差住哪里", "what do I drink now", "database password", "tea"]
 NOW = datetime.now(UTC) + timedelta(days=1)
+OWNER_UP_S = 300  # a safety net only, so that an owner that never starts fails instead of hanging
 
 
 @pytest.fixture
@@ -160,6 +161,9 @@ def test_a_round_trip_answers_the_same_recalls(
         target_container = build_api_container(target)
         target_key = create_key(target_container, "acme", "test")["key"]
         target_client = TestClient(create_app(target_container), raise_server_exceptions=False)
+        # A search the owner does not answer in time is left out of the recall, not an error: wait
+        # until the owner just started answers (a busy machine boots it slowly).
+        assert wait_until(lambda: target_client.get("/v1/ready").status_code == 200, OWNER_UP_S)
         # The same answers, each memory under the id the import gives it in its tenant
         # (shared.models.imported_memory_id: ids are never taken from a file as they are); equal
         # scores are ordered by id, so a tie may come in another order under the new ids.
