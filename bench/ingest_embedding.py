@@ -6,7 +6,10 @@ import multiprocessing
 import os
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from shared.settings import Settings
 
 
 def drafts_of(turns: Sequence[Mapping[str, Any]]) -> list[list[str]]:
@@ -36,17 +39,21 @@ def drafts_of(turns: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     return out
 
 
-def embedded_texts(turns: Sequence[Mapping[str, Any]], drafts: Sequence[list[str]]) -> list[str]:
+def embedded_texts(
+    turns: Sequence[Mapping[str, Any]], drafts: Sequence[list[str]], settings: Settings | None = None
+) -> list[str]:
     """Every text the pipeline embeds for these turns (in publish order, each conversation in seq
     order): each turn's drafts and, with the conversation log indexed (the default), its context
     window (``shared/indexing/turn_windows.py``: the turn with the turns before it in its
-    session). The raw-embedding phases embed exactly these, so a ratio compares like with like."""
+    session) and, with ``turn_alone_vector``, the turn by itself where that differs from its window
+    (``shared/ingest/embed.py: alone_text_of``). The raw-embedding phases embed exactly these, so a
+    ratio compares like with like."""
     from collections import defaultdict
 
     from shared.indexing.turn_windows import window_text
     from shared.settings import Settings
 
-    settings = Settings()
+    settings = settings or Settings()
     before: dict[tuple[str, str], list[str]] = defaultdict(list)
     texts: list[str] = []
     for turn, drafted in zip(turns, drafts, strict=True):
@@ -55,8 +62,10 @@ def embedded_texts(turns: Sequence[Mapping[str, Any]], drafts: Sequence[list[str
             history = before[(str(turn["user_id"]), str(turn["session_id"]))]
             context = history[-(settings.turn_window - 1) :] if settings.turn_window > 1 else []
             window = window_text(str(turn["content"]), context)
-            if window not in drafted:
-                texts.append(window)
+            own = [window]
+            if settings.turn_alone_vector:
+                own.append(window_text(str(turn["content"]), ()))
+            texts += [t for t in dict.fromkeys(own) if t not in drafted]
             history.append(str(turn["content"]))
     return texts
 
