@@ -46,11 +46,11 @@ def embedded_texts(
     order): each turn's drafts and, with the conversation log indexed (the default), its context
     window (``shared/indexing/turn_windows.py``: the turn with the turns before it in its
     session) and, with ``turn_alone_vector``, the turn by itself where that differs from its window
-    (``shared/ingest/embed.py: alone_text_of``). The raw-embedding phases embed exactly these, so a
+    (``shared/indexing/turn_windows.py: alone_text``). The raw-embedding phases embed exactly these, so a
     ratio compares like with like."""
     from collections import defaultdict
 
-    from shared.indexing.turn_windows import window_text
+    from shared.indexing.turn_windows import alone_text, window_text
     from shared.settings import Settings
 
     settings = settings or Settings()
@@ -64,7 +64,7 @@ def embedded_texts(
             window = window_text(str(turn["content"]), context)
             own = [window]
             if settings.turn_alone_vector:
-                own.append(window_text(str(turn["content"]), ()))
+                own.append(alone_text(str(turn["content"])))
             texts += [t for t in dict.fromkeys(own) if t not in drafted]
             history.append(str(turn["content"]))
     return texts

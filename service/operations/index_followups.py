@@ -136,7 +136,7 @@ def reindex(container: Indexing) -> dict[str, int]:
     c = container
 
     def here() -> dict[str, int]:
-        return rebuild_indexes(c.uow, c.indexes(), c.embedder)
+        return rebuild_indexes(c.uow, c.indexes(), c.embedder, c.settings.turn_alone_vector)
 
     def at_owner() -> dict[str, int]:
         from infra.broker import send_only_app

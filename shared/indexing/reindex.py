@@ -1,5 +1,7 @@
 """The rebuild (``cuemem reindex``): a collection's index made again from Postgres, re-embedding
-rows that have no vector or one of another model. Written once for every collection.
+rows that have no vector or one of another model. Written once for every collection. With
+``turn_alone_vector`` on, it then gives every embedded turn its vector by itself where it has none
+(``fill_alone_vectors``): turns logged before the setting was on, or re-embedded here.
 
 A long job, so it commits batch by batch: an interrupted run leaves rows marked unindexed, and
 running it again finishes the work.
@@ -11,7 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from shared.indexing.collections import Collection, Indexes
+from shared.indexing.collections import TURNS, Collection, Indexes
+from shared.indexing.turn_windows import alone_text
 from shared.ports import Embedder, VectorIndex
 from shared.storage import UnitOfWork
 
@@ -61,11 +64,40 @@ def rebuild_collection(
     return stats
 
 
+def fill_alone_vectors(
+    uow_factory: Callable[[], UnitOfWork], embedder: Embedder, batch_size: int = 256
+) -> int:
+    """Give each turn whose window has a vector of ``embedder``'s model, but which has no vector
+    by itself, that vector (``uow.turn_index.set_alone``); batch by batch, each committed, so an
+    interrupted run is finished by the next. Returns the turns given one."""
+    model = embedder.model_name
+    filled = 0
+    after = ""
+    while True:
+        with uow_factory() as uow:
+            turns = uow.turn_index.without_alone(after, batch_size, model)
+            if not turns:
+                break
+            after = turns[-1].ref
+            texts = list(dict.fromkeys(alone_text(t.content) for t in turns))
+            vectors = dict(zip(texts, embedder.embed_passages(texts), strict=True))
+            filled += sum(
+                uow.turn_index.set_alone(t.ref, vectors[alone_text(t.content)], model) for t in turns
+            )
+            uow.commit()
+    log.info("turns given their vector alone: %d", filled)
+    return filled
+
+
 def rebuild_indexes(
-    uow_factory: Callable[[], UnitOfWork], indexes: Indexes, embedder: Embedder
+    uow_factory: Callable[[], UnitOfWork], indexes: Indexes, embedder: Embedder, alone: bool = False
 ) -> dict[str, int]:
-    """``cuemem reindex``: ``rebuild_collection`` for each of ``indexes``, one report."""
+    """``cuemem reindex``: ``rebuild_collection`` for each of ``indexes``, one report; with
+    ``alone`` (``turn_alone_vector``) and the conversation log indexed, ``fill_alone_vectors``
+    after it (``turns_alone``: the turns given one)."""
     stats: dict[str, int] = {}
     for collection, index in indexes.items():
         stats.update(rebuild_collection(uow_factory, collection, index, embedder))
+    if alone and TURNS in indexes:
+        stats["turns_alone"] = fill_alone_vectors(uow_factory, embedder)
     return stats

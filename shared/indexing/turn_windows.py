@@ -44,3 +44,9 @@ def window_text(own: str, context: Sequence[str]) -> str:
     context it is the turn's own text, so a window of 1 indexes each turn alone."""
     lines = [clip(c) for c in context if c.strip()]
     return "\n".join([*lines, " ".join(own.split())])
+
+
+def alone_text(own: str) -> str:
+    """What is embedded for a turn by itself (``Settings.turn_alone_vector``): its own line of its
+    window. A turn without context turns is its own window, and the two share one vector."""
+    return window_text(own, ())

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from shared.events import Role, TurnPublished
-from shared.indexing.turn_windows import window_text
+from shared.indexing.turn_windows import alone_text, window_text
 from shared.ingest.common import load_event, next_step
 from shared.ingest.plans import as_said
 from shared.ingest.slot_meaning import gives_a_value, prototypes, slot_by_meaning
@@ -71,18 +71,18 @@ def embed_events(
             if m.status is MemoryStatus.PENDING
         ]
         turn_text: str | None = None
-        alone_text: str | None = None
+        own_text: str | None = None
         context: list[str] = []
         if keep_turns and not is_redacted(event):  # blanked by a privacy delete meanwhile
             turn_text, context = turn_window(uow, event, window)
-            alone_text = alone_text_of(event) if alone else None
-        for text in [m.content for m in drafts] + [t for t in (turn_text, alone_text) if t is not None]:
+            own_text = alone_text(event.content) if alone else None
+        for text in [m.content for m in drafts] + [t for t in (turn_text, own_text) if t is not None]:
             texts.setdefault(text)
-        plans.append((event, drafts, turn_text, context, alone_text))
+        plans.append((event, drafts, turn_text, context, own_text))
     ordered = list(texts)
     vectors = dict(zip(ordered, embedder.embed_passages(ordered), strict=True)) if ordered else {}
     stages: dict[str, EventStage] = {}
-    for event, drafts, turn_text, context, alone_text in plans:
+    for event, drafts, turn_text, context, own_text in plans:
         for memory in drafts:
             memory.embedding = vectors[memory.content]
             memory.embedding_model = embedder.model_name
@@ -90,7 +90,7 @@ def embed_events(
                 memory.slot = meaning_slot(memory.content, memory.embedding, embedder, event.at)
             uow.memories.save(memory)
         if turn_text is not None:
-            own = vectors[alone_text] if alone_text is not None else None
+            own = vectors[own_text] if own_text is not None else None
             uow.turn_index.set_vector(event.ref, vectors[turn_text], embedder.model_name, context, own)
         stages[event.ref] = EventStage.EMBEDDED if drafts else EventStage.PERSISTED
         uow.events.set_stage(event.ref, stages[event.ref].value)
@@ -147,16 +147,10 @@ def embed_windows(
     push. Returns how many turns were embedded."""
     turns = [s.event for s in uow.events.of_user(tenant_id, user_id, event_ids) if not is_redacted(s.event)]
     windows = [turn_window(uow, turn, window) for turn in turns]
-    alone_texts = [alone_text_of(t) for t in turns] if alone else []
+    alone_texts = [alone_text(t.content) for t in turns] if alone else []
     texts = list(dict.fromkeys([text for text, _ in windows] + alone_texts))
     vectors = dict(zip(texts, embedder.embed_passages(texts), strict=True)) if texts else {}
     for turn, (text, context) in zip(turns, windows, strict=True):
-        own = vectors[alone_text_of(turn)] if alone else None
+        own = vectors[alone_text(turn.content)] if alone else None
         uow.turn_index.set_vector(turn.ref, vectors[text], embedder.model_name, context, own)
     return len(turns)
-
-
-def alone_text_of(turn: TurnPublished) -> str:
-    """What is embedded for the turn by itself: its own line of its window (a turn without context
-    turns is its own window, and the two share one vector)."""
-    return window_text(turn.content, ())

@@ -72,6 +72,16 @@ class TurnIndexRepository(Protocol):
         no turn keeps an alone vector of another model than its window's); the turn's point is
         then out of date."""
 
+    def without_alone(self, after: str, limit: int, model: str) -> list[TurnPublished]:
+        """Turns whose window has a vector of ``model`` but which have none by themselves (embedded
+        before ``turn_alone_vector`` was on, or by a rebuild), in pipeline key order after the key
+        ``after`` (every tenant's: the rebuild's)."""
+
+    def set_alone(self, ref: str, alone: Sequence[float], model: str) -> bool:
+        """Keep the vector of the turn by itself, only while its window's vector is of ``model``
+        (neither re-embedded for another model nor blanked by a privacy delete meanwhile); whether
+        it was kept."""
+
     def alone_scores(
         self, tenant_id: str, user_id: str, event_ids: Sequence[str], query: Sequence[float]
     ) -> dict[str, float]:

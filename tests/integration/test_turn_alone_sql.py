@@ -110,3 +110,91 @@ def test_an_export_carries_the_alone_vectors_and_an_import_restores_them(sql_set
         assert scores["beta"] != scores["acme"]
     finally:
         container.close()
+
+
+def _unfilled(uow: Any, limit: int) -> list[str]:
+    """Every turn without its vector alone, paged ``limit`` at a time as the rebuild pages."""
+    refs: list[str] = []
+    while page := uow.turn_index.without_alone(refs[-1] if refs else "", limit, "m"):
+        refs += [t.ref for t in page]
+    return refs
+
+
+def _fill(uow: Any) -> tuple[list[str], list[bool], list[str]]:
+    for tenant, user in OWNERS:
+        for n, event_id in enumerate(IDS[user]):
+            turn = TurnPublished(event_id, tenant, user, "s1", n + 1, Role.USER, f"{user} {n}", AT, {})
+            assert uow.events.insert_if_absent(turn, "embedded")
+            uow.turn_index.set_vector(turn.ref, [0.1] * 4, "m", [])
+    uow.turn_index.set_vector("beta/a:b", [0.1] * 4, "old", [])  # another model's window
+    uow.turn_index.set_vector("acme/b1", [0.1] * 4, "m", [], [1.0] * 4)  # has one already
+    uow.events.redact("acme", "u1", ["a:b"])
+    before = _unfilled(uow, 2)
+    kept = [uow.turn_index.set_alone(ref, _vector(*ref.split("/")[:1], "u1", 0), "m") for ref in before[:3]]
+    kept += [uow.turn_index.set_alone(r, [1.0] * 4, "m") for r in ("beta/a:b", "acme/a:b")]
+    return before, kept, _unfilled(uow, 3)
+
+
+def test_turns_without_their_vector_alone_are_paged_and_filled_as_the_fakes_do(
+    sql_settings: Settings,
+) -> None:
+    """The rebuild's pages of turns lacking one, across tenants whose ids collide (``a``, ``a:``,
+    ``a:b``): neither a turn of another model's window, nor a blanked one, nor one that has it;
+    ``set_alone`` refuses those two."""
+    with FakeStore().uow() as uow:
+        expected = _fill(uow)
+    before, kept, after = expected
+    assert len(before) == len(OWNERS) * 3 - 3 and "beta/a:b" not in before and "acme/a:b" not in before
+    assert "acme/b1" not in before and kept == [True, True, True, False, False] and after == before[3:]
+    container = build_container(sql_settings)
+    try:
+        with container.uow() as uow:
+            assert _fill(uow) == expected
+    finally:
+        container.close()
+
+
+def test_cuemem_reindex_with_the_setting_on_fills_them(sql_settings: Settings) -> None:
+    """The rebuild as the CLI and the worker task run it (``index_followups.reindex``), with
+    ``CUEMEM_TURN_ALONE_VECTOR`` on: each owner's turns scored alone by their own words."""
+    from service.operations.index_followups import reindex
+    from shared.indexing.turn_windows import alone_text
+    from shared.vectors import cosine
+
+    for alone in (False, True):
+        container = build_container(sql_settings.model_copy(update={"turn_alone_vector": alone}))
+        try:
+            model, dim = container.embedder.model_name, container.embedder.dim
+            if not alone:
+                with container.uow() as uow:
+                    for tenant, user in OWNERS:
+                        for n, event_id in enumerate(IDS[user]):
+                            turn = TurnPublished(
+                                event_id,
+                                tenant,
+                                user,
+                                "s1",
+                                n + 1,
+                                Role.USER,
+                                f"{tenant} {user} {n} fox",
+                                AT,
+                                {},
+                            )
+                            assert uow.events.insert_if_absent(turn, "done")
+                            uow.turn_index.set_vector(turn.ref, [0.5] * dim, model, [])
+                    uow.commit()
+            stats = reindex(container)
+            assert stats.get("turns_alone") == (len(OWNERS) * 3 if alone else None)
+            query = container.embedder.embed_query("acme u10 1 fox")
+            with container.uow() as uow:
+                for tenant, user in OWNERS:
+                    scores = uow.turn_index.alone_scores(tenant, user, EVERY_ID, query)
+                    if not alone:
+                        assert scores == {}
+                        continue
+                    assert set(scores) == set(IDS[user])
+                    for n, event_id in enumerate(IDS[user]):
+                        own = container.embedder.embed_passages([alone_text(f"{tenant} {user} {n} fox")])[0]
+                        assert round(scores[event_id], 5) == round(cosine(query, own), 5)
+        finally:
+            container.close()

@@ -66,6 +66,29 @@ class FakeTurnIndexRepository(FakeRepository):
         if window is not None:
             row["window"] = tuple(window)
 
+    def without_alone(self, after, limit, model):
+        key = lambda r: (r["event"].tenant_id, r["event"].event_id)  # noqa: E731
+        start = split_ref(after) if after else ("", "")
+        rows = sorted(
+            (
+                r
+                for r in self.s.events.values()
+                if key(r) > (start[0] or "", start[1])
+                and r.get("embedding") is not None
+                and r.get("embedding_model") == model
+                and r.get("alone") is None
+            ),
+            key=key,
+        )
+        return [r["event"] for r in rows[:limit]]
+
+    def set_alone(self, ref, alone, model) -> bool:
+        row = self.s.events.get(ref)
+        if row is None or row.get("embedding") is None or row.get("embedding_model") != model:
+            return False
+        row["alone"] = list(alone)
+        return True
+
     def alone_scores(self, tenant_id, user_id, event_ids, query) -> dict[str, float]:
         wanted = set(event_ids)
         return {

@@ -119,3 +119,66 @@ def test_the_relevance_features_carry_the_alone_cosine_and_its_gap_to_the_best()
         "turn_alone" not in i.explanation["features"] and i.explanation["features"]["turn_alone_gap"] == 1.0
         for i in off.items
     )
+
+
+def _alone_vectors(h: TurnHarness) -> dict[str, list[float] | None]:
+    return {ref: row.get("alone") for ref, row in h.state.events.items()}
+
+
+def test_reindex_gives_turns_logged_before_the_setting_their_vector_alone():
+    """Turns logged with the setting off (two users, ids colliding by prefix) get, from
+    ``cuemem reindex`` with it on, each the vector of its own text alone; off, none."""
+    from shared.indexing.reindex import rebuild_indexes
+    from shared.indexing.turn_windows import alone_text
+
+    h = TurnHarness(window=3)
+    for user in ("u1", "u10"):
+        for n, text in enumerate(FOX, start=1):
+            h.drain(turn(n, f"{user} {text}", user=user))
+    assert set(_alone_vectors(h).values()) == {None}
+    assert "turns_alone" not in rebuild_indexes(h.store.uow, h.indexes, h.embedder)
+    assert set(_alone_vectors(h).values()) == {None}
+    stats = rebuild_indexes(h.store.uow, h.indexes, h.embedder, alone=True)
+    assert stats["turns_alone"] == 6
+    for row in h.state.events.values():
+        assert row["alone"] == h.embedder.embed_passages([alone_text(row["event"].content)])[0]
+    # Now recall scores them alone; a second run has nothing left to fill.
+    out = ask(h, "red fox", user="u10", turn_alone=True)
+    assert any("turn_alone_score" in i.explanation for i in out.items)
+    assert rebuild_indexes(h.store.uow, h.indexes, h.embedder, alone=True)["turns_alone"] == 0
+
+
+def test_reindex_for_another_model_embeds_the_turns_alone_again_with_it():
+    from shared.indexing.reindex import rebuild_indexes
+    from shared.indexing.turn_windows import alone_text
+    from workers.endpoints.embedders.hashing import HashingEmbedder
+
+    h = TurnHarness(window=3, alone=True)
+    h.say(*FOX)
+    other = HashingEmbedder(dim=24)
+    stats = rebuild_indexes(h.store.uow, h.indexes, other, alone=True)
+    assert stats["turns_embedded"] == 3 and stats["turns_alone"] == 3
+    for row in h.state.events.values():
+        assert row["embedding_model"] == other.model_name
+        assert row["alone"] == other.embed_passages([alone_text(row["event"].content)])[0]
+
+
+def test_an_alone_vector_is_kept_only_while_its_window_is_of_that_model():
+    h = TurnHarness(window=3)
+    h.say(*FOX)
+    with h.store.uow() as uow:
+        model = h.embedder.model_name
+        assert [t.event_id for t in uow.turn_index.without_alone("", 10, model)] == [
+            "e-u1-s1-1",
+            "e-u1-s1-2",
+            "e-u1-s1-3",
+        ]
+        assert [t.event_id for t in uow.turn_index.without_alone("default/e-u1-s1-1", 1, model)] == [
+            "e-u1-s1-2"
+        ]
+        assert uow.turn_index.without_alone("", 10, "another-model") == []
+        assert not uow.turn_index.set_alone("default/e-u1-s1-1", [1.0] * 16, "another-model")
+        assert uow.turn_index.set_alone("default/e-u1-s1-1", [1.0] * 16, model)
+        uow.events.redact("default", "u1", ["e-u1-s1-2"])
+        assert not uow.turn_index.set_alone("default/e-u1-s1-2", [1.0] * 16, model)
+        assert [t.event_id for t in uow.turn_index.without_alone("", 10, model)] == ["e-u1-s1-3"]

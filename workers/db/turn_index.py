@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from sqlalchemy import select, tuple_, update
 from sqlalchemy.orm import undefer
 
-from shared.events import split_ref
+from shared.events import TurnPublished, split_ref
 from shared.storage import TurnRow, TurnState
 from workers.db.events import by_ref, by_refs
 from workers.db.mapping import among, event_from_row
@@ -95,6 +95,31 @@ class SqlTurnIndexRepository(SessionRepository):
         if window is not None:
             values["window_ids"] = list(window)
         self.session.execute(update(EventRow).where(*by_ref(ref)).values(**values))
+
+    def without_alone(self, after: str, limit: int, model: str) -> list[TurnPublished]:
+        tenant, event_id = split_ref(after) if after else ("", "")
+        rows = self.session.scalars(
+            select(EventRow)
+            .where(
+                tuple_(EventRow.tenant_id, EventRow.event_id) > tuple_(tenant or "", event_id),
+                EventRow.embedding_model == model,
+                EventRow.embedding.is_not(None),
+                EventRow.alone_vector.is_(None),
+            )
+            .order_by(EventRow.tenant_id, EventRow.event_id)
+            .limit(limit)
+        )
+        return [event_from_row(row).event for row in rows]
+
+    def set_alone(self, ref: str, alone: Sequence[float], model: str) -> bool:
+        # The model and a vector still there in the same statement: a window re-embedded for
+        # another model or blanked by a privacy delete since it was read keeps no alone vector.
+        done = self.session.execute(
+            update(EventRow)
+            .where(*by_ref(ref), EventRow.embedding_model == model, EventRow.embedding.is_not(None))
+            .values(alone_vector=pack_vector(alone))
+        )
+        return bool(done.rowcount)  # type: ignore[attr-defined]
 
     def alone_scores(
         self, tenant_id: str, user_id: str, event_ids: Sequence[str], query: Sequence[float]

@@ -156,4 +156,4 @@ def _search(
 @app.task(name=TaskName.REINDEX.value, bind=True, ignore_result=False)
 def reindex(self: Task) -> dict[str, int]:
     c = container()
-    return rebuild_indexes(c.uow, c.indexes(), c.embedder)
+    return rebuild_indexes(c.uow, c.indexes(), c.embedder, c.settings.turn_alone_vector)
