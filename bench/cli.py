@@ -292,6 +292,8 @@ def train_ranker_cmd(
         typer.echo(f"no fit keeps every dev number of {result['kept_prior']} and gains: nothing written")
         return
     share = f", {result['prior']['weight']} of {result['prior']['version']}" if result.get("prior") else ""
+    if result.get("on_top_l2") is not None:
+        share = f" (on top of {result['prior']['version']}, L2 {result['on_top_l2']})"
     typer.echo(f"model {result['version']}: C {result['C']}{share}, min_relevance {result['min_relevance']}")
     for name, numbers in result["dev_at_min_relevance"].items():
         typer.echo(f"  {name}: " + ", ".join(f"{k} {v}" for k, v in numbers.items()))

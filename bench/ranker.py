@@ -12,7 +12,9 @@ metrics over its own questions, :func:`headline`, each set weighing the same). W
 (the model in service), each fit is also blended with it (:func:`blend`: the logit a weighted
 mean of the two, one linear model again) and the choice is the best of those that keep every
 headline metric of every dev set, and the share of no-answer questions left empty at the floor
-each gets, at least the prior's. The prior itself is one of them: when it is the best, nothing
+each gets, at least the prior's. Beside the blends, the prior with only the features it gives no
+weight fitted on top of it (``bench.ranker_prior.on_top``): what a refit of everything on a small
+training split would move, it keeps. The prior itself is one of them: when it is the best, nothing
 is written (it keeps its weights as they are), and a refit that helps one set and costs another
 is never taken. A feature that fewer than ``MIN_SUPPORT`` training rows show gets no weight, in
 a fit or a blend (:func:`unsupported`). The floor
@@ -36,6 +38,7 @@ from typing import Any
 from bench import metrics
 from bench.common import machine_info
 from bench.ranker_features import read_features
+from bench.ranker_prior import ON_TOP_L2, blend, on_top
 
 # Half-decades: 96 training questions chose 0.03 to 1 where 48 chose 10 (docs/BENCHMARKS.md).
 CS = (0.01, 0.03, 0.1, 0.3, 1.0, 10.0)
@@ -158,31 +161,6 @@ def headline(name: str) -> tuple[str, ...]:
         ("R@1", "R@5", "any@5")
         if spec is not None and spec.metrics == MADIAL
         else ("any@5", "all@5", "all@10")
-    )
-
-
-def blend(prior: Any, fitted: Any, weight: float, drop: Sequence[int] = ()) -> Any:
-    """One linear model whose logit is ``weight`` times the prior's plus the rest times the fit's,
-    in the fit's standardisation (the same features in the same order); the features in ``drop``
-    get no weight from either (:func:`unsupported`)."""
-    import dataclasses
-
-    import numpy as np
-
-    def raw(m: Any) -> tuple[Any, float]:  # weights and bias over the unstandardised features
-        w = np.asarray(m.weights) / np.asarray(m.scale)
-        return w, float(m.bias - (w * np.asarray(m.mean)).sum())
-
-    if tuple(prior.features) != tuple(fitted.features):
-        raise ValueError(f"prior: model {prior.version} has other features than the fit")
-    (wp, bp), (wf, bf) = raw(prior), raw(fitted)
-    w = weight * wp + (1.0 - weight) * wf
-    bias = weight * bp + (1.0 - weight) * bf
-    w[list(drop)] = 0.0
-    return dataclasses.replace(
-        fitted,
-        weights=tuple(float(v) for v in w * np.asarray(fitted.scale)),
-        bias=float(bias + (w * np.asarray(fitted.mean)).sum()),
     )
 
 
@@ -362,7 +340,7 @@ def train(
         raise ValueError(f"prior: model {prior.version} has another feature list than this code's")
     prior_dev = {name: evaluate(prior, lines) for name, lines in sorted(dev.items())} if prior else {}
 
-    def measured(c: float | None, weight: float, model: Any) -> dict[str, Any]:
+    def measured(c: float | None, weight: float, model: Any, l2: float | None = None) -> dict[str, Any]:
         per_set = {name: evaluate(model, lines) for name, lines in sorted(dev.items())}
         score = _dev_score(per_set) if per_set else _dev_score({"training": evaluate(model, train_lines)})
         keeps = all(
@@ -374,6 +352,7 @@ def train(
         return {
             "C": c,
             "prior_weight": weight,
+            "on_top_l2": l2,  # fitted on top of the prior (``on_top``) with this penalty
             "dev": per_set,
             "score": round(score, 4),
             "keeps_prior": keeps if prior is not None else None,
@@ -388,11 +367,21 @@ def train(
         candidates.append(measured(c, 0.0, fitted))
         if prior is not None:
             candidates += [measured(c, w, blend(prior, fitted, w, drop)) for w in PRIOR_WEIGHTS]
-    # Best score first; on a tie the prior (a change must gain something), then the stronger
-    # regularisation, then the larger share of the prior (the smaller change).
+    for l2 in ON_TOP_L2 if prior is not None else ():
+        if (added := on_top(prior, train_lines, l2, drop)) is not None:
+            candidates.append(measured(None, 1.0, added, l2))
+    # Best score first; on a tie the prior (a change must gain something), then a fit on top of it
+    # (it moves no weight the prior has), then the stronger regularisation, then the larger share
+    # of the prior (the smaller change).
     ranked_candidates = sorted(
         (r for r in candidates if r["keeps_prior"] is not False),
-        key=lambda r: (r["score"], r["C"] is None, -(r["C"] or 0.0), r["prior_weight"]),
+        key=lambda r: (
+            r["score"],
+            r is candidates[0] and prior is not None,
+            r["on_top_l2"] or 0.0,
+            -(r["C"] or 0.0),
+            r["prior_weight"],
+        ),  # fmt: skip
         reverse=True,
     )
     # The first that also leaves at least as many no-answer questions empty as the prior at the
@@ -411,7 +400,7 @@ def train(
     else:  # unreachable: the prior keeps its own numbers, and without one the first is taken
         raise AssertionError("train: no candidate to choose")
     tried = [{k: v for k, v in r.items() if k != "model"} for r in candidates]
-    if best["C"] is None:  # the prior is the best: nothing is written
+    if best["C"] is None and best["on_top_l2"] is None:  # the prior is the best: nothing is written
         kept = {"kept_prior": prior.version, "version": prior.version, "C": None, "prior": None,
                 "unsupported_features": [FEATURES[j] for j in drop]}  # fmt: skip
         return {
@@ -436,14 +425,12 @@ def train(
         "training_rows": int(sum(len(line["candidates"]) for line in train_lines)),
         "training_questions": len(train_lines),
         "unsupported_features": {"min_support": MIN_SUPPORT, "given_no_weight": [FEATURES[j] for j in drop]},
-        "model": "sklearn.linear_model.LogisticRegression over standardised features"
-        + (
-            f", blended with {prior.version} at weight {best['prior_weight']}" if best["prior_weight"] else ""
-        ),
+        "model": _described(best, prior),
         "chosen_by": "best mean of each dev set's headline metrics over its own questions (offline)"
         + (", among the fits that keep every one at least the prior's" if prior is not None else "")
         + (", and the share of no-answer questions left empty at their floor" if prior_empty else ""),
         "C": best["C"],
+        "on_top_l2": best["on_top_l2"],
         "prior": None
         if prior is None
         else {
@@ -475,6 +462,7 @@ def train(
         "model": str(out_model),
         "version": version,
         "C": best["C"],
+        "on_top_l2": best["on_top_l2"],
         "prior": provenance["prior"],
         "prior_no_answer_empty": prior_empty or None,
         "unsupported_features": provenance["unsupported_features"],
@@ -485,6 +473,25 @@ def train(
         "no_answer_dev": provenance["no_answer_dev"],
         "curves": {"training": train_curve, **dev_curves},
     }
+
+
+def _described(best: dict[str, Any], prior: Any) -> str:
+    """What the chosen model is, for its provenance."""
+    from shared.recall.features import FEATURES
+
+    if best["on_top_l2"] is not None:
+        added = [
+            f for f, w, was in zip(FEATURES, best["model"].weights, prior.weights, strict=True) if w != was
+        ]
+        return (
+            f"{prior.version} kept, and only the features it gave no weight ({', '.join(added)}) fitted on"
+            " top of it with a shift of its bias, its logit as an offset (L2 "
+            f"{best['on_top_l2']} on their standardised weights, scipy.optimize L-BFGS-B)"
+        )
+    blended = (
+        f", blended with {prior.version} at weight {best['prior_weight']}" if best["prior_weight"] else ""
+    )
+    return "sklearn.linear_model.LogisticRegression over standardised features" + blended
 
 
 def _digest(model: Any) -> str:

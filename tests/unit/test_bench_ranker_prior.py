@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from bench.ranker import blend, fit, train, unsupported
+from bench.ranker import fit, train, unsupported
 from bench.ranker_features import FORMAT
+from bench.ranker_prior import blend, on_top
 from shared.recall.features import FEATURES
 from shared.recall.relevance import RelevanceModel
 
@@ -103,8 +104,10 @@ def test_a_fit_that_costs_one_dev_set_what_the_prior_has_is_not_taken(tmp_path: 
     assert report["kept_prior"] == "prior" and not (tmp_path / "m.json").exists()
 
 
-def _prior(weight: float = 4.0) -> RelevanceModel:
-    weights = [weight if f == THEIRS else 0.0 for f in range(N)]
+def _prior(weight: float = 4.0, rest: float = 0.0) -> RelevanceModel:
+    """Reads THEIRS; ``rest`` on every other feature (a weight on each leaves nothing to fit on top
+    of it, so that only fits and blends are tried)."""
+    weights = [weight if f == THEIRS else rest for f in range(N)]
     return RelevanceModel(FEATURES, (0.0,) * N, (1.0,) * N, tuple(weights), -2.0, 0.0, "prior", "emb")
 
 
@@ -126,7 +129,7 @@ def test_a_blend_that_keeps_what_the_prior_answers_and_answers_more_is_taken(tmp
     }
     files = [_file(tmp_path / f"{name}.jsonl", lines) for name, lines in dev.items()]
     out = tmp_path / "m.json"
-    report = train([_file(tmp_path / "train.jsonl", _training())], files, out, prior=_prior())
+    report = train([_file(tmp_path / "train.jsonl", _training())], files, out, prior=_prior(rest=1e-6))
     assert 0.0 < report["prior"]["weight"] < 1.0 and report["prior"]["version"] == "prior"
     chosen = next(
         t for t in report["tried"] if (t["C"], t["prior_weight"]) == (report["C"], report["prior"]["weight"])
@@ -166,7 +169,8 @@ def test_a_feature_the_training_split_barely_shows_gets_no_weight(tmp_path: Path
     assert link in dropped and OURS not in dropped and THEIRS not in dropped
     assert link not in unsupported(training, min_support=1)
 
-    weights = [4.0 if f == THEIRS else -15.0 if f == link else 0.0 for f in range(N)]
+    # A weight on every feature: nothing to fit on top of it, so fits and blends are what is tried.
+    weights = [4.0 if f == THEIRS else -15.0 if f == link else 1e-6 for f in range(N)]
     prior = RelevanceModel(FEATURES, (0.0,) * N, (1.0,) * N, tuple(weights), -2.0, 0.0, "prior", "emb")
     dev = {
         "a": [_question("a", i, {THEIRS: 1.0}, {}) for i in range(10)],
@@ -180,3 +184,53 @@ def test_a_feature_the_training_split_barely_shows_gets_no_weight(tmp_path: Path
     assert written["weights"][link] == 0.0
     assert "link" in written["provenance"]["unsupported_features"]["given_no_weight"]
     assert fit(training, 1.0, dropped).weights[link] == 0.0
+
+
+def test_a_fit_on_top_of_the_prior_moves_only_the_features_it_gave_no_weight() -> None:
+    """The prior reads THEIRS; the training split teaches OURS, to which the prior gives no
+    weight. On top of it, OURS gets a positive weight and a standardisation of its own, and every
+    other feature keeps the prior's weight, mean and scale: two rows differing in THEIRS alone
+    differ in logit exactly as under the prior."""
+    prior = _prior()
+    added = on_top(prior, _training(), 10.0)
+    assert added is not None and added.weights[OURS] > 0
+    others = [j for j in range(N) if j != OURS]
+    for attr in ("weights", "mean", "scale"):
+        assert [getattr(added, attr)[j] for j in others] == [getattr(prior, attr)[j] for j in others]
+    row, theirs = [0.0] * N, [0.0] * N
+    theirs[THEIRS] = 1.0
+    assert added.logits([theirs])[0] - added.logits([row])[0] == pytest.approx(
+        prior.logits([theirs])[0] - prior.logits([row])[0]
+    )
+    # A feature the training split barely shows (``drop``) is not fitted; with none left, no fit.
+    assert on_top(prior, _training(), 10.0, drop=[OURS]) is None
+    # The prior's own weight on such a feature stays: it was learned on the prior's split.
+    link = FEATURES.index("link")
+    linked = dataclasses.replace(
+        prior, weights=tuple(-3.0 if j == link else w for j, w in enumerate(prior.weights))
+    )
+    kept = on_top(linked, _training(), 10.0, drop=[link])
+    assert kept is not None and kept.weights[link] == -3.0 and kept.weights[OURS] > 0
+
+
+def test_a_fit_on_top_that_answers_more_and_keeps_the_rest_is_taken(tmp_path: Path) -> None:
+    """Dev set "a" is answered by THEIRS against OURS (a refit that trades THEIRS for OURS loses
+    it), "b" by OURS alone (the prior ties every candidate there and loses it): on top of the
+    prior, OURS answers "b" and THEIRS still wins "a"."""
+    prior = RelevanceModel(
+        FEATURES, (0.0,) * N, (1.0,) * N, tuple(20.0 if f == THEIRS else 0.0 for f in range(N)), -10.0, 0.0,
+        "prior", "emb",
+    )  # fmt: skip
+    dev = {
+        "a": [_question("a", i, {THEIRS: 1.0}, {OURS: 1.0}) for i in range(10)],
+        "b": [_question("b", i, {OURS: 1.0}, {}) for i in range(10)],
+    }
+    files = [_file(tmp_path / f"{name}.jsonl", lines) for name, lines in dev.items()]
+    out = tmp_path / "m.json"
+    report = train([_file(tmp_path / "train.jsonl", _training())], files, out, prior=prior)
+    assert report["on_top_l2"] is not None and report["C"] is None
+    chosen = next(t for t in report["tried"] if t["on_top_l2"] == report["on_top_l2"])
+    assert chosen["dev"]["a"]["any@5"] == 1.0 and chosen["dev"]["b"]["any@5"] == 1.0
+    written = RelevanceModel.from_json(json.loads(out.read_text(encoding="utf-8")))
+    assert written.weights[THEIRS] == 20.0 and written.weights[OURS] > 0
+    assert "kept, and only the features it gave no weight (dense)" in written.provenance["model"]
