@@ -8,10 +8,13 @@ library.
 
 from __future__ import annotations
 
+from types import TracebackType
 from typing import Any
 
 import redis
 from celery import Celery
+from celery.result import AsyncResult
+from kombu.exceptions import OperationalError
 
 # URL schemes of a Redis broker as Celery/kombu spell them (kombu names a unix socket
 # ``redis+socket://``; the embedded broker uses one).
@@ -50,3 +53,29 @@ def send_only_app(broker_url: str, *, with_results: bool = False) -> Celery:
         broker_connection_retry_on_startup=True,
     )
     return app
+
+
+def send_task(app: Celery, name: str, **options: Any) -> AsyncResult:
+    """``app.send_task``, with a broker connection lost mid-publish always raised as kombu's
+    ``OperationalError`` (the error every caller already retries).
+
+    kombu's Redis transport can lose that race in its own code: a channel whose connection was
+    dropped while the broker restarts reads ``self.connection.client`` from ``None`` when it
+    publishes (``Channel._connparams`` under ``_put``), and the caller gets an ``AttributeError``
+    that no retry policy takes for an outage; a task's follow-up was then dead-lettered instead
+    of retried. Only an ``AttributeError`` raised inside kombu is translated: one from anywhere
+    else is a bug and stays what it is."""
+    try:
+        return app.send_task(name, **options)
+    except AttributeError as exc:
+        if not _raised_inside(exc.__traceback__, "kombu."):
+            raise
+        raise OperationalError(f"the broker connection was lost while sending {name}: {exc}") from exc
+
+
+def _raised_inside(tb: TracebackType | None, package: str) -> bool:
+    """Whether the innermost frame of ``tb`` runs code of ``package`` (a dotted prefix)."""
+    last = None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last is not None and str(last.tb_frame.f_globals.get("__name__", "")).startswith(package)

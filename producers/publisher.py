@@ -26,7 +26,7 @@ from kombu.exceptions import OperationalError
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from infra import redis_layout, tracing
-from infra.broker import open_redis, send_only_app
+from infra.broker import open_redis, send_only_app, send_task
 from producers.fair_share import FairShare
 from shared.events import (
     MAX_SEQ,
@@ -290,8 +290,8 @@ class Publisher:
             with attempt:
                 self._note_unrecorded(entries)
                 # Celery's own publish retry is off so that tenacity is the one retry policy.
-                self._app.send_task(
-                    task.value, args=args, queue=ROUTES[task].value, retry=False, priority=priority
+                send_task(
+                    self._app, task.value, args=args, queue=ROUTES[task].value, retry=False, priority=priority
                 )
 
 

@@ -35,6 +35,7 @@ from workers.lexicon import apply_lexicon
 
 if TYPE_CHECKING:
     import redis
+    from celery import Celery
 
     from workers.broker import RedisClients
 
@@ -340,16 +341,19 @@ def build_index(
 _EDGE_DIRS = {IndexKind.MEMORIES: "qdrant", IndexKind.TURNS: "qdrant-turns"}
 
 
-def _broker_dispatcher(settings: Settings) -> Callable[[Sequence[FollowUp]], None]:
-    from infra.broker import send_only_app
+def _broker_dispatcher(settings: Settings, app: Celery | None = None) -> Callable[[Sequence[FollowUp]], None]:
+    """How a task's follow-ups are sent once its unit of work has committed; ``app``: the
+    send-only app to use (one for the broker URL when not given)."""
+    from infra.broker import send_only_app, send_task
 
-    if not settings.broker_url:
-        raise RuntimeError("CUEMEM_BROKER_URL is not set; follow-up tasks cannot be enqueued")
-    app = send_only_app(settings.broker_url)
+    if app is None:
+        if not settings.broker_url:
+            raise RuntimeError("CUEMEM_BROKER_URL is not set; follow-up tasks cannot be enqueued")
+        app = send_only_app(settings.broker_url)
 
     def send(followups: Sequence[FollowUp]) -> None:
         for f in followups:
-            app.send_task(f.task, args=list(f.args), queue=ROUTES[TaskName(f.task)].value)
+            send_task(app, f.task, args=list(f.args), queue=ROUTES[TaskName(f.task)].value)
 
     return send
 

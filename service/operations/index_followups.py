@@ -139,10 +139,10 @@ def reindex(container: Indexing) -> dict[str, int]:
         return rebuild_indexes(c.uow, c.indexes(), c.embedder, c.settings.turn_alone_vector)
 
     def at_owner() -> dict[str, int]:
-        from infra.broker import send_only_app
+        from infra.broker import send_only_app, send_task
 
         remote = send_only_app(c.settings.broker_url or "", with_results=True)
-        result = remote.send_task(TaskName.REINDEX.value, queue=ROUTES[TaskName.REINDEX].value)
+        result = send_task(remote, TaskName.REINDEX.value, queue=ROUTES[TaskName.REINDEX].value)
         stats: dict[str, int] = result.get(timeout=REBUILD_TIMEOUT_S)
         return stats
 

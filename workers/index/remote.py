@@ -27,6 +27,7 @@ from typing import Any
 
 from celery import Celery
 
+from infra.broker import send_task
 from shared.ports import (
     IndexHit,
     IndexOwnedElsewhere,
@@ -126,7 +127,7 @@ def ask_owner(app: Celery, task: TaskName, args: list[Any], timeout_s: float, ex
     (a search nobody waits for), or, with ``expire=False``, still runs when the owner gets to it
     (a write that must happen)."""
     expires = timeout_s if expire else None
-    result = app.send_task(task.value, args=args, queue=ROUTES[task].value, expires=expires)
+    result = send_task(app, task.value, args=args, queue=ROUTES[task].value, expires=expires)
     try:
         return result.get(timeout=timeout_s, propagate=True)
     except IndexUnavailable:
