@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 from kombu.exceptions import OperationalError
@@ -40,6 +40,9 @@ from shared.events import (
 )
 from shared.queues import ROUTES, TaskName
 from shared.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +100,7 @@ class Publisher:
         redis_client: redis.Redis | None = None,
         fair_share_turns: int = 0,
         fair_share_window_s: int = 60,
+        app: Celery | None = None,
     ):
         self.tenant_id = tenant_id
         self.limits = limits or EventLimits()
@@ -106,8 +110,9 @@ class Publisher:
         self._redis = redis_client or open_redis(redis_url)
         self._assign = self._redis.register_script(redis_layout.ASSIGN_SEQ_SCRIPT)
         self._fair_share = FairShare(self._redis, fair_share_turns, fair_share_window_s)
-        # Tasks are sent by name: producers never import the workers' app.
-        self._app = send_only_app(broker_url)
+        # Tasks are sent by name: producers never import the workers' app. ``app``: a send-only
+        # app of the caller's own (one for ``broker_url`` when not given).
+        self._app = app or send_only_app(broker_url)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Publisher:
