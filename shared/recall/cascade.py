@@ -98,7 +98,7 @@ def gather(
     score_alone(uow, request, vector, pool, trace)
     window_ranked = windows.window_ranked(in_window, vector, pool)
     trace.candidates["time"] = sum(1 for c in pool.values() if "time" in c.paths)
-    follow_up = windows.is_follow_up(cues, times)
+    follow_up = windows.is_follow_up(cues, times) and not windows.names_what_was_said(cues, pool)
     recent_ranked = windows.recent_candidates(uow, request, pool) if follow_up else []
     trace.candidates["recent"] = len(recent_ranked)
     lists = Lists(
@@ -161,6 +161,8 @@ def _ordered(
         # newest memories come first (in the model's order). The training questions all name
         # their subject: the model has no follow-up to learn this from.
         recent = {c.item.id for c in gathered.lists.recent}
+        if recent:
+            notes.append("a follow-up that names nothing of its own: the newest memories come first")
         ranked = [c for c in ranked if c.item.id in recent] + [c for c in ranked if c.item.id not in recent]
     if gathered.asked_slot is not None:
         # "Where do I work?" asks for the slot's current value, which ingest keeps as one memory:

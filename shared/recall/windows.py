@@ -223,6 +223,15 @@ def is_follow_up(cues: QueryCues, times: NamedTimes) -> bool:
     return len(cues.keywords) <= 1 and not cues.entities and not cues.tags and not times.windows
 
 
+def names_what_was_said(cues: QueryCues, pool: Pool) -> bool:
+    """Whether a keyword of the query is in something the searches found ("血型" in "我的血型是
+    AB型"): then the query names a subject the user spoke of, however short it is, and is no
+    follow-up. One keyword alone is most short Chinese questions ("我的血型是什么？"); a
+    follow-up's ("那我现在该怎么办？": "怎么办") is in nothing the user said about a subject."""
+    keywords = [k.lower() for k in cues.keywords]
+    return any(k in c.item.content.lower() for c in pool.values() for k in keywords)
+
+
 def recent_candidates(uow: UnitOfWork, request: RecallRequest, pool: Pool) -> list[Candidate]:
     """The user's newest memories: a follow-up question ("那我现在该怎么办？") is about them."""
     start = request.now - timedelta(days=RECENT_DAYS)
