@@ -243,7 +243,10 @@ def recall(
     )
     model = relevance or packaged_model()
     if request.min_relevance is None:
-        floor_here = default_floor(model, embedder, request, len(gathered.pool), trace.notes)
+        # With no candidate at all there is nothing to floor: a note on why no floor applies would
+        # only contradict "nothing remembered answers this".
+        notes = trace.notes if gathered.pool else []
+        floor_here = default_floor(model, embedder, request, len(gathered.pool), notes)
         request = dataclasses.replace(request, min_relevance=floor_here)
         trace.request = request
     ranked, scored, without_range = rank(gathered, request, model, trace)

@@ -110,6 +110,7 @@ def test_recall_never_crosses_users():
         out = ask(h, "生产环境部署端口是多少", user=user)
         assert out.items == [] and out.stage == "none"
         assert any(n.startswith("nothing remembered answers this") for n in out.trace["notes"])
+        assert not any(n.startswith("no relevance floor") for n in out.trace["notes"]), out.trace["notes"]
 
 
 def test_duplicate_texts_do_not_fill_the_list():
