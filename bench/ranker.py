@@ -25,7 +25,8 @@ share of no-answer questions it leaves empty, and each set's whole curve, are re
 
 The fitted model is written with its provenance: the command, the training file's hash and
 subset, the features, the choice and the dev numbers (offline: the candidates ranked by the model,
-the first k taken, without the cut's near-duplicate rule, so a little above what recall returns).
+in the order recall gives them, a candidate whose turns are all behind those before it waiting
+(:func:`_items`); without the cut's near-duplicate rule, which needs texts the file does not hold).
 """
 
 from __future__ import annotations
@@ -110,7 +111,13 @@ def ranked(model: Any, line: dict[str, Any]) -> list[tuple[float, dict[str, Any]
 
 
 def _items(scored: Sequence[tuple[float, dict[str, Any]]]) -> list[metrics.Item]:
-    return [metrics.Item(frozenset(c["dias"]), int(c["tokens"])) for _, c in scored]
+    """The ranked candidates in the order recall gives them: a candidate whose turns are all
+    behind candidates before it waits (``shared.recall.fusion.new_evidence_first``, recall's own
+    rule; its near-duplicate rule needs texts the file does not hold)."""
+    from shared.recall.fusion import new_evidence_first
+
+    given = new_evidence_first(list(scored), len(scored), lambda s: s[1]["dias"])
+    return [metrics.Item(frozenset(c["dias"]), int(c["tokens"])) for _, c in given]
 
 
 # The categories of each set's headline (bench.suite.SETS): LoCoMo's category 5 is adversarial.
@@ -193,7 +200,7 @@ def no_answer_curve(model: Any, lines: Sequence[dict[str, Any]]) -> list[dict[st
         if line["foreign"]:
             best_foreign.append(top[0][0] if top else 0.0)
         elif line["evidence"]:
-            own.append((list(line["evidence"]), top[:10]))
+            own.append((list(line["evidence"]), top))
 
     def kept(t: float) -> dict[str, float]:
         # The floor decides whether there is an answer (``shared.recall.floor``): a question whose
@@ -203,7 +210,7 @@ def no_answer_curve(model: Any, lines: Sequence[dict[str, Any]]) -> list[dict[st
             hits = 0.0
             for evidence, top in own:
                 if top and top[0][0] >= t:
-                    cov = metrics.coverage(evidence, _items(top[:k]))
+                    cov = metrics.coverage(evidence, _items(top)[:k])
                     hits += getattr(cov, field) if cov is not None else 0.0
             out[name] = hits / len(own) if own else 0.0
         return out

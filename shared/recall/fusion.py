@@ -10,7 +10,8 @@ near-duplicates, the newest statement of a slot first. Every list is ordered wit
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
+from typing import TypeVar
 
 from shared.ports import Reranker
 from shared.recall.explain import Scored, Trace
@@ -19,6 +20,8 @@ from shared.recall.rerank import rerank_order
 from shared.vectors import cosine
 
 DUPLICATE_COSINE = 0.97
+
+Item = TypeVar("Item")
 
 
 def merged(found: dict[str, list[Candidate]], a: str, b: str) -> list[Candidate]:
@@ -70,15 +73,30 @@ def diverse(ranked: list[Candidate], k: int, taken: Sequence[Candidate] = ()) ->
     An item whose source turns are all already behind items taken (a second memory drawn from
     the same turn, a turn a memory taken already quotes) adds no new evidence: it waits until
     the items that do add some have had their slots, and fills what is left, in rank order."""
-    chosen: list[Candidate] = list(taken)
-    waiting: list[Candidate] = []
-    covered = {e for c in chosen for e in _source_events(c)}
+    return new_evidence_first(ranked, k, _source_events, _near_duplicate, taken)
+
+
+def new_evidence_first(
+    ranked: Sequence[Item],
+    k: int,
+    sources: Callable[[Item], Collection[str]],
+    duplicate: Callable[[Item, list[Item]], bool] = lambda item, chosen: False,
+    taken: Sequence[Item] = (),
+) -> list[Item]:
+    """Up to k minus ``len(taken)`` of ``ranked`` in rank order, an item whose ``sources`` are all
+    behind items already chosen waiting until the others have had their slots, a ``duplicate`` of
+    one chosen skipped: :func:`diverse` over candidates, and ``cuemem bench train-ranker`` over
+    the rows of a features file (their turns' dialogue ids), so that a model is chosen on the list
+    recall gives."""
+    chosen: list[Item] = list(taken)
+    waiting: list[Item] = []
+    covered = {e for c in chosen for e in sources(c)}
     for cand in ranked:
         if len(chosen) >= k:
             break
-        if _near_duplicate(cand, chosen):
+        if duplicate(cand, chosen):
             continue
-        events = _source_events(cand)
+        events = set(sources(cand))
         if events and events <= covered:
             waiting.append(cand)
             continue
@@ -87,7 +105,7 @@ def diverse(ranked: list[Candidate], k: int, taken: Sequence[Candidate] = ()) ->
     for cand in waiting:
         if len(chosen) >= k:
             break
-        if not _near_duplicate(cand, chosen):
+        if not duplicate(cand, chosen):
             chosen.append(cand)
     return chosen[len(taken) :]
 
