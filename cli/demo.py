@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from cli.common import DataDir, settings_for, setup_logging
+from cli.recall import why_line
 from producers.jsonl import read_jsonl
 from producers.publisher import Publisher
 from service.operations.recall import recall_for
@@ -88,13 +89,7 @@ def run_demo(
             if not out["items"]:
                 echo("   (nothing) " + "; ".join(out["trace"]["notes"]))
             for i, item in enumerate(out["items"], 1):
-                ex = item["explanation"]
-                why = "+".join(ex["paths"])
-                if ex.get("matched_cues"):
-                    why += " " + ",".join(ex["matched_cues"])
-                if "vector_score" in ex:
-                    why += f" cos={ex['vector_score']:.2f}"
-                echo(f"   {i}. [{item['type']}] {item['content']}   <- {why}")
+                echo(f"   {i}. [{item['type']}] {item['content']}   <- {why_line(item['explanation'])}")
         echo("\nTry: cuemem recall --user demo-user '忌口' --json   |   cuemem memories --user demo-user")
 
 

@@ -99,19 +99,27 @@ def option_errors(exc: InvalidInput) -> str:
     return "; ".join(f"{RECALL_OPTIONS.get(e.field, e.field)}: {e.problem}" for e in exc.errors)
 
 
+def why_line(explanation: dict[str, Any]) -> str:
+    """What found an item and how likely it is to answer, in one line: its paths, the cues it
+    matched, its cosine to the query and the relevance model's probability (an item near 0 is
+    only the closest thing the store holds, and the plain output must let a reader see that)."""
+    why = "+".join(explanation.get("paths", []))
+    if explanation.get("matched_cues"):
+        why += " " + ",".join(explanation["matched_cues"])
+    if "vector_score" in explanation:
+        why += f" cos={explanation['vector_score']:.2f}"
+    if "relevance" in explanation:
+        why += f" relevance={explanation['relevance']:.3f}"
+    return why
+
+
 def _print_recall(query: str, out: dict[str, Any]) -> None:
     typer.echo(f"? {query}  [stage: {out['stage']}]")
     if not out["items"]:
         typer.echo("  (nothing found) " + "; ".join(out["trace"].get("notes", [])))
     for i, item in enumerate(out["items"], 1):
-        ex = item["explanation"]
-        why = ", ".join(ex.get("paths", []))
-        if ex.get("matched_cues"):
-            why += " cues=" + ",".join(ex["matched_cues"])
-        if "vector_score" in ex:
-            why += f" cos={ex['vector_score']:.3f}"
         status = "" if item["status"] in ("active", "working", "log") else f" ({item['status']})"
-        typer.echo(f"  {i}. [{item['type']}]{status} {item['content']}   ({why})")
+        typer.echo(f"  {i}. [{item['type']}]{status} {item['content']}   <- {why_line(item['explanation'])}")
 
 
 def memories(
