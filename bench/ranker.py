@@ -194,13 +194,17 @@ def no_answer_curve(model: Any, lines: Sequence[dict[str, Any]]) -> list[dict[st
     """Per threshold: the share of no-answer questions left with nothing, and the own questions'
     any@5, all@5 and all@10 kept (each with its drop from no floor)."""
     best_foreign: list[float] = []
-    own: list[tuple[list[str], list[tuple[float, dict[str, Any]]]]] = []
+    # Each own question's evidence, best probability and first ten items in recall's order, put
+    # in that order once: every threshold reads them.
+    own: list[tuple[list[str], float, list[metrics.Item]]] = []
     for line in lines:
         top = ranked(model, line)
         if line["foreign"]:
             best_foreign.append(top[0][0] if top else 0.0)
+        elif line["evidence"] and top:
+            own.append((list(line["evidence"]), top[0][0], _items(top)[:10]))
         elif line["evidence"]:
-            own.append((list(line["evidence"]), top))
+            own.append((list(line["evidence"]), -1.0, []))
 
     def kept(t: float) -> dict[str, float]:
         # The floor decides whether there is an answer (``shared.recall.floor``): a question whose
@@ -208,9 +212,9 @@ def no_answer_curve(model: Any, lines: Sequence[dict[str, Any]]) -> list[dict[st
         out = {}
         for name, k, field in FLOOR_METRICS:
             hits = 0.0
-            for evidence, top in own:
-                if top and top[0][0] >= t:
-                    cov = metrics.coverage(evidence, _items(top)[:k])
+            for evidence, best, items in own:
+                if items and best >= t:
+                    cov = metrics.coverage(evidence, items[:k])
                     hits += getattr(cov, field) if cov is not None else 0.0
             out[name] = hits / len(own) if own else 0.0
         return out
