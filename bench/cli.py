@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from bench.cli_ranker import ranker_features_cmd, small_stores_cmd, train_ranker_cmd
 from bench.scratch import DEFAULT_PG_ADMIN, INGEST_REDIS, LATENCY_REDIS
 
 bench_app = typer.Typer(
@@ -141,166 +142,10 @@ def suite_cmd(
     typer.echo(f"report: {out / 'report.md'}")
 
 
-@bench_app.command("ranker-features")
-def ranker_features_cmd(
-    data: Annotated[Path, typer.Option("--data", help="A LoCoMo-shaped file (read, never copied)")],
-    out: Annotated[Path, typer.Option("--out", help="The features file (JSON lines) to write")],
-    data_dir: Annotated[
-        Path, typer.Option("--data-dir", help="cuemem state to ingest into, reused when it holds the data")
-    ],
-    name: Annotated[
-        str | None, typer.Option("--name", help="The set's name in the file (default: the data file's stem)")
-    ] = None,
-    samples: Annotated[
-        int | None,
-        typer.Option("--samples", min=1, help="Only N samples, drawn with --seed (the training subset)"),
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="The draw of --samples")] = 30,
-    sample_ids: Annotated[
-        str | None, typer.Option("--sample-ids", help="Only these comma-separated sample ids (file order)")
-    ] = None,
-    questions: Annotated[
-        int | None, typer.Option("--questions", min=1, help="Only the first N questions of each sample")
-    ] = None,
-    foreign: Annotated[
-        bool,
-        typer.Option(
-            "--no-answer/--no-no-answer", help="Also ask each sample's questions of the next sample's user"
-        ),
-    ] = True,
-) -> None:
-    """Each question's candidates from every recall path, with features and labels (train-ranker's input)."""
-    from bench.locomo_data import LocomoDataError, load_locomo
-    from bench.ranker_features import dump_features, seeded_samples
-
-    if not data.is_file():
-        raise typer.BadParameter(f"{data} does not exist or is not a file", param_hint="--data")
-    if samples is not None and sample_ids is not None:
-        raise typer.BadParameter("give --samples or --sample-ids, not both", param_hint="--samples")
-    try:
-        load_locomo(data)
-        chosen = (
-            seeded_samples(data, samples, seed)
-            if samples is not None
-            else [s.strip() for s in sample_ids.split(",") if s.strip()]
-            if sample_ids is not None
-            else None
-        )
-        counts = dump_features(
-            data, out, data_dir, name=name or data.stem, samples=chosen, questions=questions, foreign=foreign
-        )
-    except (LocomoDataError, ValueError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="--data / --samples") from None
-    typer.echo(
-        f"{counts['questions']} questions, {counts['candidates']} candidates, "
-        f"{counts['relevant']} relevant: {out}"
-    )
-
-
-def _model_file(path: Path) -> Any:
-    """A relevance model file, read as recall reads one; a clear error naming the file if not."""
-    import json
-
-    from shared.recall.relevance import RelevanceModel
-
-    try:
-        return RelevanceModel.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError) as exc:  # ModelFileError is a ValueError
-        raise typer.BadParameter(f"{path}: {exc}", param_hint="--prior") from None
-
-
-@bench_app.command("train-ranker")
-def train_ranker_cmd(
-    train: Annotated[
-        list[Path] | None,
-        typer.Option("--train", help="A features file of the training split (repeatable)"),
-    ] = None,
-    out: Annotated[Path, typer.Option("--out", help="The model file to write")] = Path(
-        "shared/data/relevance-model.json"
-    ),
-    dev: Annotated[
-        list[Path] | None,
-        typer.Option("--dev", help="A features file of a dev set to choose on (repeatable)"),
-    ] = None,
-    report: Annotated[
-        Path | None, typer.Option("--report", help="Also write the whole report (JSON) here")
-    ] = None,
-    compare_lightgbm: Annotated[
-        bool,
-        typer.Option(
-            "--compare-lightgbm", help="Also fit LightGBM on the same rows and report its dev numbers"
-        ),
-    ] = False,
-    prior: Annotated[
-        Path | None,
-        typer.Option(
-            "--prior",
-            help="The model file in service: each fit is also blended with it, and the choice keeps "
-            "every dev set's headline metrics and no-answer share at least its own (needs --dev); "
-            "when none gains, nothing is written",
-        ),
-    ] = None,
-    refloor_model: Annotated[
-        Path | None,
-        typer.Option(
-            "--refloor",
-            help="Fit nothing: choose only the floor of this model file again on the --dev sets "
-            "(its weights stay) and write it to --out",
-        ),
-    ] = None,
-) -> None:
-    """Fit the relevance model on the training split's features, choose on the dev sets', write it."""
-    import json
-
-    from bench.ranker import refloor
-    from bench.ranker import train as train_model
-
-    if (refloor_model is None) == (not train):
-        raise typer.BadParameter(
-            "give --train files to fit, or --refloor MODEL, not both", param_hint="--train"
-        )
-    for path in [*(train or []), *(dev or []), *(p for p in (refloor_model, prior) if p is not None)]:
-        if not path.is_file():
-            raise typer.BadParameter(
-                f"{path} does not exist or is not a file", param_hint="--train / --dev / --refloor / --prior"
-            )
-    if prior is not None and refloor_model is not None:
-        raise typer.BadParameter(
-            "--prior blends fits: give it with --train, not --refloor", param_hint="--prior"
-        )
-    if prior is not None and not dev:
-        raise typer.BadParameter(
-            "give --dev sets to compare the fits with the prior on", param_hint="--prior"
-        )
-    prior_model = _model_file(prior) if prior is not None else None
-    from bench.ranker_lightgbm import compare_boosted
-
-    try:
-        if refloor_model is not None:
-            result = refloor(refloor_model, dev or [], out)
-        else:
-            result = train_model(train or [], dev or [], out, prior=prior_model)
-        if compare_lightgbm and train:
-            result["lightgbm"] = compare_boosted(train, dev or [])
-    except ValueError as exc:
-        hint = "--prior" if str(exc).startswith("prior:") else "--train / --dev"
-        raise typer.BadParameter(str(exc), param_hint=hint) from None
-    if report is not None:
-        report.parent.mkdir(parents=True, exist_ok=True)
-        report.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    if result.get("kept_prior"):
-        typer.echo(f"no fit keeps every dev number of {result['kept_prior']} and gains: nothing written")
-        return
-    share = f", {result['prior']['weight']} of {result['prior']['version']}" if result.get("prior") else ""
-    if result.get("on_top_l2") is not None:
-        share = f" (on top of {result['prior']['version']}, L2 {result['on_top_l2']})"
-    typer.echo(f"model {result['version']}: C {result['C']}{share}, min_relevance {result['min_relevance']}")
-    for name, numbers in result["dev_at_min_relevance"].items():
-        typer.echo(f"  {name}: " + ", ".join(f"{k} {v}" for k, v in numbers.items()))
-    for objective, sets in result.get("lightgbm", {}).items():
-        for name, numbers in sets.items():
-            typer.echo(f"  lightgbm {objective} {name}: " + ", ".join(f"{k} {v}" for k, v in numbers.items()))
-    typer.echo(f"written: {out}")
+# The relevance model's commands live in their own module (bench.cli_ranker).
+bench_app.command("small-stores")(small_stores_cmd)
+bench_app.command("ranker-features")(ranker_features_cmd)
+bench_app.command("train-ranker")(train_ranker_cmd)
 
 
 def _csv_ints(value: str, option: str) -> list[int]:

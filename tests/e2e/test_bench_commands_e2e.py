@@ -37,6 +37,7 @@ BENCH_COMMANDS = {
     "locomo",
     "ranker-features",
     "serve",
+    "small-stores",
     "suite",
     "train-ranker",
 }
@@ -188,3 +189,54 @@ def test_bench_footprint_samples_every_deployed_process(work: Path) -> None:
     assert load["errors"] == 0 and load["turns"] >= 1 and load["recalls"] >= 1, load
     assert load["batches"] >= 1, load
     assert results["migrate"]["rss_peak_mb"] > 0
+
+
+def test_bench_small_stores_writes_a_file_the_other_commands_read(work: Path) -> None:
+    from bench.locomo_data import load_locomo
+
+    def session(sample_id: str, n: int) -> list[dict[str, str]]:
+        return [{"speaker": "Ann", "dia_id": f"D{n}:1", "text": f"{sample_id} said thing {n}"}]
+
+    samples = []
+    for sample_id in ("u1", "u10"):
+        conv: dict[str, Any] = {"speaker_a": "Ann", "speaker_b": "Bo"}
+        for n in range(1, 6):
+            conv[f"session_{n}"] = session(sample_id, n)
+            conv[f"session_{n}_date_time"] = f"1:00 pm on {n} May, 2023"
+        qa = [
+            {"question": f"thing {n}?", "answer": "x", "evidence": [f"D{n}:1"], "category": 4} for n in (1, 3)
+        ]
+        samples.append({"sample_id": sample_id, "conversation": conv, "qa": qa})
+    data, out = work / "tiny.json", work / "stores" / "small.json"
+    data.write_text(json.dumps(samples), encoding="utf-8")
+    env = child_env(CUEMEM_DATA_DIR=str(work), TMPDIR=str(work))
+    run = cuemem(
+        None, "bench", "small-stores", "--data", str(data), "--out", str(out), "--extra", "1", env=env
+    )
+    assert run.code == 0, str(run)
+    assert "4 stores of 8 sessions in all (0 questions left out" in run.stdout
+    stores = load_locomo(out)
+    assert [c.sample_id for c in stores] == ["u1-q0", "u1-q1", "u10-q0", "u10-q1"]
+    for store in stores:
+        (question,) = store.questions
+        assert len({t.session for t in store.turns}) == 2
+        assert set(question.evidence.ids) <= {t.dia_id for t in store.turns}
+        assert all(t.text.startswith(store.sample_id.split("-q")[0] + " ") for t in store.turns)
+    # Bad input: a clear error naming the option, and nothing written.
+    missing = cuemem(
+        None,
+        "bench",
+        "small-stores",
+        "--data",
+        str(work / "nope.json"),
+        "--out",
+        str(work / "x.json"),
+        env=env,
+    )
+    assert missing.code == 2 and "--data" in missing.stderr and "does not exist" in missing.stderr, str(
+        missing
+    )
+    data.write_text(json.dumps([{"sample_id": "u1", "conversation": {}, "qa": []}]), encoding="utf-8")
+    empty = cuemem(None, "bench", "small-stores", "--data", str(data), "--out", str(work / "x.json"), env=env)
+    assert empty.code == 2 and "no turns" in empty.stderr, str(empty)
+    assert not (work / "x.json").exists()
