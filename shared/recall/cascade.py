@@ -192,10 +192,11 @@ def default_floor(
     embedder's cosines, and a query of one line, the shape it was fitted on (a question). A
     dialogue as the query (several lines) scores every candidate lower, the right one included
     (MADial: a floor that empties 60 % of LoCoMo's no-answer questions cost it 0.3 to 0.5 hit@5),
-    so it gets no floor but chit-chat, and a note says why; so does a pool of fewer candidates than
-    any training question had (a store of a handful of memories, where the probabilities are off
-    the scale the floor was chosen on). ``CUEMEM_RECALL_MIN_RELEVANCE`` sets a floor for every
-    query."""
+    so it gets no floor but chit-chat, and a note says why. A pool of fewer candidates than any
+    training question had gets the small stores' floor, chosen on them, and a store smaller than
+    any it was checked on (a handful of statements, where a paraphrase's answer and a question
+    nothing answers score alike) none, with a note (docs/BENCHMARKS.md, "A small store and the
+    floor"). ``CUEMEM_RECALL_MIN_RELEVANCE`` sets a floor for every query."""
     used = embedder.model_name if embedder is not None else "no embedder"
     if used != model.embedding_model:
         notes.append(
@@ -206,13 +207,20 @@ def default_floor(
     if request.is_dialogue:
         notes.append("no relevance floor: the model is calibrated on one-line questions, not dialogues")
         return 0.0
-    if candidates < model.min_candidates:
+    if candidates >= model.min_candidates:
+        return model.min_relevance
+    if model.small_min_relevance > 0 and candidates >= model.small_min_candidates:
         notes.append(
-            f"no relevance floor: {candidates} candidates, fewer than the {model.min_candidates} "
-            "the model was calibrated on at the least"
+            f"a small store's relevance floor: {candidates} candidates, fewer than the "
+            f"{model.min_candidates} of the model's training questions"
         )
-        return 0.0
-    return model.min_relevance
+        return model.small_min_relevance
+    fewest = model.small_min_candidates if model.small_min_relevance > 0 else model.min_candidates
+    notes.append(
+        f"no relevance floor: {candidates} candidates, fewer than the {fewest} its floor was checked on "
+        "at the least"
+    )
+    return 0.0
 
 
 def recall(

@@ -6,8 +6,9 @@ on (it must equal :data:`shared.recall.features.FEATURES`, or loading fails), a 
 and a logistic layer whose output is the probability, the minimum probability recall returns
 (chosen with the no-answer protocol), the embedder it was fitted with (its probabilities are
 calibrated for that model's cosines: with another embedder recall ranks by it but sets no default
-floor), the fewest candidates a training question had (a smaller pool, a store of a handful of
-memories, gets no default floor either), and where it came from (the training command, the data's
+floor), the fewest candidates a training question had (a smaller pool gets the small stores' floor
+where one was chosen, ``small_min_relevance`` from ``small_min_candidates``; a store of a handful
+of statements, smaller still, gets none), and where it came from (the training command, the data's
 hash, the subset, the measurements it was chosen by). Loading reads no network; scoring is a few
 array operations, the same rows giving the same numbers.
 
@@ -46,9 +47,14 @@ class RelevanceModel:
     # The embedder whose cosines the model was fitted on: its probabilities (and so the default
     # floor) are calibrated for that model's scale only.
     embedding_model: str = ""
-    # The fewest candidates a training question had: below it (a store of a handful of memories)
-    # every probability is off the scale the floor was chosen on, so no default floor applies.
+    # The fewest candidates a training question had: the default floor applies from there.
     min_candidates: int = 0
+    # A smaller pool's floor, chosen on small stores by `cuemem bench train-ranker --extend-floor`
+    # (their probabilities sit on another scale), from the fewest candidates it was checked on;
+    # below that (a store of a handful of statements) a paraphrase's answer and a question nothing
+    # answers score alike, so no default floor applies. 0: none chosen.
+    small_min_relevance: float = 0.0
+    small_min_candidates: int = 0
     provenance: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -92,6 +98,8 @@ class RelevanceModel:
             "min_relevance": self.min_relevance,
             "embedding_model": self.embedding_model,
             "min_candidates": self.min_candidates,
+            "small_min_relevance": self.small_min_relevance,
+            "small_min_candidates": self.small_min_candidates,
             "provenance": self.provenance,
         }
 
@@ -108,6 +116,8 @@ class RelevanceModel:
                 version=str(raw.get("version", "unversioned")),
                 embedding_model=str(raw.get("embedding_model", "")),
                 min_candidates=int(raw.get("min_candidates", 0)),
+                small_min_relevance=float(raw.get("small_min_relevance", 0.0)),
+                small_min_candidates=int(raw.get("small_min_candidates", 0)),
                 provenance=dict(raw.get("provenance", {})),
             )
         except (KeyError, TypeError) as exc:

@@ -129,7 +129,31 @@ def test_ranker_features_and_train_ranker_end_to_end() -> None:
         assert again["provenance"]["refloored"]["from_min_relevance"] == 0.99
         assert again["provenance"]["training"] == training
         run = cuemem(None, "bench", "train-ranker", "--refloor", str(strict), "--train", str(feats), env=env)
-        assert run.code == 2 and "not both" in run.stderr
+        assert run.code == 2 and "give one of" in run.stderr
+
+        # A floor for smaller pools: a model whose floor applied from 1,000 candidates gets one
+        # chosen on every pool here (all smaller), never above its own, applying from the fewest
+        # own one; its weights and floor stay. The model as fitted has no smaller pool to choose on.
+        wide = work / "wide.json"
+        wide.write_text(json.dumps(dict(raw, min_relevance=model.min_relevance, min_candidates=1000)))
+        extended = work / "extended.json"
+        run = cuemem(
+            None, "bench", "train-ranker", "--extend-floor", str(wide), "--dev", str(feats),
+            "--out", str(extended), env=env,
+        )  # fmt: skip
+        assert run.code == 0, str(run)
+        ext = json.loads(extended.read_text(encoding="utf-8"))
+        fewest = min(len(q["candidates"]) for q in own if q["candidates"])
+        assert (ext["small_min_candidates"], ext["min_candidates"]) == (fewest, 1000)
+        assert 0 < ext["small_min_relevance"] <= model.min_relevance
+        assert (ext["weights"], ext["min_relevance"]) == (raw["weights"], model.min_relevance)
+        assert set(ext["provenance"]["floor_extended"]["sets"]) == {"tiny"}
+        assert f"pools of {fewest} to 999 candidates get the floor {ext['small_min_relevance']}" in run.stdout
+        run = cuemem(
+            None, "bench", "train-ranker", "--extend-floor", str(model_path), "--dev", str(feats),
+            "--out", str(work / "none.json"), env=env,
+        )  # fmt: skip
+        assert run.code == 2 and "fewer than" in run.stderr and not (work / "none.json").exists(), str(run)
 
         # Fitting again beside the model in service (--prior), on the same rows: the same fits
         # score no better than it, so it is kept and nothing is written.

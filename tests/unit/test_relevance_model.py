@@ -41,6 +41,19 @@ def test_the_shipped_model_fits_the_features_and_records_how_it_was_made() -> No
     for source in provenance["training"]:
         assert len(source["sha256"]) == 64 and source["samples"] and source["file"].endswith(".json")
     assert model.version.startswith("relevance-lr-")
+    # A smaller pool's floor, where one was chosen, is never above the floor of larger ones, and
+    # applies to pools smaller than theirs only; the file says what it was chosen on.
+    if model.small_min_relevance > 0:
+        assert model.small_min_relevance <= model.min_relevance
+        assert 0 < model.small_min_candidates < model.min_candidates
+        assert provenance["floor_extended"]["command"].startswith("cuemem bench train-ranker --extend-floor")
+
+
+def test_the_small_stores_floor_survives_the_file_and_is_off_when_absent() -> None:
+    model = _model(min_candidates=77, small_min_relevance=0.07, small_min_candidates=11)
+    again = RelevanceModel.from_json(json.loads(json.dumps(model.to_json())))
+    assert (again.small_min_relevance, again.small_min_candidates, again.min_candidates) == (0.07, 11, 77)
+    assert (_model().small_min_relevance, _model().small_min_candidates) == (0.0, 0)
 
 
 def test_a_model_of_another_feature_list_is_refused_with_the_fix() -> None:

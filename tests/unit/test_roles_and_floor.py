@@ -218,14 +218,31 @@ def test_a_model_calibrated_for_another_embedder_sets_no_default_floor() -> None
     assert any("calibrated for another/model" in n for n in out.trace["notes"]), out.trace["notes"]
 
 
-def test_a_pool_smaller_than_the_models_training_pools_gets_no_default_floor() -> None:
+def test_a_pool_gets_the_floor_chosen_for_its_size_and_none_under_the_smallest_checked() -> None:
     h = TurnHarness()
     h.say("I work as a nurse at the city hospital")
-    for fewest, floored in ((1, True), (1000, False)):
-        strict = dataclasses.replace(_by_dense(min_relevance=0.999), min_candidates=fewest)
-        out = _recall_by(h, "where do I work?", strict)
-        assert (out.trace["floor"]["min_relevance"] == 0.999) is floored
-        assert any("fewer than the 1000" in n for n in out.trace["notes"]) is not floored, out.trace["notes"]
+    # (the training questions' fewest candidates, the small stores' floor and their fewest) ->
+    # the floor applied, and the note that says why (None: no note of the pool's size).
+    cases = (
+        ((1, 0.0, 0), 0.999, None),
+        ((1000, 0.0, 0), 0.0, "no relevance floor: 1 candidates, fewer than the 1000 "),
+        ((1000, 0.3, 1), 0.3, "a small store's relevance floor: 1 candidates, fewer than the 1000 "),
+        ((1000, 0.3, 500), 0.0, "no relevance floor: 1 candidates, fewer than the 500 "),
+    )
+    for (fewest, small_floor, small_fewest), applied, note in cases:
+        model = dataclasses.replace(
+            _by_dense(min_relevance=0.999),
+            min_candidates=fewest,
+            small_min_relevance=small_floor,
+            small_min_candidates=small_fewest,
+        )
+        out = _recall_by(h, "where do I work?", model)
+        assert out.trace["floor"]["min_relevance"] == applied, (fewest, small_floor, small_fewest)
+        about_size = [n for n in out.trace["notes"] if "candidates, fewer than" in n]
+        if note is None:
+            assert about_size == [], out.trace["notes"]
+        else:
+            assert len(about_size) == 1 and about_size[0].startswith(note), out.trace["notes"]
 
 
 def test_a_dialogue_as_the_query_gets_no_default_floor() -> None:

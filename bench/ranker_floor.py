@@ -1,0 +1,122 @@
+"""`cuemem bench train-ranker --extend-floor MODEL`: a floor for pools smaller than the model's
+training questions had, chosen on small stores.
+
+Recall applies the model's floor to a pool of at least ``min_candidates`` candidates, the fewest
+a training question had (``shared.recall.cascade.default_floor``). Under that, a question nothing
+answers got every item a small store holds. Small pools put the probabilities on another scale (a
+small store has fewer near misses to outscore), so their floor is chosen on its own, on the sets
+given (``cuemem bench small-stores`` makes them: a store per question, the no-answer protocol
+across stores), by the rule of the model's floor: the highest threshold that costs none of those
+sets more than ``max_drop`` of any@5, all@5 or all@10 on its own questions, counting only the
+questions whose pool is under ``min_candidates``, and never above the model's floor. It applies
+from the fewest candidates of an own question checked (``small_min_candidates``); weights and the
+floor of larger pools stay. Each set's counts, its numbers with and without the floor, and the
+share of its no-answer questions left empty go into the provenance. When no threshold above 0
+holds, nothing is written and the error says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.common import machine_info
+from bench.ranker import MAX_ANY5_DROP, VERSION_PREFIX, _digest, choose_floor, no_answer_curve
+from bench.ranker_features import read_features
+
+
+def _small(model: Any, name: str, lines: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The set's questions whose pool is under ``min_candidates``, and the fewest candidates of
+    an own one; ValueError when it has no own or no no-answer question there."""
+    small = [line for line in lines if len(line["candidates"]) < model.min_candidates]
+    own = [line for line in small if not line["foreign"] and line["evidence"] and line["candidates"]]
+    foreign = [line for line in small if line["foreign"]]
+    if not own or not foreign:
+        raise ValueError(
+            f"{name}: needs own and no-answer questions with fewer than {model.min_candidates} "
+            f"candidates (has {len(own)} and {len(foreign)}): make it with `cuemem bench small-stores`"
+        )
+    return own + foreign, min(len(line["candidates"]) for line in own)
+
+
+def small_floor(
+    model: Any, dev: dict[str, list[dict[str, Any]]], max_drop: float = MAX_ANY5_DROP
+) -> tuple[float, int, dict[str, Any]]:
+    """The small pools' floor, the fewest candidates it was checked on, and per set what it was
+    chosen on: counts, the curve's point at the floor and without one, the set's own choice."""
+    curves: dict[str, tuple[list[dict[str, float]], int, int, int]] = {}
+    for name, lines in sorted(dev.items()):
+        small, fewest = _small(model, name, lines)
+        own = sum(1 for line in small if not line["foreign"])
+        curves[name] = (no_answer_curve(model, small), fewest, own, len(small) - own)
+    floor = min(model.min_relevance, *(choose_floor(curve, max_drop) for curve, *_ in curves.values()))
+    sets: dict[str, dict[str, Any]] = {
+        name: {
+            "own": own,
+            "no_answer": foreign,
+            "fewest_candidates": fewest,
+            "own_choice": choose_floor(curve, max_drop),
+            "at_floor": next(p for p in curve if p["threshold"] == floor),
+            "without_floor": curve[0],
+        }
+        for name, (curve, fewest, own, foreign) in curves.items()
+    }
+    return floor, min(fewest for _, fewest, _, _ in curves.values()), sets
+
+
+def extend_floor(
+    model_path: Path, dev_files: Sequence[Path], out_model: Path, max_drop: float = MAX_ANY5_DROP
+) -> dict[str, Any]:
+    """Choose the small pools' floor of the model in ``model_path`` on ``dev_files`` and write the
+    model with it to ``out_model``; ValueError, writing nothing, when none above 0 holds."""
+    from shared.recall.relevance import RelevanceModel
+
+    model = RelevanceModel.from_json(json.loads(model_path.read_text(encoding="utf-8")))
+    if model.min_relevance <= 0:
+        raise ValueError(f"{model.version} has no floor to extend")
+    dev: dict[str, list[dict[str, Any]]] = {}
+    for path in dev_files:
+        _, lines = read_features(path)
+        for line in lines:
+            dev.setdefault(str(line["set"]), []).append(line)
+    if not dev:
+        raise ValueError("extend-floor: give the --dev sets to choose the floor on")
+    floor, fewest, sets = small_floor(model, dev, max_drop)
+    if floor <= 0:
+        worst = min(sets, key=lambda name: sets[name]["own_choice"])
+        raise ValueError(
+            f"{worst}: every floor above 0 costs its own questions in pools under {model.min_candidates} "
+            f"more than {max_drop} of any@5, all@5 or all@10: nothing written"
+        )
+    provenance = dict(model.provenance or {})
+    provenance["floor_extended"] = {
+        "command": machine_info()["command"],
+        "rule": (
+            f"pools under {model.min_candidates} candidates: the highest threshold, at most the floor "
+            f"{model.min_relevance}, that costs none of the sets below more than {max_drop} of any@5, "
+            "all@5 or all@10 on their own questions there; from the fewest candidates of one checked"
+        ),
+        "sets": sets,
+    }
+    version = f"{VERSION_PREFIX}-{_digest(model)}-floor{model.min_relevance:g}-small{floor:g}from{fewest}"
+    shipped = dataclasses.replace(
+        model,
+        small_min_relevance=floor,
+        small_min_candidates=fewest,
+        version=version,
+        provenance=provenance,
+    )
+    out_model.parent.mkdir(parents=True, exist_ok=True)
+    out_model.write_text(json.dumps(shipped.to_json(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return {
+        "model": str(out_model),
+        "version": version,
+        "min_relevance": model.min_relevance,
+        "min_candidates": model.min_candidates,
+        "small_min_relevance": floor,
+        "small_min_candidates": fewest,
+        "sets": sets,
+    }
