@@ -78,8 +78,17 @@ def extend_floor(
     if model.min_relevance <= 0:
         raise ValueError(f"{model.version} has no floor to extend")
     dev: dict[str, list[dict[str, Any]]] = {}
+    sources = []
     for path in dev_files:
-        _, lines = read_features(path)
+        header, lines = read_features(path)
+        sources.append(
+            {
+                "features": path.name,
+                "data": header.get("data"),
+                "sha256": header.get("data_sha256"),
+                "samples": header.get("samples"),
+            }
+        )
         for line in lines:
             dev.setdefault(str(line["set"]), []).append(line)
     if not dev:
@@ -100,6 +109,7 @@ def extend_floor(
             "all@5 or all@10 on their own questions there; from the fewest candidates of one checked"
         ),
         "sets": sets,
+        "data": sources,
     }
     version = f"{VERSION_PREFIX}-{_digest(model)}-floor{model.min_relevance:g}-small{floor:g}from{fewest}"
     shipped = dataclasses.replace(

@@ -47,7 +47,12 @@ def _line(name: str, sample: str, best: float, pool: int, foreign: bool = False)
 
 
 def _features(path: Path, lines: list[dict[str, Any]]) -> Path:
-    header = {"format": FORMAT, "features": list(FEATURES)}
+    header = {
+        "format": FORMAT,
+        "features": list(FEATURES),
+        "data_sha256": f"sha-{path.stem}",
+        "samples": ["u1"],
+    }
     path.write_text("\n".join(json.dumps(x) for x in [header, *lines]) + "\n", encoding="utf-8")
     return path
 
@@ -88,6 +93,7 @@ def test_small_pools_get_the_highest_floor_no_set_loses_an_answer_to(tmp_path: P
     )  # fmt: skip
     assert shipped.version.endswith("-floor0.9-small0.57from12")
     sets = shipped.provenance["floor_extended"]["sets"]
+    assert [d["sha256"] for d in shipped.provenance["floor_extended"]["data"]] == ["sha-a", "sha-b"]
     assert {name: (c["own"], c["no_answer"], c["fewest_candidates"]) for name, c in sets.items()} == {
         "a": (2, 2, 14),
         "b": (1, 1, 12),
