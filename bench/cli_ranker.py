@@ -156,8 +156,8 @@ def train_ranker_cmd(
     """Fit the relevance model on the training split's features, choose on the dev sets', write it."""
     import json
 
-    from bench.ranker import refloor
     from bench.ranker import train as train_model
+    from bench.ranker_floor import refloor
 
     if (
         sum(1 for given in (bool(train), refloor_model is not None, extend_floor_model is not None) if given)

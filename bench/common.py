@@ -56,9 +56,9 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any, indent: int = 2) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=indent, default=str) + "\n", encoding="utf-8")
 
 
 def write_results(

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import metrics
-from bench.common import machine_info
+from bench.common import machine_info, write_json
 from bench.ranker_features import read_features
 from bench.ranker_prior import ON_TOP_L2, blend, on_top
 
@@ -263,54 +263,6 @@ def _choose_floor(
     return floor, floor_rule, train_curve, dev_curves
 
 
-def refloor(
-    model_path: Path, dev_files: Sequence[Path], out_model: Path, max_drop: float = MAX_ANY5_DROP
-) -> dict[str, Any]:
-    """Choose only the floor of the model in ``model_path`` again, on ``dev_files``; its weights,
-    its fit and its provenance stay, with the new choice recorded beside them. For choosing between
-    fitted models on the dev sets: a refit on a re-ingested training split is another draw, and the
-    better of two on the dev sets is kept."""
-    import dataclasses
-
-    from shared.recall.relevance import RelevanceModel
-
-    model = RelevanceModel.from_json(json.loads(model_path.read_text(encoding="utf-8")))
-    dev: dict[str, list[dict[str, Any]]] = {}
-    for path in dev_files:
-        _, lines = read_features(path)
-        for line in lines:
-            dev.setdefault(str(line["set"]), []).append(line)
-    if not any(line["foreign"] for lines in dev.values() for line in lines):
-        raise ValueError("refloor: no dev set has no-answer questions to choose the floor on")
-    floor, floor_rule, _, dev_curves = _choose_floor(model, [], dev, max_drop)
-    provenance = dict(model.provenance or {})
-    provenance.update(
-        {
-            "min_relevance_rule": floor_rule,
-            "dev_at_min_relevance": {
-                name: evaluate(model, lines, floor) for name, lines in sorted(dev.items())
-            },
-            "no_answer_dev": {
-                name: [p for p in curve if p["threshold"] == floor] for name, curve in dev_curves.items()
-            },
-            "refloored": {"command": machine_info()["command"], "from_min_relevance": model.min_relevance},
-        }
-    )
-    version = f"{VERSION_PREFIX}-{_digest(model)}-floor{floor:g}"
-    shipped = dataclasses.replace(model, min_relevance=floor, version=version, provenance=provenance)
-    out_model.parent.mkdir(parents=True, exist_ok=True)
-    out_model.write_text(json.dumps(shipped.to_json(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    return {
-        "model": str(out_model),
-        "version": version,
-        "C": provenance.get("C"),
-        "min_relevance": floor,
-        "dev_at_min_relevance": provenance["dev_at_min_relevance"],
-        "no_answer_dev": provenance["no_answer_dev"],
-        "curves": dev_curves,
-    }
-
-
 def train(
     train_files: Sequence[Path],
     dev_files: Sequence[Path],
@@ -467,8 +419,7 @@ def train(
         embedding_model=embedder,
         min_candidates=min(len(line["candidates"]) for line in train_lines if not line["foreign"]),
     )
-    out_model.parent.mkdir(parents=True, exist_ok=True)
-    out_model.write_text(json.dumps(shipped.to_json(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    write_json(out_model, shipped.to_json(), indent=1)
     return {
         "model": str(out_model),
         "version": version,

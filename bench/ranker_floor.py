@@ -1,5 +1,7 @@
-"""`cuemem bench train-ranker --extend-floor MODEL`: a floor for pools smaller than the model's
-training questions had, chosen on small stores.
+"""`cuemem bench train-ranker --extend-floor MODEL` and `--refloor MODEL`: a model's floors chosen
+again, its weights kept. ``--refloor`` chooses the floor of large pools on the dev sets
+(:func:`refloor`); ``--extend-floor`` a floor for pools smaller than the model's training
+questions had, chosen on small stores.
 
 Recall applies the model's floor to a pool of at least ``min_candidates`` candidates, the fewest
 a training question had (``shared.recall.cascade.default_floor``). Under that, a question nothing
@@ -23,8 +25,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.common import machine_info
-from bench.ranker import MAX_ANY5_DROP, VERSION_PREFIX, _digest, choose_floor, no_answer_curve
+from bench.common import machine_info, write_json
+from bench.ranker import (
+    MAX_ANY5_DROP,
+    VERSION_PREFIX,
+    _choose_floor,
+    _digest,
+    choose_floor,
+    evaluate,
+    no_answer_curve,
+)
 from bench.ranker_features import read_features
 
 
@@ -119,8 +129,7 @@ def extend_floor(
         version=version,
         provenance=provenance,
     )
-    out_model.parent.mkdir(parents=True, exist_ok=True)
-    out_model.write_text(json.dumps(shipped.to_json(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    write_json(out_model, shipped.to_json(), indent=1)
     return {
         "model": str(out_model),
         "version": version,
@@ -129,4 +138,49 @@ def extend_floor(
         "small_min_relevance": floor,
         "small_min_candidates": fewest,
         "sets": sets,
+    }
+
+
+def refloor(
+    model_path: Path, dev_files: Sequence[Path], out_model: Path, max_drop: float = MAX_ANY5_DROP
+) -> dict[str, Any]:
+    """Choose only the floor of the model in ``model_path`` again, on ``dev_files``; its weights,
+    its fit and its provenance stay, with the new choice recorded beside them. For choosing between
+    fitted models on the dev sets: a refit on a re-ingested training split is another draw, and the
+    better of two on the dev sets is kept."""
+    from shared.recall.relevance import RelevanceModel
+
+    model = RelevanceModel.from_json(json.loads(model_path.read_text(encoding="utf-8")))
+    dev: dict[str, list[dict[str, Any]]] = {}
+    for path in dev_files:
+        _, lines = read_features(path)
+        for line in lines:
+            dev.setdefault(str(line["set"]), []).append(line)
+    if not any(line["foreign"] for lines in dev.values() for line in lines):
+        raise ValueError("refloor: no dev set has no-answer questions to choose the floor on")
+    floor, floor_rule, _, dev_curves = _choose_floor(model, [], dev, max_drop)
+    provenance = dict(model.provenance or {})
+    provenance.update(
+        {
+            "min_relevance_rule": floor_rule,
+            "dev_at_min_relevance": {
+                name: evaluate(model, lines, floor) for name, lines in sorted(dev.items())
+            },
+            "no_answer_dev": {
+                name: [p for p in curve if p["threshold"] == floor] for name, curve in dev_curves.items()
+            },
+            "refloored": {"command": machine_info()["command"], "from_min_relevance": model.min_relevance},
+        }
+    )
+    version = f"{VERSION_PREFIX}-{_digest(model)}-floor{floor:g}"
+    shipped = dataclasses.replace(model, min_relevance=floor, version=version, provenance=provenance)
+    write_json(out_model, shipped.to_json(), indent=1)
+    return {
+        "model": str(out_model),
+        "version": version,
+        "C": provenance.get("C"),
+        "min_relevance": floor,
+        "dev_at_min_relevance": provenance["dev_at_min_relevance"],
+        "no_answer_dev": provenance["no_answer_dev"],
+        "curves": dev_curves,
     }
