@@ -62,7 +62,10 @@ def small_floor(
         small, fewest = _small(model, name, lines)
         own = sum(1 for line in small if not line["foreign"])
         curves[name] = (no_answer_curve(model, small), fewest, own, len(small) - own)
-    floor = min(model.min_relevance, *(choose_floor(curve, max_drop) for curve, *_ in curves.values()))
+    # Never above the model's floor: the highest threshold of the curves' grid at or under it (a
+    # floor set by hand may lie between two).
+    cap = max(p["threshold"] for p in next(iter(curves.values()))[0] if p["threshold"] <= model.min_relevance)
+    floor = min(cap, *(choose_floor(curve, max_drop) for curve, *_ in curves.values()))
     sets: dict[str, dict[str, Any]] = {
         name: {
             "own": own,
@@ -172,8 +175,14 @@ def refloor(
             "refloored": {"command": machine_info()["command"], "from_min_relevance": model.min_relevance},
         }
     )
-    version = f"{VERSION_PREFIX}-{_digest(model)}-floor{floor:g}"
-    shipped = dataclasses.replace(model, min_relevance=floor, version=version, provenance=provenance)
+    # A small stores' floor chosen before stays, never above the new floor (--extend-floor's rule).
+    small = min(model.small_min_relevance, floor)
+    version = f"{VERSION_PREFIX}-{_digest(model)}-floor{floor:g}" + (
+        f"-small{small:g}from{model.small_min_candidates}" if small > 0 else ""
+    )
+    shipped = dataclasses.replace(
+        model, min_relevance=floor, small_min_relevance=small, version=version, provenance=provenance
+    )
     write_json(out_model, shipped.to_json(), indent=1)
     return {
         "model": str(out_model),

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bench.ranker_features import FORMAT
-from bench.ranker_floor import extend_floor
+from bench.ranker_floor import extend_floor, refloor
 from shared.recall.features import FEATURES
 from shared.recall.relevance import RelevanceModel
 
@@ -104,10 +104,28 @@ def test_small_pools_get_the_highest_floor_no_set_loses_an_answer_to(tmp_path: P
 
 
 def test_the_small_floor_is_never_above_the_models(tmp_path: Path) -> None:
-    model_path = _write_model(tmp_path, min_relevance=0.3)
     a = _features(tmp_path / "a.jsonl", _small_set("a", [(0.9, 14)], [(0.45, 14)]))
-    result = extend_floor(model_path, [a], tmp_path / "out.json")
-    assert result["small_min_relevance"] == 0.3
+    for floor, small in ((0.3, 0.3), (0.305, 0.3)):  # a floor set by hand between two thresholds
+        model_path = _write_model(tmp_path, min_relevance=floor)
+        result = extend_floor(model_path, [a], tmp_path / "out.json")
+        assert result["small_min_relevance"] == small
+
+
+def test_choosing_the_floor_again_keeps_the_small_floor_under_it(tmp_path: Path) -> None:
+    # Large pools whose own answer scores 0.574 (keeps a small floor of 0.5) or 0.378 (the floor
+    # chosen again falls to 0.37, and the small floor with it).
+    for own, floor, small in ((0.53, 0.57, 0.5), (0.45, 0.37, 0.37)):
+        model_path = _write_model(tmp_path, small_min_relevance=0.5, small_min_candidates=12)
+        dev = _features(tmp_path / "dev.jsonl", _small_set("dev", [(own, 80)], [(0.2, 80)]))
+        out = tmp_path / "refloored.json"
+        refloor(model_path, [dev], out)
+        again = RelevanceModel.from_json(json.loads(out.read_text(encoding="utf-8")))
+        assert (again.min_relevance, again.small_min_relevance, again.small_min_candidates) == (
+            floor,
+            small,
+            12,
+        )
+        assert again.version.endswith(f"-floor{floor:g}-small{small:g}from12")
 
 
 def test_no_floor_above_zero_that_keeps_every_answer_writes_nothing(tmp_path: Path) -> None:

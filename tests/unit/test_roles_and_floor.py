@@ -225,6 +225,7 @@ def test_a_pool_gets_the_floor_chosen_for_its_size_and_none_under_the_smallest_c
     # the floor applied, and the note that says why (None: no note of the pool's size).
     cases = (
         ((1, 0.0, 0), 0.999, None),
+        ((1, 0.3, 1), 0.999, None),
         ((1000, 0.0, 0), 0.0, "no relevance floor: 1 candidates, fewer than the 1000 "),
         ((1000, 0.3, 1), 0.3, "a small store's relevance floor: 1 candidates, fewer than the 1000 "),
         ((1000, 0.3, 500), 0.0, "no relevance floor: 1 candidates, fewer than the 500 "),
