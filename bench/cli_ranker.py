@@ -19,7 +19,8 @@ def small_stores_cmd(
     ] = 2,
     seed: Annotated[int, typer.Option("--seed", help="The draw of the extra sessions")] = 30,
     questions: Annotated[
-        int | None, typer.Option("--questions", min=1, help="Only the first N questions of each sample")
+        int | None,
+        typer.Option("--questions", min=1, help="Only the first N questions with evidence of each sample"),
     ] = None,
 ) -> None:
     """A LoCoMo-shaped file of small stores, one per question (its evidence and --extra sessions)."""
@@ -28,10 +29,14 @@ def small_stores_cmd(
 
     if not data.is_file():
         raise typer.BadParameter(f"{data} does not exist or is not a file", param_hint="--data")
+    if out.resolve() == data.resolve():
+        raise typer.BadParameter("the stores would overwrite --data: give another path", param_hint="--out")
     try:
         counts = write_small_stores(data, out, extra, seed, questions)
     except LocomoDataError as exc:
         raise typer.BadParameter(str(exc), param_hint="--data") from None
+    except OSError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--out") from None
     typer.echo(
         f"{counts['questions']} stores of {counts['sessions']} sessions in all "
         f"({counts['left_out']} questions left out: no place in the no-answer order): {out}"

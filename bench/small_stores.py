@@ -14,7 +14,10 @@ question's evidence. So nothing labelled as an answer is in the store a question
 a foreign question; a session that answers it without being labelled can be (MADial's records
 are one user's life), which makes these foreign questions harder than another user's.
 
-The output quotes the source's text: write it outside the repository (LoCoMo is CC BY-NC).
+The output quotes the source's text: write it outside the repository (LoCoMo is CC BY-NC). The
+order holds for the file as a whole: take a subset at the source (``--questions``), or, of the
+stores, only where each source sample has one question (LongMemEval); a subset of a LoCoMo file's
+stores (``ranker-features --sample-ids``) can make neighbours of two stores of one conversation.
 """
 
 from __future__ import annotations
@@ -129,8 +132,12 @@ def write_small_stores(
     stores, counts = small_stores(raw, extra, seed, questions)
     if not stores:
         raise LocomoDataError(f"{data}: no question with evidence to make a store of")
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(stores, ensure_ascii=False), encoding="utf-8")
-    tmp.replace(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(stores, ensure_ascii=False), encoding="utf-8")
+        tmp.replace(out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OSError(f"cannot write {out}: {exc.strerror or exc}") from None
     return counts

@@ -191,7 +191,7 @@ def test_bench_footprint_samples_every_deployed_process(work: Path) -> None:
     assert results["migrate"]["rss_peak_mb"] > 0
 
 
-def test_bench_small_stores_writes_a_file_the_other_commands_read(work: Path) -> None:
+def test_bench_small_stores_writes_a_file_of_one_store_per_question(work: Path) -> None:
     from bench.locomo_data import load_locomo
 
     def session(sample_id: str, n: int) -> list[dict[str, str]]:
@@ -240,3 +240,11 @@ def test_bench_small_stores_writes_a_file_the_other_commands_read(work: Path) ->
     empty = cuemem(None, "bench", "small-stores", "--data", str(data), "--out", str(work / "x.json"), env=env)
     assert empty.code == 2 and "no turns" in empty.stderr, str(empty)
     assert not (work / "x.json").exists()
+    same = cuemem(None, "bench", "small-stores", "--data", str(data), "--out", str(data), env=env)
+    assert same.code == 2 and "--out" in same.stderr and "overwrite --data" in same.stderr, str(same)
+    data.write_text(json.dumps(samples), encoding="utf-8")
+    stores_dir = out.parent  # a directory where the file should go
+    blocked = cuemem(
+        None, "bench", "small-stores", "--data", str(work / "tiny.json"), "--out", str(stores_dir), env=env
+    )
+    assert blocked.code == 2 and "--out" in blocked.stderr and "cannot write" in blocked.stderr, str(blocked)
