@@ -201,10 +201,8 @@ def no_answer_curve(model: Any, lines: Sequence[dict[str, Any]]) -> list[dict[st
         top = ranked(model, line)
         if line["foreign"]:
             best_foreign.append(top[0][0] if top else 0.0)
-        elif line["evidence"] and top:
-            own.append((list(line["evidence"]), top[0][0], _items(top)[:10]))
-        elif line["evidence"]:
-            own.append((list(line["evidence"]), -1.0, []))
+        elif line["evidence"]:  # a question with no candidate at all is a miss at every threshold
+            own.append((list(line["evidence"]), top[0][0] if top else -1.0, _items(top)[:10]))
 
     def kept(t: float) -> dict[str, float]:
         # The floor decides whether there is an answer (``shared.recall.floor``): a question whose
