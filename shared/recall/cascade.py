@@ -98,7 +98,7 @@ def gather(
     score_alone(uow, request, vector, pool, trace)
     window_ranked = windows.window_ranked(in_window, vector, pool)
     trace.candidates["time"] = sum(1 for c in pool.values() if "time" in c.paths)
-    follow_up = windows.is_follow_up(cues, times) and not windows.names_what_was_said(cues, pool)
+    follow_up = windows.is_follow_up(cues, times)
     recent_ranked = windows.recent_candidates(uow, request, pool) if follow_up else []
     trace.candidates["recent"] = len(recent_ranked)
     lists = Lists(

@@ -217,19 +217,22 @@ def window_ranked(
     return ranked
 
 
+# Words that ask what to do next, not about what: "那我现在该怎么办？" names nothing of its own.
+# (English has none left: "what", "do", "now", "then" are no keywords.)
+ASKS_WHAT_NEXT = frozenset({"怎么办", "咋办", "怎么样", "如何", "为什么", "为啥"})
+
+
 def is_follow_up(cues: QueryCues, times: NamedTimes) -> bool:
-    """A follow-up names nothing ("那我现在该怎么办？"): a question with its own subject is about
-    that subject, and newness would only add noise to it."""
-    return len(cues.keywords) <= 1 and not cues.entities and not cues.tags and not times.windows
-
-
-def names_what_was_said(cues: QueryCues, pool: Pool) -> bool:
-    """Whether a keyword of the query is in something the searches found ("血型" in "我的血型是
-    AB型"): then the query names a subject the user spoke of, however short it is, and is no
-    follow-up. One keyword alone is most short Chinese questions ("我的血型是什么？"); a
-    follow-up's ("那我现在该怎么办？": "怎么办") is in nothing the user said about a subject."""
-    keywords = [k.lower() for k in cues.keywords]
-    return any(k in c.item.content.lower() for c in pool.values() for k in keywords)
+    """A follow-up names nothing ("那我现在该怎么办？", "And then?"): no entity, tag, time range or
+    keyword but words that ask what to do next. A question with a subject of its own is about that
+    subject, whether or not the user ever spoke of it ("我是什么血型？", "What do I do for a
+    living?"), and newness would only add noise to it."""
+    return (
+        not (set(cues.keywords) - ASKS_WHAT_NEXT)
+        and not cues.entities
+        and not cues.tags
+        and not times.windows
+    )
 
 
 def recent_candidates(uow: UnitOfWork, request: RecallRequest, pool: Pool) -> list[Candidate]:

@@ -74,22 +74,32 @@ def test_follow_up_question_finds_the_recent_device_problem():
     assert "recent" in out.items[0].explanation["paths"]
 
 
-def test_a_short_question_that_names_what_was_said_is_no_follow_up():
-    """ "我的血型是什么？" has one keyword, as most short Chinese questions do: it names what the
-    user said long ago, so the newest memories must not go before it (they did: the answer came
-    fourth, after items the model scored near 0)."""
+def test_a_short_question_with_a_subject_of_its_own_is_no_follow_up():
+    """ "我的血型是什么？" has one keyword, as most short Chinese questions do: it names its subject,
+    so the newest memories must not go before it (they did: the answer came fourth, after items
+    the model scored near 0). Nor when the subject is in nothing stored, or stored in other words
+    ("What do I do for a living?" of "I work as a dentist"): then newness put the newest
+    statement first for every such question."""
     h = Harness(turns=True)  # as deployed: the conversation log is searched too
     h.drain({**turn(1, "我的血型是AB型"), "at": (NOW - timedelta(days=30)).isoformat()})
+    h.drain({**turn(2, "I work as a dentist in Leeds"), "at": (NOW - timedelta(days=20)).isoformat()})
     newer = ("我不吃香菜", "我周末去打网球", "我在学日语", "我养了一只猫叫豆豆")
-    for i, text in enumerate(newer, start=2):
+    for i, text in enumerate(newer, start=3):
         h.drain({**turn(i, text), "at": (NOW - timedelta(hours=10 - i)).isoformat()})
     out = ask(h, "我的血型是什么？", now=NOW)
     assert out.items and "血型" in out.items[0].content, [i.content for i in out.items]
-    assert not any(n.startswith("a follow-up") for n in out.trace["notes"])
-    # A follow-up still puts the newest first, and says so.
-    after = ask(h, "那我现在该怎么办？", now=NOW)
-    assert after.items and "recent" in after.items[0].explanation["paths"]
-    assert "a follow-up that names nothing of its own: the newest memories come first" in after.trace["notes"]
+    for question in ("我的血型是什么？", "我的身高是多少？", "What do I do for a living?"):
+        out = ask(h, question, now=NOW)
+        assert not any(n.startswith("a follow-up") for n in out.trace["notes"]), question
+        assert out.trace["candidates"]["recent"] == 0, question
+    # A follow-up still puts the newest first, and says so, in either language.
+    for question in ("那我现在该怎么办？", "And then?"):
+        after = ask(h, question, now=NOW)
+        assert after.items and "recent" in after.items[0].explanation["paths"], question
+        assert (
+            "a follow-up that names nothing of its own: the newest memories come first"
+            in after.trace["notes"]
+        )
 
 
 def test_same_question_same_state_same_answer():
