@@ -38,7 +38,7 @@ from typing import Any
 
 from bench import metrics
 from bench.common import machine_info, write_json
-from bench.ranker_features import read_features
+from bench.ranker_features import read_features, read_sets
 from bench.ranker_prior import ON_TOP_L2, blend, on_top
 
 # Half-decades: 96 training questions chose 0.03 to 1 where 48 chose 10 (docs/BENCHMARKS.md).
@@ -280,11 +280,7 @@ def train(
         header, lines = read_features(path)
         headers.append(header)
         train_lines += lines
-    dev: dict[str, list[dict[str, Any]]] = {}
-    for path in dev_files:
-        _, lines = read_features(path)
-        for line in lines:
-            dev.setdefault(str(line["set"]), []).append(line)
+    _, dev = read_sets(dev_files)
     if not train_lines:
         raise ValueError("train: the training features hold no question")
     if prior is not None and not dev:

@@ -178,3 +178,15 @@ def read_features(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                 f"{path}: written with another feature list; run `cuemem bench ranker-features` again"
             )
         return header, [json.loads(line) for line in fh if line.strip()]
+
+
+def read_sets(paths: Sequence[Path]) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """The features files' headers, and their question lines by set name (files of one set join)."""
+    headers: list[dict[str, Any]] = []
+    sets: dict[str, list[dict[str, Any]]] = {}
+    for path in paths:
+        header, lines = read_features(path)
+        headers.append(header)
+        for line in lines:
+            sets.setdefault(str(line["set"]), []).append(line)
+    return headers, sets

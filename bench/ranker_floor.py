@@ -35,7 +35,7 @@ from bench.ranker import (
     evaluate,
     no_answer_curve,
 )
-from bench.ranker_features import read_features
+from bench.ranker_features import read_sets
 
 
 def _small(model: Any, name: str, lines: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
@@ -85,25 +85,19 @@ def extend_floor(
 ) -> dict[str, Any]:
     """Choose the small pools' floor of the model in ``model_path`` on ``dev_files`` and write the
     model with it to ``out_model``; ValueError, writing nothing, when none above 0 holds."""
-    from shared.recall.relevance import RelevanceModel
-
-    model = RelevanceModel.from_json(json.loads(model_path.read_text(encoding="utf-8")))
+    model = _model(model_path)
     if model.min_relevance <= 0:
         raise ValueError(f"{model.version} has no floor to extend")
-    dev: dict[str, list[dict[str, Any]]] = {}
-    sources = []
-    for path in dev_files:
-        header, lines = read_features(path)
-        sources.append(
-            {
-                "features": path.name,
-                "data": header.get("data"),
-                "sha256": header.get("data_sha256"),
-                "samples": header.get("samples"),
-            }
-        )
-        for line in lines:
-            dev.setdefault(str(line["set"]), []).append(line)
+    headers, dev = read_sets(dev_files)
+    sources = [
+        {
+            "features": path.name,
+            "data": header.get("data"),
+            "sha256": header.get("data_sha256"),
+            "samples": header.get("samples"),
+        }
+        for path, header in zip(dev_files, headers, strict=True)
+    ]
     if not dev:
         raise ValueError("extend-floor: give the --dev sets to choose the floor on")
     floor, fewest, sets = small_floor(model, dev, max_drop)
@@ -151,14 +145,8 @@ def refloor(
     its fit and its provenance stay, with the new choice recorded beside them. For choosing between
     fitted models on the dev sets: a refit on a re-ingested training split is another draw, and the
     better of two on the dev sets is kept."""
-    from shared.recall.relevance import RelevanceModel
-
-    model = RelevanceModel.from_json(json.loads(model_path.read_text(encoding="utf-8")))
-    dev: dict[str, list[dict[str, Any]]] = {}
-    for path in dev_files:
-        _, lines = read_features(path)
-        for line in lines:
-            dev.setdefault(str(line["set"]), []).append(line)
+    model = _model(model_path)
+    _, dev = read_sets(dev_files)
     if not any(line["foreign"] for lines in dev.values() for line in lines):
         raise ValueError("refloor: no dev set has no-answer questions to choose the floor on")
     floor, floor_rule, _, dev_curves = _choose_floor(model, [], dev, max_drop)
@@ -193,3 +181,9 @@ def refloor(
         "no_answer_dev": provenance["no_answer_dev"],
         "curves": dev_curves,
     }
+
+
+def _model(path: Path) -> Any:
+    from shared.recall.relevance import RelevanceModel
+
+    return RelevanceModel.from_json(json.loads(path.read_text(encoding="utf-8")))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.ranker import evaluate, matrix
-from bench.ranker_features import read_features
+from bench.ranker_features import read_features, read_sets
 
 
 class _Boosted:
@@ -41,10 +41,7 @@ def compare_boosted(
     import numpy as np
 
     train_lines = [line for path in train_files for line in read_features(path)[1]]
-    dev: dict[str, list[dict[str, Any]]] = {}
-    for path in dev_files:
-        for line in read_features(path)[1]:
-            dev.setdefault(str(line["set"]), []).append(line)
+    _, dev = read_sets(dev_files)
     x, y = matrix(train_lines)
     groups = [len(line["candidates"]) for line in train_lines]
     out: dict[str, Any] = {}

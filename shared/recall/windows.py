@@ -218,8 +218,9 @@ def window_ranked(
 
 
 # Words that ask what to do next, not about what: "那我现在该怎么办？" names nothing of its own.
-# (English has none left: "what", "do", "now", "then" are no keywords.)
-ASKS_WHAT_NEXT = frozenset({"怎么办", "咋办", "怎么样", "如何", "为什么", "为啥"})
+# The stop words (``shared.language.text``) drop the rest already ("为什么", "怎么", and in
+# English "what", "do", "now", "then"); these stay keywords, which the searches use.
+ASKS_WHAT_NEXT = frozenset({"怎么办", "咋办", "怎么样", "如何", "为啥"})
 
 
 def is_follow_up(cues: QueryCues, times: NamedTimes) -> bool:
