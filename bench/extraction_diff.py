@@ -55,10 +55,14 @@ def drafts(path: Path, embedder: Embedder | None = None) -> Iterator[list[object
         for draft in extract(event).drafts:
             slot = draft.slot
             if embedder is not None and _by_meaning(draft):
-                from shared.ingest.embed import meaning_slot  # a checkout without it has no --meaning
+                # a checkout without them has no --meaning
+                from shared.ingest.embed import meaning_slot, meaning_text
 
-                [vector] = embedder.embed_passages([draft.content])
-                meant = meaning_slot(draft.content, list(vector), embedder, AT)
+                said = meaning_text(draft.content)
+                meant = None
+                if said:
+                    [vector] = embedder.embed_passages([said])
+                    meant = meaning_slot(said, list(vector), embedder, AT)
                 slot = f"~{meant}" if meant else None
             shown.append([draft.type.value, slot, draft.content[:SHOWN]])
         yield [sample, turn_id, shown]

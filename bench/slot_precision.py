@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from shared.events import Role, TurnPublished
-from shared.ingest.embed import meaning_slot
+from shared.ingest.embed import meaning_slot, meaning_text
 from shared.ingest.extraction import extract
 from shared.ingest.slot_meaning import gives_a_value, prototypes, slot_by_meaning
 from shared.models import MemoryType
@@ -56,11 +56,16 @@ def main(argv: list[str] | None = None) -> None:
     embedder = build_embedder(Settings(embedder="e5"))
     known = prototypes(embedder)
     vectors = embedder.embed_passages(drafts) if drafts else []
+    said = {t: meaning_text(t) for t in drafts}  # what the embed stage reads a slot from
+    owned = sorted({s for s in said.values() if s})
+    said_vectors = dict(zip(owned, embedder.embed_passages(owned), strict=True)) if owned else {}
     ungated: Counter[str | None] = Counter()
     gated: dict[str | None, list[str]] = {}
     for text, vector in zip(drafts, vectors, strict=True):
         ungated[slot_by_meaning(vector, known)] += 1
-        gated.setdefault(meaning_slot(text, vector, embedder, AT), []).append(text)
+        own = said[text]
+        meant = meaning_slot(own, said_vectors[own], embedder, AT) if own else None
+        gated.setdefault(meant, []).append(text)
     through = sum(gives_a_value(t) for t in drafts)
     print(f"seed {args.seed}: {len(drafts)} drafts without a word slot of {args.turns} turns")
     print(f"without the gate, slots by meaning: {sum(n for s, n in ungated.items() if s)} {dict(ungated)}")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 from shared.ingest.extraction_rules import RULES, TYPE_ORDER
 from shared.language import cues
+from shared.language.slot_rules import slot_for
 from shared.models import MemoryDraft, MemoryType
 
 _I = re.IGNORECASE
@@ -61,7 +62,7 @@ class AnswerContext:
         keys = tuple(dict.fromkeys((*first.cues, *self.cues)))
         slot = first.slot
         if slot is None and "question" not in first.tags:
-            slot = cues.slot_for(first.content, first.type, tags, first.entities)
+            slot = slot_for(first.content, first.type, tags, first.entities)
         return (replace(first, tags=tags, cues=keys, slot=slot), *drafts[1:])
 
 

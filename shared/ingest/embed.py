@@ -11,7 +11,7 @@ from shared.indexing.turn_windows import alone_text, window_text
 from shared.ingest.common import load_event, next_step
 from shared.ingest.plans import as_said
 from shared.ingest.slot_meaning import gives_a_value, prototypes, slot_by_meaning
-from shared.language.links import about_someone_else
+from shared.language.links import own_text
 from shared.models import EventStage, Memory, MemoryStatus, MemoryType, is_redacted
 from shared.ports import Embedder
 from shared.storage import EMBEDDING_MODEL_KEY, FollowUp, UnitOfWork, check_embedding_model
@@ -76,7 +76,8 @@ def embed_events(
         if keep_turns and not is_redacted(event):  # blanked by a privacy delete meanwhile
             turn_text, context = turn_window(uow, event, window)
             own_text = alone_text(event.content) if alone else None
-        for text in [m.content for m in drafts] + [t for t in (turn_text, own_text) if t is not None]:
+        meant = [meaning_text(m.content) for m in drafts if _wants_meaning(event, m)]
+        for text in [m.content for m in drafts] + [t for t in (turn_text, own_text, *meant) if t]:
             texts.setdefault(text)
         plans.append((event, drafts, turn_text, context, own_text))
     ordered = list(texts)
@@ -86,8 +87,8 @@ def embed_events(
         for memory in drafts:
             memory.embedding = vectors[memory.content]
             memory.embedding_model = embedder.model_name
-            if _wants_meaning(event, memory):
-                memory.slot = meaning_slot(memory.content, memory.embedding, embedder, event.at)
+            if _wants_meaning(event, memory) and (said := meaning_text(memory.content)):
+                memory.slot = meaning_slot(said, vectors[said], embedder, event.at)
             uow.memories.save(memory)
         if turn_text is not None:
             own = vectors[own_text] if own_text is not None else None
@@ -107,17 +108,25 @@ def _wants_meaning(event: TurnPublished, memory: Memory) -> bool:
     )
 
 
-def meaning_slot(content: str, vector: list[float], embedder: Embedder, at: datetime) -> str | None:
-    """The slot a statement's meaning gives it (``shared.ingest.slot_meaning``), as a plan's slot
-    when the clauses that give the value speak of the future (``shared.ingest.plans``); None when
-    its words give no value (:func:`gives_a_value`), when no slot stands out, or when it is about
-    someone else or only sought."""
-    if not gives_a_value(content) or about_someone_else(content, partner_is_self=True):
+def meaning_text(content: str) -> str:
+    """What of a statement its slot by meaning is read from: the clauses about the user
+    (``shared.language.links.own_text``, a partner counting as the user), "" when none is. In
+    "我老婆是小学老师，我们有一个女儿" the teacher is the wife: read whole, its meaning gave the
+    user's job."""
+    return own_text(content, partner_is_self=True)
+
+
+def meaning_slot(text: str, vector: list[float], embedder: Embedder, at: datetime) -> str | None:
+    """The slot the meaning of ``text`` (a statement's :func:`meaning_text`, embedded as
+    ``vector``) gives it (``shared.ingest.slot_meaning``), as a plan's slot when the clauses that
+    give the value speak of the future (``shared.ingest.plans``); None when its words give no value
+    (:func:`gives_a_value`) or when no slot stands out."""
+    if not gives_a_value(text):
         return None
     slot = slot_by_meaning(vector, prototypes(embedder))
     if slot is None:
         return None
-    return as_said(content, slot, at, gives_a_value)
+    return as_said(text, slot, at, gives_a_value)
 
 
 def turn_window(uow: UnitOfWork, event: TurnPublished, window: int) -> tuple[str, list[str]]:

@@ -39,8 +39,8 @@ from shared.ingest.extraction_rules import (
 from shared.ingest.plans import PLAN_TAG, as_said, coming_plan, is_plan, word_carrier
 from shared.language import cues, timeexpr
 from shared.language.clauses import WORD_RE, clause_spans, is_chit_chat, sentence_spans, statement_text
-from shared.language.cues import slot_for
 from shared.language.plan_words import PLAN_PREFIX
+from shared.language.slot_rules import slot_for
 from shared.models import Extraction, MemoryDraft, MemoryType
 
 __all__ = [
@@ -249,7 +249,7 @@ def _draft(text: str, role: Role, importance: float, type_: MemoryType, at: date
     extra = (("change",) if change else ()) + (("question",) if question else ())
     tags = tuple(dict.fromkeys(cues.lexicon_tags(content) + extra))
     found = cues.entities(content)[:MAX_DRAFT_ENTITIES]
-    slot = None if question else cues.slot_for(content, type_, tags, found)
+    slot = None if question else slot_for(content, type_, tags, found)
     if role is Role.USER and slot is None and not question:
         # A move or a start to come, named ("I'm going to move to Suzhou next spring"): a plan of
         # the slot it would fill, or nothing; never the present value (``plans.coming_plan``).

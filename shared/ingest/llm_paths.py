@@ -17,6 +17,7 @@ from shared.ingest.extraction import extract, is_instruction, timing, without_in
 from shared.ingest.plans import PLAN_TAG, as_said, word_carrier
 from shared.language import cues
 from shared.language.plan_words import PLAN_PREFIX
+from shared.language.slot_rules import slot_for
 from shared.llm import (
     INSTRUCTIONS,
     LLM,
@@ -82,7 +83,7 @@ def extract_with_llm(
         # The slot comes from the rules, as the cue keys do (and, when the words name none, from
         # the statement's meaning in the embed stage); a plan for a slot is a task of the plan's
         # slot, as on the rules path, so that it never replaces the slot's present value.
-        slot = cues.slot_for(content, memory_type, tags, entities)
+        slot = slot_for(content, memory_type, tags, entities)
         if event.role is Role.USER and slot is not None:
             slot = as_said(content, slot, event.at, word_carrier(slot, memory_type))
             if slot is not None and slot.startswith(PLAN_PREFIX):

@@ -8,7 +8,7 @@ elsewhere in the turn:
 - **Pieces**: the statement is cut at sentence ends, commas and dashes, and before a clause that
   opens with a subordinator ("if", "when", "so I", "because we", 如果, 所以, 因为...).
 - **The value's pieces**: those whose own words give the slot (``carries``: for a slot of the
-  words, :func:`shared.language.cues.slot_for` of the piece; for a slot by meaning, the words that
+  words, :func:`shared.language.slot_rules.slot_for` of the piece; for a slot by meaning, the words that
   say a value is given). When no piece alone carries it, every piece does.
 - **A piece's mood**: a *plan* when the piece itself has a plan word (要/打算/计划/准备/will/going
   to…, :data:`shared.language.plan_words.PLAN_RE`) or a present progressive ("we're moving") and a
@@ -35,6 +35,7 @@ from enum import StrEnum
 from shared.ingest.extraction_rules import COMING_SLOTS, is_change
 from shared.language import cues, timeexpr
 from shared.language.plan_words import PLAN_RE, plan_slot
+from shared.language.slot_rules import slot_for
 from shared.models import MemoryType
 
 __all__ = [
@@ -151,7 +152,7 @@ def word_carrier(slot: str, type_: MemoryType) -> Callable[[str], bool]:
 
     def carries(piece: str) -> bool:
         tags = (*cues.lexicon_tags(piece), *(("change",) if is_change(piece) else ()))
-        return cues.slot_for(piece, type_, tags, cues.entities(piece)) == slot
+        return slot_for(piece, type_, tags, cues.entities(piece)) == slot
 
     return carries
 

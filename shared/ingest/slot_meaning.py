@@ -1,13 +1,13 @@
 """A slot read from a statement's meaning: "I'm a pharmacist in Leeds" is about the user's job,
 "First week at the new place" about where they work or live, though neither says "job" or "live".
 
-The slot rules of the lexicon (:func:`shared.language.cues.slot_for`) are the words part: fast, exact, and
-blind to any phrasing they do not list. A change of home or job rarely repeats the words of the
-first statement ("Loving the new job at the vet clinic!" after "I'm a pharmacist in Leeds."), and
-a longer list of phrasings would always be one phrasing short, in two languages. So a statement
-the words leave without a slot is compared with a few prototype statements per slot, in both
-languages, in the embedding model's space: the model, not a list, carries the many ways of saying
-"I live in X". Why this shape:
+The slot rules of the lexicon (:func:`shared.language.slot_rules.slot_for`) are the words part:
+fast, exact, and blind to any phrasing they do not list. A change of home or job rarely repeats the
+words of the first statement ("Loving the new job at the vet clinic!" after "I'm a pharmacist in
+Leeds."), and a longer list of phrasings would always be one phrasing short, in two languages. So a
+statement the words leave without a slot is compared with a few prototype statements per slot, in
+both languages, in the embedding model's space: the model, not a list, carries the many ways of
+saying "I live in X". Why this shape:
 
 - **Prototypes, not a trained classifier**: a handful of plain statements per slot is data a
   reader can check and extend, works with whatever embedding model the deployment runs (the

@@ -17,7 +17,7 @@ from typing import Any
 
 from shared.language.lexicon import LexiconOverlay
 from shared.language.lexicon import merge as merge_lexicon
-from shared.language.links import Link, about_someone_else, find_links
+from shared.language.links import Link, find_links
 from shared.language.text import CJK_RE, STOPWORDS, STOPWORDS_EN, keywords, word_set
 from shared.models import MemoryType
 
@@ -355,7 +355,7 @@ def configure(overlays: Sequence[LexiconOverlay] = ()) -> Lexicon:
 def lexicon_hits(text: str) -> list[LexiconHit]:
     """Lexicon words found in ``text``, in order of first appearance, each word once."""
     lexicon = load_lexicon()
-    lowered = _normalise(text)
+    lowered = normalise(text)
     positions: list[tuple[int, str]] = []
     if lexicon.english is not None:
         positions += [(m.start(), re.sub(r"\s+", " ", m.group(0))) for m in lexicon.english.finditer(lowered)]
@@ -380,58 +380,9 @@ def text_cues(text: str) -> tuple[str, ...]:
     return cues_for_memory(text, lexicon_tags(text), entities(text))
 
 
-def _normalise(text: str) -> str:
+def normalise(text: str) -> str:
+    """Lower case, with a typographic apostrophe read as "'" (what lexicon words are matched on)."""
     return text.lower().replace("’", "'")
-
-
-def _slot_applies(rule: SlotRule, lowered: str, type_: MemoryType, tags: Iterable[str]) -> bool:
-    if type_ not in rule.types:
-        return False
-    if rule.tags & set(tags) or any(w in lowered for w in rule.words):
-        return True
-    return rule.word_pattern is not None and rule.word_pattern.search(lowered) is not None
-
-
-def _slot_key(rule: SlotRule, hits: list[LexiconHit], entities: Iterable[str]) -> str | None:
-    """The first lexicon word tagged ``rule.key_tag`` (hits in text order, then entities), renamed."""
-    lexicon = load_lexicon()
-    words = [h.word for h in hits] + [e for e in entities if e in lexicon.entries]
-    for word in words:
-        if word not in rule.ignore and rule.key_tag in lexicon.entries[word][1]:
-            return dict(rule.aliases).get(word, word)
-    return None
-
-
-def slot_for(
-    text: str, type_: MemoryType, tags: Iterable[str] = (), entities: Iterable[str] = ()
-) -> str | None:
-    """The attribute a memory is about ("profile:home", "skill:language:java"), from the lexicon's
-    slot rules, or None. Two memories with the same slot can be compared (one may replace the other).
-    """
-    lowered = _normalise(text)
-    tags = tuple(tags)
-    hits: list[LexiconHit] | None = None
-    for rule in load_lexicon().slots:
-        # A profile slot is the user's own: a statement about their sister's wedding or a
-        # colleague's new job must not replace what the user said of themselves.
-        if rule.slot.startswith("profile:") and about_someone_else(
-            text, partner_is_self=rule.slot == "profile:relationship"
-        ):
-            continue
-        applies = _slot_applies(rule, lowered, type_, tags)
-        if "{key}" not in rule.slot:
-            if applies:
-                return rule.slot
-            continue
-        if type_ not in rule.types:
-            continue
-        hits = lexicon_hits(text) if hits is None else hits
-        key = _slot_key(rule, hits, entities)  # a keyed rule also applies when only its key is there
-        if key is not None:
-            return rule.slot.replace("{key}", key)
-        if applies and rule.fallback:
-            return rule.fallback
-    return None
 
 
 def interest_tag(tags: Iterable[str]) -> str | None:

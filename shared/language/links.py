@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from shared.language.clauses import clause_spans
+
 LINK_PREFIX = "l:"
 MAX_LINKS_PER_TEXT = 4
 
@@ -72,6 +74,8 @@ _PARTNERS = frozenset(
 _THEIR_ZH = re.compile(r"我(?:的|家)?" + _ROLE_ZH)
 _THEIR_EN = re.compile(r"(?<![A-Za-z])(?i:my|our) (?i:" + _ROLE_EN + r")\b")
 _I_EN = re.compile(r"(?<![A-Za-z])I(?:'m|'ve|'d|'ll)?(?![A-Za-z])")
+# A clause of the user's household after one about someone else ("…, we have a daughter").
+_WE_EN = re.compile(r"(?<![A-Za-z])(?i:we|we're|we've|us|our)(?![A-Za-z])")
 
 
 def about_someone_else(text: str, partner_is_self: bool = False) -> bool:
@@ -86,6 +90,33 @@ def about_someone_else(text: str, partner_is_self: bool = False) -> bool:
         return False
     rest = _THEIR_EN.sub(" ", _THEIR_ZH.sub(" ", text))
     return "我" not in rest and not _I_EN.search(rest)
+
+
+def own_text(text: str, partner_is_self: bool = False) -> str:
+    """The clauses of ``text`` that speak of the user: "" when the whole text is about someone
+    else (:func:`about_someone_else`). A clause about someone else is left out, and so is each
+    clause after it with no subject of its own, until one names the user again:
+    "我老婆是小学老师，我们有一个女儿" keeps "我们有一个女儿" (the teacher is the wife, so the
+    user's job must not be read from it), "My wife is a nurse, works nights, and I teach" keeps
+    "and I teach"."""
+    if about_someone_else(text, partner_is_self):
+        return ""
+    kept: list[str] = []
+    theirs = False
+    for start, end in clause_spans(text):
+        clause = text[start:end]
+        if about_someone_else(clause, partner_is_self):
+            theirs = True
+        elif _names_anyone(clause):  # the user, or a partner who counts as the user
+            theirs = False
+        if not theirs:
+            kept.append(clause)
+    mine = "".join(kept)
+    return text if mine == text else mine.strip()
+
+
+def _names_anyone(clause: str) -> bool:
+    return "我" in clause or bool(_I_EN.search(clause) or _THEIR_EN.search(clause) or _WE_EN.search(clause))
 
 
 # A Chinese name ends where the sentence goes on ("乐乐今年五岁", "小明，...", "乐乐每周六...").

@@ -17,7 +17,8 @@ from typing import Any
 
 from shared import fields
 from shared.events import FieldError, InvalidInput, id_problem, text_problem
-from shared.language.cues import cues_for_memory, entities, lexicon_tags, slot_for
+from shared.language.cues import cues_for_memory, entities, lexicon_tags
+from shared.language.slot_rules import slot_for
 from shared.language.timeexpr import happened
 from shared.lifecycle.sweeps import RestoreRefused, restore_memory, save_change
 from shared.models import Memory, MemoryStatus, MemoryType, memory_hash

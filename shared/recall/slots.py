@@ -1,12 +1,12 @@
 """A question about one of the user's own slots asks for its current value.
 
-"Where do I work?", "我现在住哪？", "What's my phone number?" name a profile slot of the user's
-own (``shared.language.cues.slot_for``: profile:job, profile:home, profile:phone) without sharing a word with
-its value ("Loving the new job at the vet clinic!"). Ingest keeps one current memory per slot
-(``shared.ingest.conflicts``); that memory is the answer, so it comes first, ahead of whatever
-the relevance model makes of a store where every memory is about as close to the query. The
-training questions hardly ever ask this (their slot memories are few), so the model has nothing
-to learn it from, like the other orders of ``shared.recall.cascade.rank``.
+"Where do I work?", "我现在住哪？", "What's my phone number?" name a profile slot of the user's own
+(``shared.language.slot_rules.slot_for``: profile:job, profile:home, profile:phone) without sharing
+a word with its value ("Loving the new job at the vet clinic!"). Ingest keeps one current memory per
+slot (``shared.ingest.conflicts``); that memory is the answer, so it comes first, ahead of whatever
+the relevance model makes of a store where every memory is about as close to the query. The training
+questions hardly ever ask this (their slot memories are few), so the model has nothing to learn it
+from, like the other orders of ``shared.recall.cascade.rank``.
 
 A question about a plan or a change to come ("我们打算什么时候搬家？", "Where am I moving to?",
 "When do I start at Google?", "我明年住哪？") asks for the plan's slot
@@ -22,6 +22,7 @@ import re
 
 from shared.language import cues, timeexpr
 from shared.language.plan_words import PLAN_RE, plan_slot
+from shared.language.slot_rules import slot_for
 from shared.models import MemoryStatus, MemoryType
 from shared.recall.request import Candidate
 
@@ -50,7 +51,7 @@ def asked_slot(query: str) -> str | None:
         return None
     tags = cues.lexicon_tags(query)
     entities = cues.entities(query)
-    slot = cues.slot_for(query, MemoryType.PROFILE, tags, entities)
+    slot = slot_for(query, MemoryType.PROFILE, tags, entities)
     if slot is None and _COMING_RE.search(query):
         slot = _coming_topic(query)
     if slot is None or not slot.startswith(PROFILE_PREFIX):

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 
 from shared.events import Role, TurnPublished
-from shared.ingest.embed import _wants_meaning, meaning_slot
+from shared.ingest.embed import _wants_meaning, meaning_slot, meaning_text
 from shared.ingest.extraction import extract
 from shared.models import Memory, MemoryStatus
 from shared.ports import Embedder
@@ -45,6 +45,7 @@ GIVE_A_VALUE = [
     ("我在深圳安家了", HOME),
     ("我们刚把家安在了苏州", HOME),
     ("我和女朋友领证了", LOVE),
+    ("My wife is a nurse at the city hospital, and I'm a pharmacist in Leeds.", JOB),
 ]
 # Statements about the user that give no slot a value: memories, hobbies, family, "after work".
 GIVE_NONE = [
@@ -68,6 +69,11 @@ GIVE_NONE = [
     "我哥哥刚换了新工作",
     "我最近在学吉他",
     "我和男朋友周末去看了电影",
+    # The job named is someone else's; the clauses after it are the user's and name none.
+    "我老婆是小学老师，我们有一个女儿，今年五岁",
+    "我哥哥是医生，我们家离医院很近",
+    "我姐姐在深圳安家了，我们过年去看她",  # read whole, its meaning gives profile:home
+    "My sister just moved into a flat near the harbour, and we visit her a lot",
 ]
 
 
@@ -87,8 +93,9 @@ def _slots(text: str, embedder: Embedder) -> list[tuple[str | None, bool]]:
             last_accessed_at=AT, tags=list(draft.tags), slot=draft.slot,
         )  # fmt: skip
         if _wants_meaning(event, memory):
-            [vector] = embedder.embed_passages([draft.content])
-            out.append((meaning_slot(draft.content, vector, embedder, AT), True))
+            said = meaning_text(draft.content)
+            [vector] = embedder.embed_passages([said]) if said else [[]]
+            out.append((meaning_slot(said, vector, embedder, AT) if said else None, True))
         else:
             out.append((draft.slot, False))
     return out

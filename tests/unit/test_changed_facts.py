@@ -77,6 +77,18 @@ def test_recall_gives_the_newer_statement_first(older: str, newer: str, query: s
     assert history.index((newer, "active")) < history.index((older, "superseded"))
 
 
+@pytest.mark.parametrize(
+    ("text", "slot"),
+    [
+        ("我老婆是小学老师，我在一家律所上班", "profile:job"),
+        ("My wife is a teacher, and I live in Paris", "profile:home"),
+        ("我男朋友是医生，他住在北京", "profile:relationship"),
+    ],
+)
+def test_a_slot_is_read_from_the_users_own_clauses(text: str, slot: str) -> None:
+    assert _slot(text) == slot
+
+
 def test_a_statement_about_someone_else_does_not_take_a_relationship_slot() -> None:
     assert _slot("My sister loves sushi") is None
     assert _slot("我男朋友喜欢打篮球") != "profile:relationship"
@@ -89,6 +101,9 @@ SOMEONE_ELSE = [
     ("My boyfriend is Tom", "My sister got married last week in Rome."),
     ("My phone number is 555-0134.", "My brother changed his phone number yesterday."),
     ("I live in Paris", "My sister lives in Berlin now"),
+    # The teacher is the wife; the clause after it ("我们…") is the user's but names no job.
+    ("我在阿里巴巴上班", "我老婆是小学老师，我们有一个女儿，今年五岁"),
+    ("I work at a bank", "My husband is a teacher at the school, and we have two kids"),
 ]
 
 

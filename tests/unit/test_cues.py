@@ -16,8 +16,8 @@ from shared.language.cues import (
     lexicon_tags,
     load_lexicon,
     query_cues,
-    slot_for,
 )
+from shared.language.slot_rules import slot_for
 from shared.language.text import CJK_RE
 from shared.models import MemoryType
 

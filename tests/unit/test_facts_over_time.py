@@ -317,6 +317,22 @@ def test_prototypes_are_embedded_once_per_model() -> None:
     assert slot_by_meaning(embedder._one("Got hired as a nurse"), first) == "profile:job"
 
 
+def test_the_embed_stage_reads_a_slot_by_meaning_from_the_users_own_clauses_only() -> None:
+    """Read whole, "我姐姐在深圳安家了，我们过年去看她" means a home; the home is the sister's,
+    and the user's clause ("我们过年去看她") gives none."""
+    slots = {}
+    for said in ("我姐姐在深圳安家了，我们过年去看她", "我在深圳安家了，我们过年回老家"):
+        h = Harness()
+        h.embedder = _WordEmbedder()  # type: ignore[assignment]
+        h.say(said)
+        [memory] = h.state.memories.values()
+        slots[said] = memory.slot
+    assert slots == {
+        "我姐姐在深圳安家了，我们过年去看她": None,
+        "我在深圳安家了，我们过年回老家": "profile:home",
+    }
+
+
 def test_the_meaning_chooses_a_slot_only_for_a_statement_whose_words_give_a_value() -> None:
     embedder = _WordEmbedder()  # its "meaning": job for any work word, home for any home word
     said = "I'm a nurse at the county hospital"

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from shared.language import cues
-from shared.language.cues import LexiconHit, lexicon_hits, query_cues, slot_for
+from shared.language.cues import LexiconHit, lexicon_hits, query_cues
 from shared.language.lexicon import LexiconError, parse_overlay
+from shared.language.slot_rules import slot_for
 from shared.models import MemoryType
 from shared.settings import Settings
 from workers.lexicon import apply_lexicon, read_lexicon_file
