@@ -35,6 +35,13 @@ _HISTORY_RE = re.compile(
     r"|以前|之前|原来|过去|曾经|上一[份个家]|老(?:家|房子|公司|单位)",
     re.IGNORECASE,
 )
+# Words of pay, a topic beside the job that the job's value does not answer: the job memory is not
+# the answer to "我工资多少？" or "What's my salary?", though "工资" and "salary" are words of work.
+_PAY_RE = re.compile(
+    r"\b(?:salary|salaries|pay|paid|wages?|income|earn\w*|bonus\w*|raise|overtime)\b"
+    r"|工资|薪水|薪资|薪酬|收入|奖金|月薪|年薪|加薪|加班|挣多少|赚多少",
+    re.IGNORECASE,
+)
 # Words of a change still to come: the question asks for the plan ("Where am I moving to?",
 # "When do I start at Google?", "我什么时候搬家？").
 _COMING_RE = re.compile(
@@ -56,6 +63,8 @@ def asked_slot(query: str) -> str | None:
         slot = _coming_topic(query)
     if slot is None or not slot.startswith(PROFILE_PREFIX):
         return None  # a topic with many values (hobbies, foods) has no one current value
+    if slot == "profile:job" and _PAY_RE.search(query):
+        return None
     coming = PLAN_RE.search(query) or tense == "future" or _COMING_RE.search(query)
     return plan_slot(slot) if coming else slot
 

@@ -137,6 +137,12 @@ ASKED_SLOTS = {
     "What is my favorite hobby?": None,  # a topic of many values has no one current value
     "我妈住哪？": None,  # someone else's
     "我爸在哪上班？": None,
+    "我在哪里工作？": "profile:job",
+    # Pay is beside the job: the job's value does not answer it, though "工资" is a word of work.
+    "我工资多少？": None,
+    "What is my salary?": None,
+    "How much do I get paid at work?": None,
+    "Where do I live and how much rent do I pay?": "profile:home",
 }
 
 
