@@ -26,12 +26,18 @@ _ROLES_ZH = """
     哥哥 姐姐 弟弟 妹妹 男朋友 女朋友 对象 未婚夫 未婚妻 爷爷 奶奶 外公 外婆 姥姥 姥爷 朋友 好朋友 闺蜜
     室友 同事 同学 老板 领导 上司 导师 邻居 猫 狗 猫咪 狗狗 小猫 小狗 宠物
     妈 爸 姐 哥 弟 妹 老妈 老爸 爸妈 父母 叔叔 阿姨 舅舅 姑姑 表哥 表姐 表弟 表妹
+    岳父 岳母 公公 婆婆 嫂子 姐夫 妹夫 弟媳 舅妈 婶婶 伯伯 伯父 姑父 姨妈 侄子 侄女 外甥 外甥女 孙子 孙女
+    外孙 外孙女 堂哥 堂姐 堂弟 堂妹 孩子们 家人 亲戚
 """
 # Underscores join two-word roles.
 _ROLES_EN = """
     son daughter kid child baby wife husband partner spouse boyfriend girlfriend fiance fiancee fiancé
     fiancée mom mum mother dad father brother sister grandma grandpa grandmother grandfather friend
     best_friend roommate colleague coworker boss manager neighbor neighbour dog cat puppy kitten pet
+    aunt uncle cousin niece nephew grandson granddaughter stepmom stepdad stepmother stepfather
+    sons daughters kids children parents brothers sisters siblings grandparents grandkids
+    grandchildren friends best_friends roommates colleagues coworkers neighbors neighbours dogs cats
+    pets aunts uncles cousins nieces nephews in-laws family folks
 """
 
 

@@ -104,6 +104,11 @@ SOMEONE_ELSE = [
     # The teacher is the wife; the clause after it ("我们…") is the user's but names no job.
     ("我在阿里巴巴上班", "我老婆是小学老师，我们有一个女儿，今年五岁"),
     ("I work at a bank", "My husband is a teacher at the school, and we have two kids"),
+    # Plural and in-law roles: "My parents live in Vancouver" superseded "I live in Toronto".
+    ("I live in Toronto", "My parents live in Vancouver"),
+    ("I live in Leeds", "My in-laws just moved to Boston"),
+    ("I live in Oslo", "My kids live in Boston now"),
+    ("我住在成都", "我岳父住在重庆"),
 ]
 
 
