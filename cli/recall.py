@@ -90,7 +90,7 @@ def recall_cmd(
     elif as_json:
         echo_json(out)
     else:
-        _print_recall(query, out)
+        print_recall(query, out)
 
 
 def option_errors(exc: InvalidInput) -> str:
@@ -113,13 +113,20 @@ def why_line(explanation: dict[str, Any]) -> str:
     return why
 
 
-def _print_recall(query: str, out: dict[str, Any]) -> None:
+def print_recall(query: str, out: dict[str, Any]) -> None:
+    """A recall in plain text: the items, each with its :func:`why_line`, then the trace's notes,
+    which say what put an item above one the model gave a higher probability ("the query asks for
+    profile:job: its current memory comes first") or why nothing was cut."""
     typer.echo(f"? {query}  [stage: {out['stage']}]")
+    notes = out["trace"].get("notes", [])
     if not out["items"]:
-        typer.echo("  (nothing found) " + "; ".join(out["trace"].get("notes", [])))
+        typer.echo("  (nothing found) " + "; ".join(notes))
+        return
     for i, item in enumerate(out["items"], 1):
         status = "" if item["status"] in ("active", "working", "log") else f" ({item['status']})"
         typer.echo(f"  {i}. [{item['type']}]{status} {item['content']}   <- {why_line(item['explanation'])}")
+    for note in notes:
+        typer.echo(f"  note: {note}")
 
 
 def memories(

@@ -14,3 +14,37 @@ def test_an_item_shows_its_paths_cues_cosine_and_relevance() -> None:
 
 def test_an_exact_key_with_no_model_score_shows_none() -> None:
     assert why_line({"paths": ["key"], "matched_cues": ["key:ORD-1"]}) == "key key:ORD-1"
+
+
+def test_the_plain_output_prints_the_notes_that_explain_the_order(capsys) -> None:
+    from cli.recall import print_recall
+
+    note = "the query asks for profile:job: its current memory comes first"
+    job = {
+        "type": "profile",
+        "status": "active",
+        "content": "我在一家律所做会计",
+        "explanation": {"relevance": 0.303},
+    }
+    home = {
+        "type": "profile",
+        "status": "active",
+        "content": "我住在成都",
+        "explanation": {"relevance": 0.683},
+    }
+    print_recall("我在哪里工作？", {"stage": "fused", "items": [job, home], "trace": {"notes": [note]}})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("  1. [profile] 我在一家律所做会计") and lines[2].startswith(
+        "  2. [profile] 我住在成都"
+    )
+    assert lines[3:] == [f"  note: {note}"]
+
+
+def test_an_empty_answer_prints_its_notes_once(capsys) -> None:
+    from cli.recall import print_recall
+
+    print_recall(
+        "我是什么血型？",
+        {"stage": "none", "items": [], "trace": {"notes": ["nothing remembered answers this"]}},
+    )
+    assert capsys.readouterr().out.splitlines()[1:] == ["  (nothing found) nothing remembered answers this"]
