@@ -101,13 +101,16 @@ def option_errors(exc: InvalidInput) -> str:
 
 def why_line(explanation: dict[str, Any]) -> str:
     """What found an item and how likely it is to answer, in one line: its paths, the cues it
-    matched, its cosine to the query and the relevance model's probability (an item near 0 is
+    matched, its cosine to the query (the better of its own and its context window's) and the
+    relevance model's probability (an item near 0 is
     only the closest thing the store holds, and the plain output must let a reader see that)."""
     why = "+".join(explanation.get("paths", []))
     if explanation.get("matched_cues"):
         why += " " + ",".join(explanation["matched_cues"])
-    if "vector_score" in explanation:
-        why += f" cos={explanation['vector_score']:.2f}"
+    # The dense list ranks by the better cosine, the memory's own or its context window's.
+    cosines = [explanation[k] for k in ("vector_score", "turn_vector_score") if k in explanation]
+    if cosines:
+        why += f" cos={max(cosines):.2f}"
     if "relevance" in explanation:
         why += f" relevance={explanation['relevance']:.3f}"
     return why

@@ -12,6 +12,13 @@ def test_an_item_shows_its_paths_cues_cosine_and_relevance() -> None:
     assert line == "cue+vector k:order cos=0.79 relevance=0.024"
 
 
+def test_the_cosine_shown_is_the_better_of_the_items_own_and_its_windows() -> None:
+    # The dense list ranks by the better one: showing the memory's own made a list look unordered.
+    explanation = {"paths": ["vector", "turn_vector"], "vector_score": 0.87, "turn_vector_score": 0.8875}
+    assert why_line(explanation) == "vector+turn_vector cos=0.89"
+    assert why_line({"paths": ["turn_vector"], "turn_vector_score": 0.8}) == "turn_vector cos=0.80"
+
+
 def test_an_exact_key_with_no_model_score_shows_none() -> None:
     assert why_line({"paths": ["key"], "matched_cues": ["key:ORD-1"]}) == "key key:ORD-1"
 
