@@ -4,7 +4,7 @@ The memory and conversation-log searches are merged into one dense and one keywo
 relevance model reads each candidate's rank in them: ``shared.recall.features``); an optional
 reranker reorders the model's top (``shared.recall.rerank``); then k are chosen without
 near-duplicates, the newest statement of a slot first. Every list is ordered with a full tie-break
-(score, then id at the last), so the same state, query and ``now`` give the same answer.
+(score, then id), so the same state, query and ``now`` give the same answer.
 """
 
 from __future__ import annotations
@@ -26,26 +26,16 @@ Item = TypeVar("Item")
 
 def merged(found: dict[str, list[Candidate]], a: str, b: str) -> list[Candidate]:
     """One ranking of the candidates found on paths ``a`` and ``b`` by the better of their two
-    scores (cosines of one model; BM25 scores of the same query); ties by the other score, then by
-    the order their path gave them, then by id.
+    scores (cosines of one model; BM25 scores of the same query), ties by id.
 
     Memories and turns compete in one dense and one keyword list: a memory found both by its own
-    vector and through its source turn is one piece of evidence, not two. A window's hit gives its
-    score to every turn it holds, so the memories of one window tie on it; the one whose own
-    vector (or own words) is closer to the query comes first, not the one with the smallest id
-    (a random UUID put "My dog is called Biscuit" first for most questions of a small store)."""
-    unique: dict[str, Candidate] = {}
-    place: dict[str, int] = {}
-    for path in (a, b):
-        for i, c in enumerate(found[path]):
-            unique.setdefault(c.item.id, c)
-            place[c.item.id] = min(place.get(c.item.id, i), i)
+    vector and through its source turn is one piece of evidence, not two."""
+    unique = {c.item.id: c for c in [*found[a], *found[b]]}
 
-    def order(c: Candidate) -> tuple[float, float, int, str]:
-        one, other = c.scores.get(a, 0.0), c.scores.get(b, 0.0)
-        return -max(one, other), -min(one, other), place[c.item.id], c.item.id
+    def best(c: Candidate) -> float:
+        return max(c.scores.get(a, 0.0), c.scores.get(b, 0.0))
 
-    return sorted(unique.values(), key=order)
+    return sorted(unique.values(), key=lambda c: (-best(c), c.item.id))
 
 
 def reranked(
