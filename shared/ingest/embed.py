@@ -71,19 +71,20 @@ def embed_events(
             if m.status is MemoryStatus.PENDING
         ]
         turn_text: str | None = None
-        own_text: str | None = None
+        alone_turn: str | None = None
         context: list[str] = []
         if keep_turns and not is_redacted(event):  # blanked by a privacy delete meanwhile
             turn_text, context = turn_window(uow, event, window)
-            own_text = alone_text(event.content) if alone else None
+            alone_turn = alone_text(event.content) if alone else None
         meant = [meaning_text(m.content) for m in drafts if _wants_meaning(event, m)]
-        for text in [m.content for m in drafts] + [t for t in (turn_text, own_text, *meant) if t]:
+        turn_texts = [t for t in (turn_text, alone_turn) if t is not None]
+        for text in [m.content for m in drafts] + turn_texts + [t for t in meant if t]:
             texts.setdefault(text)
-        plans.append((event, drafts, turn_text, context, own_text))
+        plans.append((event, drafts, turn_text, context, alone_turn))
     ordered = list(texts)
     vectors = dict(zip(ordered, embedder.embed_passages(ordered), strict=True)) if ordered else {}
     stages: dict[str, EventStage] = {}
-    for event, drafts, turn_text, context, own_text in plans:
+    for event, drafts, turn_text, context, alone_turn in plans:
         for memory in drafts:
             memory.embedding = vectors[memory.content]
             memory.embedding_model = embedder.model_name
@@ -91,7 +92,7 @@ def embed_events(
                 memory.slot = meaning_slot(said, vectors[said], embedder, event.at)
             uow.memories.save(memory)
         if turn_text is not None:
-            own = vectors[own_text] if own_text is not None else None
+            own = vectors[alone_turn] if alone_turn is not None else None
             uow.turn_index.set_vector(event.ref, vectors[turn_text], embedder.model_name, context, own)
         stages[event.ref] = EventStage.EMBEDDED if drafts else EventStage.PERSISTED
         uow.events.set_stage(event.ref, stages[event.ref].value)

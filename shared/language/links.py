@@ -113,7 +113,7 @@ def own_text(text: str, partner_is_self: bool = False) -> str:
         clause = text[start:end]
         if about_someone_else(clause, partner_is_self):
             theirs = True
-        elif _names_anyone(clause):  # the user, or a partner who counts as the user
+        elif _names_the_user(clause):
             theirs = False
         if not theirs:
             kept.append(clause)
@@ -121,7 +121,8 @@ def own_text(text: str, partner_is_self: bool = False) -> str:
     return text if mine == text else mine.strip()
 
 
-def _names_anyone(clause: str) -> bool:
+def _names_the_user(clause: str) -> bool:
+    # A role left here is a partner who counts as the user: other roles made the clause theirs.
     return "我" in clause or bool(_I_EN.search(clause) or _THEIR_EN.search(clause) or _WE_EN.search(clause))
 
 
