@@ -55,16 +55,16 @@ def main(argv: list[str] | None = None) -> None:
         ]
     embedder = build_embedder(Settings(embedder="e5"))
     known = prototypes(embedder)
-    vectors = embedder.embed_passages(drafts) if drafts else []
     said = {t: meaning_text(t) for t in drafts}  # what the embed stage reads a slot from
-    owned = sorted({s for s in said.values() if s})
-    said_vectors = dict(zip(owned, embedder.embed_passages(owned), strict=True)) if owned else {}
+    texts = list(dict.fromkeys([*drafts, *(s for s in said.values() if s)]))  # one model call
+    by_text = dict(zip(texts, embedder.embed_passages(texts), strict=True)) if texts else {}
+    vectors = [by_text[t] for t in drafts]
     ungated: Counter[str | None] = Counter()
     gated: dict[str | None, list[str]] = {}
     for text, vector in zip(drafts, vectors, strict=True):
         ungated[slot_by_meaning(vector, known)] += 1
         own = said[text]
-        meant = meaning_slot(own, said_vectors[own], embedder, AT) if own else None
+        meant = meaning_slot(own, by_text[own], embedder, AT) if own else None
         gated.setdefault(meant, []).append(text)
     through = sum(gives_a_value(t) for t in drafts)
     print(f"seed {args.seed}: {len(drafts)} drafts without a word slot of {args.turns} turns")

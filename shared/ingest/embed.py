@@ -63,6 +63,8 @@ def embed_events(
         return {}
     claim_embedding_model(uow, embedder)
     texts: dict[str, None] = {}  # ordered and unique: a text repeated in the batch is embedded once
+    # What each draft's slot by meaning is read from (its clauses about the user), by memory id.
+    said: dict[str, str] = {}
     plans: list[tuple[TurnPublished, list[Memory], str | None, list[str], str | None]] = []
     for event in events:
         drafts = [
@@ -76,9 +78,10 @@ def embed_events(
         if keep_turns and not is_redacted(event):  # blanked by a privacy delete meanwhile
             turn_text, context = turn_window(uow, event, window)
             alone_turn = alone_text(event.content) if alone else None
-        meant = [meaning_text(m.content) for m in drafts if _wants_meaning(event, m)]
+        said.update({m.id: meaning_text(m.content) for m in drafts if _wants_meaning(event, m)})
         turn_texts = [t for t in (turn_text, alone_turn) if t is not None]
-        for text in [m.content for m in drafts] + turn_texts + [t for t in meant if t]:
+        meant = [said[m.id] for m in drafts if said.get(m.id)]
+        for text in [m.content for m in drafts] + turn_texts + meant:
             texts.setdefault(text)
         plans.append((event, drafts, turn_text, context, alone_turn))
     ordered = list(texts)
@@ -88,8 +91,8 @@ def embed_events(
         for memory in drafts:
             memory.embedding = vectors[memory.content]
             memory.embedding_model = embedder.model_name
-            if _wants_meaning(event, memory) and (said := meaning_text(memory.content)):
-                memory.slot = meaning_slot(said, vectors[said], embedder, event.at)
+            if own_clauses := said.get(memory.id):
+                memory.slot = meaning_slot(own_clauses, vectors[own_clauses], embedder, event.at)
             uow.memories.save(memory)
         if turn_text is not None:
             own = vectors[alone_turn] if alone_turn is not None else None
