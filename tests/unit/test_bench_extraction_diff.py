@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench import extraction_diff
+from tests.unit.test_facts_over_time import _WordEmbedder  # its meaning: job or home words
 
 LOCOMO = [
     {
@@ -47,3 +48,15 @@ def test_drafts_gives_every_turn_its_drafts_and_compare_the_turns_that_differ(
     extraction_diff.main(["compare", str(old), str(new)])
     out = capsys.readouterr().out
     assert out.splitlines()[-1] == "1 turns changed" and "D1:3" in out and "D1:1" not in out
+
+
+def test_drafts_with_meaning_read_the_slot_from_the_users_own_clauses(tmp_path: Path) -> None:
+    turns = [
+        {"dia_id": "D1:1", "text": "我在深圳安家了，我们过年回老家"},
+        {"dia_id": "D1:2", "text": "我姐姐在深圳安家了，我们过年去看她"},  # the home is the sister's
+    ]
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([{"sample_id": "c", "conversation": {"session_1": turns}}]), encoding="utf-8")
+    rows = list(extraction_diff.drafts(path, _WordEmbedder()))  # type: ignore[arg-type]
+    [[mine], [theirs]] = [[d[1] for d in drafts] for _, _, drafts in rows]
+    assert mine in ("profile:home", "~profile:home") and theirs is None
